@@ -1,0 +1,210 @@
+//! Command-line arguments: the MACHINE and POLICY option groups shared by
+//! every command (DESIGN.md section 5).
+
+use std::fmt;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use largo_mm::knobs::parse_assignment;
+use largo_mm::MachineConfig;
+use largo_physmem::BackingKind;
+use largo_types::{parse_size, GeometryOverrides, Preset};
+
+/// Bad input found after parsing (a malformed `--set`, ...): exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "largo",
+    version,
+    about = "A user-space model of Linux's large-folio memory management",
+    long_about = "largo models one machine's memory the way Linux 6.18 does (buddy allocator, \
+                  migratetypes, pcp lists, watermarks, ...) and prints what the kernel would, \
+                  in the kernel's own formats."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print a /proc file of the modelled machine in the kernel's format.
+    Show {
+        /// Which file.
+        #[arg(value_enum)]
+        file: ShowFile,
+        #[command(flatten)]
+        machine: MachineArgs,
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
+    /// List presets or knobs.
+    List {
+        #[arg(value_enum)]
+        what: ListWhat,
+        #[command(flatten)]
+        machine: MachineArgs,
+    },
+    /// Benchmarks, measured side by side in one run.
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// The page allocator against buddy_system_allocator::FrameAllocator on
+    /// the same stream of mixed-order allocations and frees, and order-0
+    /// alloc+free through the pcp lists.
+    Alloc(crate::cmd::bench::alloc::AllocBenchArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShowFile {
+    Buddyinfo,
+    Pagetypeinfo,
+    Zoneinfo,
+    Vmstat,
+    Meminfo,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListWhat {
+    Presets,
+    Knobs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpEnabledArg {
+    Always,
+    Madvise,
+    Never,
+}
+
+/// MACHINE: what hardware and kernel build to model.
+#[derive(Args, Debug, Clone)]
+pub struct MachineArgs {
+    /// Architecture preset: x86_64, arm64-4k, arm64-16k, arm64-64k.
+    #[arg(long, default_value = "x86_64", value_parser = parse_preset)]
+    pub machine: Preset,
+    /// Memory size, with K/M/G/T suffix.
+    #[arg(long, default_value = "16G", value_parser = parse_size_arg, value_name = "SIZE")]
+    pub mem: u64,
+    /// NUMA nodes; memory is split evenly.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub nodes: u16,
+    /// CPUs, numbered node by node.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub cpus: u16,
+    /// Page frame backing: sim (metadata only) or ram (real host memory).
+    #[arg(long, default_value = "sim", value_parser = parse_backing)]
+    pub backing: BackingKind,
+    /// Override MAX_PAGE_ORDER (inclusive).
+    #[arg(long, value_name = "N")]
+    pub max_page_order: Option<u32>,
+    /// Override the pageblock order.
+    #[arg(long, value_name = "N")]
+    pub pageblock_order: Option<u32>,
+    /// Override SECTION_SIZE_BITS.
+    #[arg(long, value_name = "N")]
+    pub section_bits: Option<u32>,
+    /// Size of ZONE_MOVABLE, taken from the top of each node (movablecore=).
+    #[arg(long, default_value = "0", value_parser = parse_size_arg, value_name = "SIZE")]
+    pub movable: u64,
+}
+
+/// POLICY: knob settings applied after boot.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PolicyArgs {
+    /// Top-level transparent_hugepage/enabled.
+    #[arg(long, value_enum)]
+    pub thp_enabled: Option<ThpEnabledArg>,
+    /// Set any knob by kernel path, e.g. vm/min_free_kbytes=65536 (repeatable).
+    #[arg(long = "set", value_name = "KNOB=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl MachineArgs {
+    /// The machine configuration these options describe, with `policy`'s knob writes.
+    pub fn config(&self, policy: &PolicyArgs) -> Result<MachineConfig, UsageError> {
+        let mut knobs = Vec::new();
+        if let Some(mode) = policy.thp_enabled {
+            let value = mode
+                .to_possible_value()
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default();
+            knobs.push(("transparent_hugepage/enabled".to_string(), value));
+        }
+        for s in &policy.set {
+            knobs.push(parse_assignment(s).map_err(|e| UsageError(e.to_string()))?);
+        }
+        Ok(MachineConfig {
+            preset: self.machine,
+            overrides: GeometryOverrides {
+                max_page_order: self.max_page_order,
+                pageblock_order: self.pageblock_order,
+                section_bits: self.section_bits,
+            },
+            mem_bytes: self.mem,
+            nr_nodes: self.nodes as usize,
+            nr_cpus: self.cpus as usize,
+            movable_bytes: self.movable,
+            backing: self.backing,
+            knobs,
+            ..MachineConfig::default()
+        })
+    }
+}
+
+fn parse_preset(s: &str) -> Result<Preset, String> {
+    Preset::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
+        format!(
+            "unknown machine '{s}': expected one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+fn parse_backing(s: &str) -> Result<BackingKind, String> {
+    BackingKind::from_name(s).ok_or_else(|| format!("unknown backing '{s}': expected sim or ram"))
+}
+
+/// Prints help and version as clap does; any other parse error as one
+/// line on stderr, exit status 2.
+pub fn report_parse_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let line = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("largo: {line}");
+            ExitCode::from(2)
+        }
+    }
+}

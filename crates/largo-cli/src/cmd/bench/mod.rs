@@ -1,0 +1,4 @@
+//! `largo bench ...`: every figure is a ratio measured side by side in one run.
+
+pub mod alloc;
+mod stream;

@@ -1,0 +1,206 @@
+//! Kernel knobs by their sysfs/sysctl path (relative to /sys/kernel/mm or
+//! /proc/sys), with the values the kernel accepts.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Top-level `transparent_hugepage/enabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpEnabled {
+    Always,
+    Madvise,
+    Never,
+}
+
+/// Per-size `transparent_hugepage/hugepages-<size>kB/enabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpSizeEnabled {
+    Always,
+    Inherit,
+    Madvise,
+    Never,
+}
+
+/// The THP settings of the machine (mm/huge_memory.c defaults: top level
+/// from Kconfig, madvise on the host; PMD size `inherit`, other sizes `never`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThpKnobs {
+    pub enabled: ThpEnabled,
+    /// Keyed by order, for the anon orders 2..=PMD order.
+    pub per_size: BTreeMap<u32, ThpSizeEnabled>,
+    pub pmd_order: u32,
+}
+
+impl ThpKnobs {
+    pub fn defaults(pmd_order: u32) -> ThpKnobs {
+        let per_size = (2..=pmd_order)
+            .map(|order| {
+                let mode = if order == pmd_order {
+                    ThpSizeEnabled::Inherit
+                } else {
+                    ThpSizeEnabled::Never
+                };
+                (order, mode)
+            })
+            .collect();
+        ThpKnobs {
+            enabled: ThpEnabled::Madvise,
+            per_size,
+            pmd_order,
+        }
+    }
+
+    /// `hugepage_global_enabled`.
+    pub fn global_enabled(&self) -> bool {
+        self.enabled != ThpEnabled::Never
+    }
+
+    /// `hugepage_pmd_enabled` (no shmem or file THP in the model): PMD
+    /// THP can be used by some VMA.
+    pub fn pmd_enabled(&self) -> bool {
+        match self.per_size[&self.pmd_order] {
+            ThpSizeEnabled::Always | ThpSizeEnabled::Madvise => true,
+            ThpSizeEnabled::Inherit => self.global_enabled(),
+            ThpSizeEnabled::Never => false,
+        }
+    }
+}
+
+/// A knob write the kernel would reject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KnobError {
+    #[error("unknown knob '{path}'; `largo list knobs` shows the accepted paths")]
+    Unknown { path: String },
+    #[error("invalid value '{value}' for {path}: expected {expected}")]
+    BadValue {
+        path: String,
+        value: String,
+        expected: String,
+    },
+    #[error("malformed --set '{0}': expected KNOB=VALUE, e.g. vm/min_free_kbytes=65536")]
+    Malformed(String),
+}
+
+/// Splits `KNOB=VALUE`.
+pub fn parse_assignment(s: &str) -> Result<(String, String), KnobError> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(KnobError::Malformed(s.to_string())),
+    }
+}
+
+/// Renders a choice the way sysfs does: `always [madvise] never`.
+pub fn sysfs_choice<T: PartialEq + Copy>(options: &[(&str, T)], current: T) -> String {
+    options
+        .iter()
+        .map(|(name, v)| {
+            if *v == current {
+                format!("[{name}]")
+            } else {
+                name.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub const THP_ENABLED_CHOICES: [(&str, ThpEnabled); 3] = [
+    ("always", ThpEnabled::Always),
+    ("madvise", ThpEnabled::Madvise),
+    ("never", ThpEnabled::Never),
+];
+
+pub const THP_SIZE_CHOICES: [(&str, ThpSizeEnabled); 4] = [
+    ("always", ThpSizeEnabled::Always),
+    ("inherit", ThpSizeEnabled::Inherit),
+    ("madvise", ThpSizeEnabled::Madvise),
+    ("never", ThpSizeEnabled::Never),
+];
+
+/// Parses one of `choices` by name.
+pub fn parse_choice<T: Copy>(
+    path: &str,
+    value: &str,
+    choices: &[(&str, T)],
+) -> Result<T, KnobError> {
+    choices
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| KnobError::BadValue {
+            path: path.to_string(),
+            value: value.to_string(),
+            expected: choices
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Parses an integer in `min..=max`.
+pub fn parse_int(path: &str, value: &str, min: u64, max: u64) -> Result<u64, KnobError> {
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|v| (min..=max).contains(v))
+        .ok_or_else(|| KnobError::BadValue {
+            path: path.to_string(),
+            value: value.to_string(),
+            expected: format!("an integer in {min}..={max}"),
+        })
+}
+
+/// A knob as `largo list knobs` shows it.
+#[derive(Clone, Debug)]
+pub struct KnobInfo {
+    pub path: String,
+    pub value: String,
+    pub help: &'static str,
+}
+
+impl fmt::Display for KnobInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} = {}", self.path, self.value)
+    }
+}
+
+/// The sysfs directory name of an mTHP size (`hugepages-64kB`).
+pub fn size_dir(page_shift: u32, order: u32) -> String {
+    format!("hugepages-{}kB", (1u64 << (page_shift + order)) >> 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pmd_enabled_follows_the_truth_table() {
+        let mut thp = ThpKnobs::defaults(9);
+        assert!(thp.pmd_enabled(), "host default: 2M inherit + madvise");
+        thp.enabled = ThpEnabled::Never;
+        assert!(!thp.pmd_enabled());
+        thp.per_size.insert(9, ThpSizeEnabled::Madvise);
+        assert!(thp.pmd_enabled());
+        thp.per_size.insert(9, ThpSizeEnabled::Never);
+        thp.enabled = ThpEnabled::Always;
+        assert!(!thp.pmd_enabled());
+    }
+
+    #[test]
+    fn sysfs_rendering_and_parsing() {
+        assert_eq!(
+            sysfs_choice(&THP_ENABLED_CHOICES, ThpEnabled::Madvise),
+            "always [madvise] never"
+        );
+        assert_eq!(
+            parse_choice("x", "inherit", &THP_SIZE_CHOICES),
+            Ok(ThpSizeEnabled::Inherit)
+        );
+        assert!(parse_choice("x", "sometimes", &THP_SIZE_CHOICES).is_err());
+        assert!(parse_int("vm/x", "-1", 0, 10).is_err());
+        assert_eq!(size_dir(12, 4), "hugepages-64kB");
+        assert_eq!(size_dir(16, 13), "hugepages-524288kB");
+        assert!(parse_assignment("novalue").is_err());
+    }
+}

@@ -1,0 +1,23 @@
+//! The largo engine: a user-space model of Linux's physical memory
+//! management, mirroring mm/ function by function.
+//!
+//! - [`layout`]: the physical memory map (RAM, nodes, zone spans, boot reservations)
+//! - [`sparse`]: sections, subsections, memory blocks
+//! - [`memmap`]: the per-pfn metadata array and folios
+//! - [`page_alloc`]: the buddy allocator, pcp lists, watermarks
+//! - [`stats`]: counters and /proc renderers
+//! - [`machine`]: [`Machine`], the root that owns all of it
+//! - [`check`]: the invariant checker
+
+pub mod check;
+pub mod knobs;
+pub mod layout;
+pub mod machine;
+pub mod memmap;
+pub mod page_alloc;
+pub mod sparse;
+pub mod stats;
+
+pub use machine::{Machine, MachineConfig, MachineError};
+pub use memmap::Folio;
+pub use page_alloc::gfp;

@@ -1,0 +1,316 @@
+//! [`Machine`]: one modelled machine, the only mutable root of the engine.
+
+use largo_physmem::{new_backing, Backing, BackingError, BackingKind};
+use largo_types::{format_size, Geometry, GeometryError, GeometryOverrides, Preset, MAX_NR_ZONES};
+
+use crate::check::{CheckReport, InvariantError};
+use crate::knobs::{self, KnobError, KnobInfo, ThpKnobs};
+use crate::layout::{Layout, LayoutError, LayoutSpec, DEFAULT_KERNEL_RESERVED_BYTES};
+use crate::memmap::Folio;
+use crate::page_alloc::gfp::Gfp;
+use crate::page_alloc::{AllocError, FreeError, PageAlloc, SplitError, Tunables};
+use crate::sparse::Sparse;
+
+/// Everything that describes a machine before it boots.
+#[derive(Clone, Debug)]
+pub struct MachineConfig {
+    pub preset: Preset,
+    pub overrides: GeometryOverrides,
+    pub mem_bytes: u64,
+    pub nr_nodes: usize,
+    pub nr_cpus: usize,
+    /// Size of ZONE_MOVABLE (`movablecore=`), 0 for none.
+    pub movable_bytes: u64,
+    pub backing: BackingKind,
+    /// Kernel image and early allocations reserved at 16 MiB.
+    pub kernel_reserved_bytes: u64,
+    /// Knob writes applied after boot, in order (`--set`).
+    pub knobs: Vec<(String, String)>,
+}
+
+impl Default for MachineConfig {
+    /// The built-in default machine: x86_64, 16 GiB, one node, 2 cpus, sim.
+    fn default() -> Self {
+        MachineConfig {
+            preset: Preset::X86_64,
+            overrides: GeometryOverrides::default(),
+            mem_bytes: 16 << 30,
+            nr_nodes: 1,
+            nr_cpus: 2,
+            movable_bytes: 0,
+            backing: BackingKind::Sim,
+            kernel_reserved_bytes: DEFAULT_KERNEL_RESERVED_BYTES,
+            knobs: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MachineError {
+    #[error(transparent)]
+    Geometry(#[from] GeometryError),
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Backing(#[from] BackingError),
+    #[error(transparent)]
+    Knob(#[from] KnobError),
+}
+
+/// A booted machine.
+pub struct Machine {
+    config: MachineConfig,
+    geo: Geometry,
+    layout: Layout,
+    sparse: Sparse,
+    page_alloc: PageAlloc,
+    backing: Box<dyn Backing>,
+    thp: ThpKnobs,
+}
+
+impl Machine {
+    /// Validates the configuration, lays out memory, boots the allocator
+    /// and applies the knob writes.
+    pub fn new(config: MachineConfig) -> Result<Machine, MachineError> {
+        let geo = config.preset.geometry().with_overrides(config.overrides)?;
+        let spec = LayoutSpec {
+            nr_nodes: config.nr_nodes,
+            movable_bytes: config.movable_bytes,
+            kernel_reserved_bytes: config.kernel_reserved_bytes,
+            ..LayoutSpec::new(config.mem_bytes, config.nr_cpus)
+        };
+        let layout = Layout::build(&geo, &spec)?;
+        let sparse = Sparse::build(&geo, &layout);
+        let thp = ThpKnobs::defaults(geo.pmd_order);
+        let tunables = Tunables {
+            thp_pmd_enabled: thp.pmd_enabled(),
+            ..Tunables::default()
+        };
+        let page_alloc = PageAlloc::boot(geo, &layout, config.nr_cpus, tunables);
+        let backing = new_backing(config.backing, layout.max_pfn, geo.page_size())?;
+        let knobs = config.knobs.clone();
+        let mut machine = Machine {
+            config,
+            geo,
+            layout,
+            sparse,
+            page_alloc,
+            backing,
+            thp,
+        };
+        for (path, value) in &knobs {
+            machine.set_knob(path, value)?;
+        }
+        Ok(machine)
+    }
+
+    pub fn config(&self) -> &MachineConfig {
+        &self.config
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn sparse(&self) -> &Sparse {
+        &self.sparse
+    }
+
+    pub fn page_alloc(&self) -> &PageAlloc {
+        &self.page_alloc
+    }
+
+    pub fn page_alloc_mut(&mut self) -> &mut PageAlloc {
+        &mut self.page_alloc
+    }
+
+    pub fn backing(&self) -> &dyn Backing {
+        self.backing.as_ref()
+    }
+
+    pub fn thp(&self) -> &ThpKnobs {
+        &self.thp
+    }
+
+    /// Allocates a folio for `cpu`; `__GFP_ZERO` clears it through the
+    /// backing. Pending kswapd work runs before returning.
+    pub fn alloc_pages(
+        &mut self,
+        cpu: usize,
+        gfp: Gfp,
+        order: u32,
+    ) -> Result<Option<Folio>, AllocError> {
+        let folio = self.page_alloc.alloc_pages(cpu, gfp, order)?;
+        if let Some(f) = folio {
+            if gfp.contains(Gfp::ZERO) {
+                self.backing
+                    .zero(f.pfn, f.nr_pages())
+                    .unwrap_or_else(|e| unreachable!("allocated folio outside the backing: {e}"));
+            }
+        }
+        if self.page_alloc.kswapd_pending() {
+            self.page_alloc.run_kswapd();
+        }
+        Ok(folio)
+    }
+
+    pub fn free_folio(&mut self, cpu: usize, folio: Folio) -> Result<(), FreeError> {
+        self.page_alloc.free_folio(cpu, folio)
+    }
+
+    pub fn split_folio(&mut self, folio: Folio, new_order: u32) -> Result<Vec<Folio>, SplitError> {
+        Ok(self.page_alloc.split_folio(folio, new_order)?.collect())
+    }
+
+    /// Faults in the whole memmap now instead of on first touch (see
+    /// [`crate::memmap::Memmap::populate`]).
+    pub fn populate_memmap(&mut self) {
+        self.page_alloc.memmap.populate();
+    }
+
+    /// Runs the invariant checker over the whole machine.
+    pub fn check(&self) -> Result<CheckReport, InvariantError> {
+        self.page_alloc.check_invariants()
+    }
+
+    // --- knobs ---
+
+    /// Writes a knob by its kernel path, as `echo VALUE > PATH` would.
+    pub fn set_knob(&mut self, path: &str, value: &str) -> Result<(), KnobError> {
+        let pa = &mut self.page_alloc;
+        match path {
+            "vm/min_free_kbytes" => {
+                pa.set_min_free_kbytes(knobs::parse_int(path, value, 0, i32::MAX as u64)?)
+            }
+            "vm/watermark_scale_factor" => {
+                pa.set_watermark_scale_factor(knobs::parse_int(path, value, 1, 3000)?)
+            }
+            "vm/watermark_boost_factor" => {
+                pa.set_watermark_boost_factor(knobs::parse_int(path, value, 0, i32::MAX as u64)?)
+            }
+            "vm/percpu_pagelist_high_fraction" => {
+                let fraction = knobs::parse_int(path, value, 0, i32::MAX as u64)?;
+                if fraction != 0
+                    && fraction < crate::page_alloc::pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION
+                {
+                    return Err(KnobError::BadValue {
+                        path: path.into(),
+                        value: value.into(),
+                        expected: "0 or at least 8".into(),
+                    });
+                }
+                pa.set_percpu_pagelist_high_fraction(fraction)
+            }
+            "vm/lowmem_reserve_ratio" => pa.set_lowmem_reserve_ratio(parse_ratios(path, value)?),
+            "transparent_hugepage/enabled" => {
+                self.thp.enabled = knobs::parse_choice(path, value, &knobs::THP_ENABLED_CHOICES)?;
+                self.page_alloc.set_thp_pmd_enabled(self.thp.pmd_enabled());
+            }
+            _ => {
+                let order = self
+                    .thp_size_order(path)
+                    .ok_or_else(|| KnobError::Unknown { path: path.into() })?;
+                let mode = knobs::parse_choice(path, value, &knobs::THP_SIZE_CHOICES)?;
+                self.thp.per_size.insert(order, mode);
+                self.page_alloc.set_thp_pmd_enabled(self.thp.pmd_enabled());
+            }
+        }
+        Ok(())
+    }
+
+    /// The order of a `transparent_hugepage/hugepages-<size>kB/enabled` path.
+    fn thp_size_order(&self, path: &str) -> Option<u32> {
+        let dir = path
+            .strip_prefix("transparent_hugepage/")?
+            .strip_suffix("/enabled")?;
+        self.geo
+            .anon_orders()
+            .find(|&order| knobs::size_dir(self.geo.page_shift, order) == dir)
+    }
+
+    /// Every knob with its current value, as the kernel would print it.
+    pub fn knobs(&self) -> Vec<KnobInfo> {
+        let t = self.page_alloc.tunables();
+        let mut v = vec![
+            KnobInfo {
+                path: "vm/min_free_kbytes".into(),
+                value: t.min_free_kbytes.to_string(),
+                help: "free memory the kernel keeps (raised for THP when PMD THP is enabled)",
+            },
+            KnobInfo {
+                path: "vm/watermark_scale_factor".into(),
+                value: t.watermark_scale_factor.to_string(),
+                help: "distance between watermarks, in 1/10000 of the zone",
+            },
+            KnobInfo {
+                path: "vm/watermark_boost_factor".into(),
+                value: t.watermark_boost_factor.to_string(),
+                help:
+                    "watermark boost after a fragmenting fallback, in 1/10000 of the high watermark",
+            },
+            KnobInfo {
+                path: "vm/percpu_pagelist_high_fraction".into(),
+                value: t.percpu_pagelist_high_fraction.to_string(),
+                help: "0: auto-tuned pcp high limits; N >= 8: managed/N split over cpus",
+            },
+            KnobInfo {
+                path: "vm/lowmem_reserve_ratio".into(),
+                value: t
+                    .lowmem_reserve_ratio
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\t"),
+                help: "per-zone divisor of the memory lower zones keep back",
+            },
+            KnobInfo {
+                path: "transparent_hugepage/enabled".into(),
+                value: knobs::sysfs_choice(&knobs::THP_ENABLED_CHOICES, self.thp.enabled),
+                help: "top-level THP mode; `inherit` sizes follow it",
+            },
+        ];
+        for (&order, &mode) in &self.thp.per_size {
+            v.push(KnobInfo {
+                path: format!(
+                    "transparent_hugepage/{}/enabled",
+                    knobs::size_dir(self.geo.page_shift, order)
+                ),
+                value: knobs::sysfs_choice(&knobs::THP_SIZE_CHOICES, mode),
+                help: "anonymous mTHP size mode",
+            });
+        }
+        v
+    }
+
+    /// A one-line description of the machine for reports.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} {} node(s) {} cpu(s) {} backing, {}K pages, MAX_PAGE_ORDER {}, pageblock order {}",
+            self.config.preset.name(),
+            format_size(self.config.mem_bytes),
+            self.config.nr_nodes,
+            self.config.nr_cpus,
+            self.config.backing.name(),
+            self.geo.page_size() >> 10,
+            self.geo.max_page_order,
+            self.geo.pageblock_order,
+        )
+    }
+}
+
+fn parse_ratios(path: &str, value: &str) -> Result<[u64; MAX_NR_ZONES], KnobError> {
+    let bad = || KnobError::BadValue {
+        path: path.into(),
+        value: value.into(),
+        expected: format!("{MAX_NR_ZONES} non-negative integers"),
+    };
+    let nums: Vec<u64> = value
+        .split_whitespace()
+        .map(|s| s.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    nums.try_into().map_err(|_| bad())
+}

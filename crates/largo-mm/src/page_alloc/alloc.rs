@@ -1,0 +1,362 @@
+//! Allocation: `__alloc_pages` and the paths below it.
+//!
+//! The model has no reclaimable memory yet (no page cache, no swap), so
+//! the slow path's direct reclaim makes no progress: it counts the stall,
+//! drains the pcp lists and releases high-atomic reserves as the kernel
+//! does when reclaim fails, retries once, and fails. Direct compaction
+//! joins the slow path with the compaction model.
+
+use largo_types::{MigrateType, ZoneType, MAX_NR_ZONES};
+
+use super::gfp::{AllocFlags, Gfp, GfpError, Wmark};
+use super::{PageAlloc, ZoneFlags};
+use crate::memmap::{Folio, PageFlags};
+use crate::stats::VmEvent;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    #[error("order {order} is above MAX_PAGE_ORDER {max}")]
+    OrderTooLarge { order: u32, max: u32 },
+    #[error(transparent)]
+    Gfp(#[from] GfpError),
+    #[error("no cpu {cpu} (the machine has {nr_cpus})")]
+    NoSuchCpu { cpu: usize, nr_cpus: usize },
+    #[error("no node {nid} (the machine has {nr_nodes})")]
+    NoSuchNode { nid: usize, nr_nodes: usize },
+}
+
+/// `struct alloc_context`.
+#[derive(Clone, Copy, Debug)]
+struct AllocContext {
+    /// Node whose zonelist is walked.
+    nid: usize,
+    highest_zoneidx: usize,
+    migratetype: MigrateType,
+    /// `__GFP_THISNODE`: only the node's own zones.
+    thisnode: bool,
+}
+
+impl PageAlloc {
+    /// `alloc_pages`: a folio of `order` for `cpu`, preferring its node.
+    /// `Ok(None)` is an ordinary allocation failure.
+    pub fn alloc_pages(
+        &mut self,
+        cpu: usize,
+        gfp: Gfp,
+        order: u32,
+    ) -> Result<Option<Folio>, AllocError> {
+        let nid = self.checked_cpu_node(cpu)?;
+        self.alloc_pages_node(cpu, nid, gfp, order)
+    }
+
+    fn checked_cpu_node(&self, cpu: usize) -> Result<usize, AllocError> {
+        self.cpu_node
+            .get(cpu)
+            .copied()
+            .ok_or(AllocError::NoSuchCpu {
+                cpu,
+                nr_cpus: self.nr_cpus,
+            })
+    }
+
+    /// `__alloc_pages` with a preferred node (`alloc_pages_node`).
+    pub fn alloc_pages_node(
+        &mut self,
+        cpu: usize,
+        nid: usize,
+        gfp: Gfp,
+        order: u32,
+    ) -> Result<Option<Folio>, AllocError> {
+        if order > self.geo.max_page_order {
+            return Err(AllocError::OrderTooLarge {
+                order,
+                max: self.geo.max_page_order,
+            });
+        }
+        self.checked_cpu_node(cpu)?;
+        if nid >= self.nodes.len() {
+            return Err(AllocError::NoSuchNode {
+                nid,
+                nr_nodes: self.nodes.len(),
+            });
+        }
+        let mut migratetype = gfp.migratetype()?;
+        if self.mobility_disabled {
+            migratetype = MigrateType::Unmovable;
+        }
+        let ac = AllocContext {
+            nid,
+            highest_zoneidx: gfp.zone()?.index(),
+            migratetype,
+            thisnode: gfp.contains(Gfp::THISNODE),
+        };
+        let Some(&preferred) = self.zonelists[Self::zonelist_id(&ac)].first() else {
+            return Ok(None);
+        };
+        let mut alloc_flags = AllocFlags::WMARK_LOW | AllocFlags::CPUSET;
+        alloc_flags |= self.alloc_flags_nofragment(preferred, gfp);
+        let pfn = match self.get_page_from_freelist(cpu, order, alloc_flags, &ac) {
+            Some(pfn) => Some(pfn),
+            None => self.__alloc_pages_slowpath(cpu, gfp, order, &ac),
+        };
+        Ok(pfn.map(|pfn| {
+            self.prep_new_page(pfn, order);
+            Folio {
+                pfn: largo_types::Pfn(pfn),
+                order,
+            }
+        }))
+    }
+
+    /// Index of the zonelist `ac` walks in [`PageAlloc::zonelists`].
+    #[inline]
+    fn zonelist_id(ac: &AllocContext) -> usize {
+        (ac.nid * 2 + ac.thisnode as usize) * MAX_NR_ZONES + ac.highest_zoneidx
+    }
+
+    /// `alloc_flags_nofragment`: when the preferred zone is Normal and
+    /// DMA32 exists, first try without fragmenting fallbacks.
+    fn alloc_flags_nofragment(&self, preferred: usize, gfp: Gfp) -> AllocFlags {
+        let mut flags = AllocFlags::empty();
+        if gfp.contains(Gfp::KSWAPD_RECLAIM) {
+            flags |= AllocFlags::KSWAPD;
+        }
+        let zone = &self.zones[preferred];
+        if zone.zone_type != ZoneType::Normal {
+            return flags;
+        }
+        let dma32 = &self.zones[preferred - 1];
+        if self.nodes.len() > 1 && !dma32.populated() {
+            return flags;
+        }
+        flags | AllocFlags::NOFRAGMENT
+    }
+
+    /// `get_page_from_freelist`: the first zone of the zonelist whose
+    /// watermark allows the allocation and that has a block.
+    fn get_page_from_freelist(
+        &mut self,
+        cpu: usize,
+        order: u32,
+        mut alloc_flags: AllocFlags,
+        ac: &AllocContext,
+    ) -> Option<u64> {
+        let zl = Self::zonelist_id(ac);
+        let preferred = *self.zonelists[zl].first()?;
+        'retry: loop {
+            let no_fallback = alloc_flags.contains(AllocFlags::NOFRAGMENT);
+            for i in 0..self.zonelists[zl].len() {
+                let zi = self.zonelists[zl][i];
+                if no_fallback && self.zones[zi].nid != self.zones[preferred].nid {
+                    // Locality matters more than fragmentation avoidance.
+                    alloc_flags.remove(AllocFlags::NOFRAGMENT);
+                    continue 'retry;
+                }
+                if !self.zone_has_room(zi, order, ac.highest_zoneidx, alloc_flags) {
+                    continue;
+                }
+                if let Some(pfn) =
+                    self.rmqueue(cpu, preferred, zi, order, alloc_flags, ac.migratetype)
+                {
+                    if alloc_flags.contains(AllocFlags::HIGHATOMIC) {
+                        self.reserve_highatomic_pageblock(zi, pfn, order);
+                    }
+                    return Some(pfn);
+                }
+            }
+            if alloc_flags.contains(AllocFlags::NOFRAGMENT) {
+                alloc_flags.remove(AllocFlags::NOFRAGMENT);
+                continue;
+            }
+            return None;
+        }
+    }
+
+    /// The watermark part of `get_page_from_freelist`: notes when the zone
+    /// drops below its high watermark, then checks the requested one.
+    fn zone_has_room(
+        &mut self,
+        zi: usize,
+        order: u32,
+        highest_zoneidx: usize,
+        alloc_flags: AllocFlags,
+    ) -> bool {
+        if !self.zones[zi].flags.contains(ZoneFlags::BELOW_HIGH) {
+            let high = self.zones[zi].wmark_pages(Wmark::High);
+            if self.zone_watermark_fast(zi, order, high, highest_zoneidx, alloc_flags) {
+                return true;
+            }
+            self.zones[zi].flags |= ZoneFlags::BELOW_HIGH;
+        }
+        if alloc_flags.contains(AllocFlags::NO_WATERMARKS) {
+            return true;
+        }
+        let mark = self.zones[zi].wmark_pages(alloc_flags.wmark());
+        self.zone_watermark_fast(zi, order, mark, highest_zoneidx, alloc_flags)
+    }
+
+    /// `gfp_to_alloc_flags`.
+    fn gfp_to_alloc_flags(gfp: Gfp, order: u32) -> AllocFlags {
+        let mut flags = AllocFlags::CPUSET; // ALLOC_WMARK_MIN is 0
+        if gfp.contains(Gfp::HIGH) {
+            flags |= AllocFlags::MIN_RESERVE;
+        }
+        if gfp.contains(Gfp::KSWAPD_RECLAIM) {
+            flags |= AllocFlags::KSWAPD;
+        }
+        if !gfp.contains(Gfp::DIRECT_RECLAIM) {
+            if !gfp.contains(Gfp::NOMEMALLOC) {
+                flags |= AllocFlags::NON_BLOCK;
+                if order > 0 && flags.contains(AllocFlags::MIN_RESERVE) {
+                    flags |= AllocFlags::HIGHATOMIC;
+                }
+            }
+            if flags.contains(AllocFlags::MIN_RESERVE) {
+                flags.remove(AllocFlags::CPUSET);
+            }
+        }
+        flags
+    }
+
+    /// `__alloc_pages_slowpath` for a machine with nothing to reclaim.
+    fn __alloc_pages_slowpath(
+        &mut self,
+        cpu: usize,
+        gfp: Gfp,
+        order: u32,
+        ac: &AllocContext,
+    ) -> Option<u64> {
+        let alloc_flags = Self::gfp_to_alloc_flags(gfp, order);
+        if alloc_flags.contains(AllocFlags::KSWAPD) {
+            self.wake_all_kswapds(order, ac.nid, ac.highest_zoneidx);
+        }
+        if let Some(pfn) = self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
+            return Some(pfn);
+        }
+        if !gfp.contains(Gfp::DIRECT_RECLAIM) {
+            return None;
+        }
+        // __alloc_pages_direct_reclaim: reclaim frees nothing here; on
+        // failure the kernel releases high-atomic reserves and drains the
+        // pcp lists, then tries once more.
+        let stall_zone = ZoneType::from_index(ac.highest_zoneidx.min(ZoneType::Movable.index()));
+        self.count_event(VmEvent::allocstall(stall_zone), 1);
+        self.unreserve_highatomic_pageblock(Self::zonelist_id(ac), ac.migratetype, false);
+        self.drain_all_pages();
+        if let Some(pfn) = self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
+            return Some(pfn);
+        }
+        // should_reclaim_retry gives up without progress; the OOM killer
+        // is the caller's business (the workload layer kills a task).
+        None
+    }
+
+    /// `prep_new_page`: the head record of the new folio (refcount 1,
+    /// unmapped, its order, PG_head for order > 0). The tails are all-zero
+    /// already (free-block interiors are), so this is O(1) for any order;
+    /// see [`Page`](crate::memmap::Page) for why tails carry no head link.
+    pub(crate) fn prep_new_page(&mut self, pfn: u64, order: u32) {
+        let head = self.memmap.page_mut(pfn);
+        head.clear();
+        head.set_refcount(1);
+        head.set_order(order);
+        if order > 0 {
+            head.set_flags(PageFlags::HEAD);
+        }
+    }
+
+    /// `wake_all_kswapds`: wakes kswapd of every node of the zonelist.
+    fn wake_all_kswapds(&mut self, order: u32, nid: usize, highest_zoneidx: usize) {
+        let order_nodes = self.nodes[nid].node_order.clone();
+        for n in order_nodes {
+            let zi = (0..=highest_zoneidx)
+                .rev()
+                .map(|zt| n * MAX_NR_ZONES + zt)
+                .find(|&zi| self.zones[zi].managed());
+            if let Some(zi) = zi {
+                self.wakeup_kswapd(zi, order, highest_zoneidx);
+            }
+        }
+    }
+
+    /// `wakeup_kswapd`: records a pending kswapd run for the zone's node
+    /// unless the node is balanced and unboosted, or kswapd gave up.
+    pub(crate) fn wakeup_kswapd(&mut self, zi: usize, order: u32, highest_zoneidx: usize) {
+        let nid = self.zones[zi].nid;
+        if self.nodes[nid].kswapd_failures >= MAX_RECLAIM_RETRIES {
+            return;
+        }
+        if self.pgdat_balanced(nid, order, highest_zoneidx)
+            && !self.pgdat_watermark_boosted(nid, highest_zoneidx)
+        {
+            return;
+        }
+        let node = &mut self.nodes[nid];
+        node.kswapd_order = if node.kswapd_pending {
+            node.kswapd_order.max(order)
+        } else {
+            order
+        };
+        node.kswapd_highest_zoneidx = if node.kswapd_pending {
+            node.kswapd_highest_zoneidx.max(highest_zoneidx)
+        } else {
+            highest_zoneidx
+        };
+        node.kswapd_pending = true;
+    }
+
+    /// `pgdat_balanced`: some eligible zone meets its high watermark.
+    pub(crate) fn pgdat_balanced(&self, nid: usize, order: u32, highest_zoneidx: usize) -> bool {
+        let mut any_managed = false;
+        for zt in 0..=highest_zoneidx {
+            let zi = nid * MAX_NR_ZONES + zt;
+            if !self.zones[zi].managed() {
+                continue;
+            }
+            any_managed = true;
+            let mark = self.zones[zi].high_wmark_pages();
+            if self.zone_watermark_ok(zi, order, mark, highest_zoneidx, AllocFlags::empty()) {
+                return true;
+            }
+        }
+        !any_managed
+    }
+
+    /// `pgdat_watermark_boosted`.
+    pub(crate) fn pgdat_watermark_boosted(&self, nid: usize, highest_zoneidx: usize) -> bool {
+        (0..=highest_zoneidx).any(|zt| self.zones[nid * MAX_NR_ZONES + zt].watermark_boost > 0)
+    }
+
+    /// Nodes with a pending kswapd wakeup.
+    pub fn kswapd_pending(&self) -> bool {
+        self.nodes.iter().any(|n| n.kswapd_pending)
+    }
+
+    /// Runs every pending kswapd (`balance_pgdat`). With nothing
+    /// reclaimable, a run ends boosted reclaim (clearing the boost) and,
+    /// if the node is still unbalanced, counts a failure; after
+    /// MAX_RECLAIM_RETRIES failures kswapd is no longer woken.
+    pub fn run_kswapd(&mut self) {
+        for nid in 0..self.nodes.len() {
+            if !self.nodes[nid].kswapd_pending {
+                continue;
+            }
+            let (order, highest) = (
+                self.nodes[nid].kswapd_order,
+                self.nodes[nid].kswapd_highest_zoneidx,
+            );
+            self.nodes[nid].kswapd_pending = false;
+            self.count_event(VmEvent::Pageoutrun, 1);
+            let balanced = self.pgdat_balanced(nid, order, highest);
+            for zt in 0..MAX_NR_ZONES {
+                self.zones[nid * MAX_NR_ZONES + zt].watermark_boost = 0;
+            }
+            if !balanced {
+                self.nodes[nid].kswapd_failures += 1;
+            }
+        }
+    }
+}
+
+/// `MAX_RECLAIM_RETRIES`.
+pub(crate) const MAX_RECLAIM_RETRIES: u32 = 16;

@@ -1,0 +1,439 @@
+//! Per-cpu page lists (`struct per_cpu_pages`): cached free blocks of the
+//! orders 0..=PAGE_ALLOC_COSTLY_ORDER and pageblock order, refilled and
+//! drained in batches, with the v6.7+ auto-tuned high limit.
+
+use bitflags::bitflags;
+use largo_types::{MigrateType, MIGRATE_PCPTYPES, PAGE_ALLOC_COSTLY_ORDER};
+
+use super::gfp::AllocFlags;
+use super::list::ListHead;
+use super::{PageAlloc, Wmark, ZoneFlags};
+use crate::memmap::PageFlags;
+use crate::stats::VmEvent;
+
+/// `NR_LOWORDER_PCP_LISTS`: one list per pcp type and cheap order.
+pub const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 1);
+/// `NR_PCP_THP`: pageblock-order lists, one for movable, one for the rest.
+pub const NR_PCP_THP: usize = 2;
+pub const NR_PCP_LISTS: usize = NR_LOWORDER_PCP_LISTS + NR_PCP_THP;
+/// `CONFIG_PCP_BATCH_SCALE_MAX` (host: 5).
+pub const PCP_BATCH_SCALE_MAX: u32 = 5;
+/// `MIN_PERCPU_PAGELIST_HIGH_FRACTION`.
+pub const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u64 = 8;
+const BOOT_PAGESET_HIGH: i32 = 0;
+const BOOT_PAGESET_BATCH: i32 = 1;
+
+bitflags! {
+    /// `pcp->flags`.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct PcpFlags: u8 {
+        /// `PCPF_PREV_FREE_HIGH_ORDER`: the last free was of order 1..=3.
+        const PREV_FREE_HIGH_ORDER = 1 << 0;
+        /// `PCPF_FREE_HIGH_BATCH`: the cpu's cache slice holds > 3 batches.
+        const FREE_HIGH_BATCH = 1 << 1;
+    }
+}
+
+/// One cpu's cache of free pages for one zone.
+///
+/// Invariant: `count` is the number of base pages on `lists`.
+#[derive(Clone, Debug)]
+pub struct PerCpuPages {
+    pub count: i32,
+    /// Current high limit, auto-tuned between `high_min` and `high_max`.
+    pub high: i32,
+    pub high_min: i32,
+    pub high_max: i32,
+    pub batch: i32,
+    pub flags: PcpFlags,
+    /// Order-0 refills double while allocations run without frees.
+    pub alloc_factor: u8,
+    /// Recent frees without allocations; sizes the next drain.
+    pub free_count: i32,
+    pub lists: [ListHead; NR_PCP_LISTS],
+}
+
+impl PerCpuPages {
+    /// `per_cpu_pages_init`: the boot pageset, which never caches pages.
+    pub fn boot_pageset() -> PerCpuPages {
+        PerCpuPages {
+            count: 0,
+            high: 0,
+            high_min: BOOT_PAGESET_HIGH,
+            high_max: BOOT_PAGESET_HIGH,
+            batch: BOOT_PAGESET_BATCH,
+            flags: PcpFlags::empty(),
+            alloc_factor: 0,
+            free_count: 0,
+            lists: [ListHead::EMPTY; NR_PCP_LISTS],
+        }
+    }
+}
+
+/// The kernel's `clamp(val, lo, hi)`: `hi` if `val >= hi`, else at least
+/// `lo`. Unlike `Ord::clamp` it is defined (and does not panic) when `lo > hi`.
+#[inline]
+fn kclamp(val: i32, lo: i32, hi: i32) -> i32 {
+    if val >= hi {
+        hi
+    } else if val <= lo {
+        lo
+    } else {
+        val
+    }
+}
+
+impl PageAlloc {
+    /// `pcp_allowed_order`.
+    #[inline]
+    pub fn pcp_allowed_order(&self, order: u32) -> bool {
+        order <= PAGE_ALLOC_COSTLY_ORDER || order == self.geo.pageblock_order
+    }
+
+    /// `order_to_pindex`.
+    #[inline]
+    pub(crate) fn order_to_pindex(&self, mt: MigrateType, order: u32) -> usize {
+        if order > PAGE_ALLOC_COSTLY_ORDER {
+            NR_LOWORDER_PCP_LISTS + (mt == MigrateType::Movable) as usize
+        } else {
+            MIGRATE_PCPTYPES * order as usize + mt.index()
+        }
+    }
+
+    /// `pindex_to_order`.
+    #[inline]
+    pub(crate) fn pindex_to_order(&self, pindex: usize) -> u32 {
+        if pindex >= NR_LOWORDER_PCP_LISTS {
+            self.geo.pageblock_order
+        } else {
+            (pindex / MIGRATE_PCPTYPES) as u32
+        }
+    }
+
+    #[inline]
+    pub(crate) fn pcp_list_add(
+        &mut self,
+        pcp_idx: usize,
+        pindex: usize,
+        pfn: u64,
+        order: u32,
+        tail: bool,
+    ) {
+        let page = self.memmap.page_mut(pfn);
+        page.set_flags(PageFlags::PCP);
+        page.set_order(order);
+        let list = &mut self.pcp[pcp_idx].lists[pindex];
+        if tail {
+            list.push_back(&mut self.memmap.pages, pfn);
+        } else {
+            list.push_front(&mut self.memmap.pages, pfn);
+        }
+    }
+
+    /// Unlinks a pcp page and clears its record.
+    #[inline]
+    fn pcp_list_del(&mut self, pcp_idx: usize, pindex: usize, pfn: u64) {
+        self.pcp[pcp_idx].lists[pindex].remove(&mut self.memmap.pages, pfn);
+        self.memmap.page_mut(pfn).clear();
+    }
+
+    /// `nr_pcp_alloc`: how many blocks a refill takes; grows `high` while
+    /// the zone is above its high watermark.
+    fn nr_pcp_alloc(&mut self, pcp_idx: usize, zi: usize, order: u32) -> i32 {
+        let below_high = self.zones[zi].flags.contains(ZoneFlags::BELOW_HIGH);
+        let pcp = &mut self.pcp[pcp_idx];
+        let base_batch = pcp.batch;
+        let (high_min, high_max) = (pcp.high_min, pcp.high_max);
+        pcp.high = kclamp(pcp.high, high_min, high_max);
+        let mut high = pcp.high;
+        if high < base_batch {
+            return 1;
+        }
+        let mut batch = if order > 0 {
+            base_batch
+        } else {
+            base_batch << pcp.alloc_factor
+        };
+        if high_min != high_max && !below_high {
+            high = (high + batch).min(high_max);
+            pcp.high = high;
+        }
+        if order == 0 {
+            let max_nr_alloc = (high - pcp.count - base_batch).max(base_batch);
+            if batch <= max_nr_alloc && (pcp.alloc_factor as u32) < PCP_BATCH_SCALE_MAX {
+                pcp.alloc_factor += 1;
+            }
+            batch = batch.min(max_nr_alloc);
+        }
+        if batch > 1 {
+            batch = (batch >> order).max(2);
+        }
+        batch
+    }
+
+    /// `rmqueue_pcplist`: takes a block from this cpu's list, refilling it
+    /// from the buddy lists when empty.
+    pub(crate) fn rmqueue_pcplist(
+        &mut self,
+        cpu: usize,
+        preferred_zi: usize,
+        zi: usize,
+        order: u32,
+        mt: MigrateType,
+        alloc_flags: AllocFlags,
+    ) -> Option<u64> {
+        let idx = self.pcp_index(zi, cpu);
+        self.pcp[idx].free_count >>= 1;
+        let pindex = self.order_to_pindex(mt, order);
+        if self.pcp[idx].lists[pindex].is_empty() {
+            let batch = self.nr_pcp_alloc(idx, zi, order);
+            let got = self.rmqueue_bulk(zi, idx, order, batch, mt, alloc_flags);
+            self.pcp[idx].count += got << order;
+        }
+        let pfn = self.pcp[idx].lists[pindex].first()?;
+        self.pcp_list_del(idx, pindex, pfn);
+        self.pcp[idx].count -= 1 << order;
+        self.count_alloc(cpu, preferred_zi, zi, order);
+        Some(pfn)
+    }
+
+    /// `nr_pcp_high`: the limit above which a free drains the pcp; shrinks
+    /// `high` under memory pressure, grows it for bursts of frees.
+    fn nr_pcp_high(&mut self, pcp_idx: usize, zi: usize, batch: i32, free_high: bool) -> i32 {
+        let zone_flags = self.zones[zi].flags;
+        let pcp = &mut self.pcp[pcp_idx];
+        let (high_min, high_max) = (pcp.high_min, pcp.high_max);
+        pcp.high = kclamp(pcp.high, high_min, high_max);
+        let high = pcp.high;
+        if high == 0 {
+            return 0;
+        }
+        if free_high {
+            pcp.high = (high - (batch << PCP_BATCH_SCALE_MAX)).max(high_min);
+            return 0;
+        }
+        if zone_flags.contains(ZoneFlags::RECLAIM_ACTIVE) {
+            let free_count = pcp.free_count.max(batch);
+            pcp.high = (high - free_count).max(high_min);
+            return (batch << 2).min(pcp.high);
+        }
+        if high_min == high_max {
+            return high;
+        }
+        if zone_flags.contains(ZoneFlags::BELOW_HIGH) {
+            let free_count = pcp.free_count.max(batch);
+            pcp.high = (high - free_count).max(high_min);
+            return pcp.count.max(high_min);
+        }
+        if pcp.count >= high {
+            let need_high = pcp.free_count + batch;
+            if pcp.high < need_high {
+                pcp.high = kclamp(need_high, high_min, high_max);
+            }
+        }
+        high
+    }
+
+    /// `nr_pcp_free`: how many pages a drain frees.
+    fn nr_pcp_free(pcp: &PerCpuPages, batch: i32, high: i32, free_high: bool) -> i32 {
+        if free_high {
+            return pcp.count.min(batch << PCP_BATCH_SCALE_MAX);
+        }
+        if high < batch {
+            return 1;
+        }
+        let (min_nr_free, max_nr_free) = (batch, high - batch);
+        kclamp(pcp.free_count, min_nr_free, max_nr_free)
+    }
+
+    /// `free_frozen_page_commit`: puts a freed block on this cpu's list and
+    /// drains a batch back to the buddy lists when over the high limit.
+    pub(crate) fn free_frozen_page_commit(
+        &mut self,
+        cpu: usize,
+        zi: usize,
+        pfn: u64,
+        mt: MigrateType,
+        order: u32,
+    ) {
+        let idx = self.pcp_index(zi, cpu);
+        self.count_event(VmEvent::Pgfree, 1 << order);
+        let pindex = self.order_to_pindex(mt, order);
+        self.pcp_list_add(idx, pindex, pfn, order, false);
+        let pcp = &mut self.pcp[idx];
+        pcp.alloc_factor >>= 1;
+        pcp.count += 1 << order;
+        let batch = pcp.batch;
+        let mut free_high = false;
+        if order > 0 && order <= PAGE_ALLOC_COSTLY_ORDER {
+            free_high = pcp.free_count >= batch + pcp.high_min / 2
+                && pcp.flags.contains(PcpFlags::PREV_FREE_HIGH_ORDER)
+                && (!pcp.flags.contains(PcpFlags::FREE_HIGH_BATCH) || pcp.count >= batch);
+            pcp.flags |= PcpFlags::PREV_FREE_HIGH_ORDER;
+        } else {
+            pcp.flags.remove(PcpFlags::PREV_FREE_HIGH_ORDER);
+        }
+        if pcp.free_count < batch << PCP_BATCH_SCALE_MAX {
+            pcp.free_count += 1 << order;
+        }
+        let high = self.nr_pcp_high(idx, zi, batch, free_high);
+        if self.pcp[idx].count >= high {
+            let nr = Self::nr_pcp_free(&self.pcp[idx], batch, high, free_high);
+            self.free_pcppages_bulk(zi, idx, nr, pindex);
+            let zone = &self.zones[zi];
+            if zone.flags.contains(ZoneFlags::BELOW_HIGH)
+                && self.zone_watermark_ok(
+                    zi,
+                    0,
+                    zone.wmark_pages(Wmark::High),
+                    largo_types::ZoneType::Movable.index(),
+                    AllocFlags::empty(),
+                )
+            {
+                self.zones[zi].flags.remove(ZoneFlags::BELOW_HIGH);
+            }
+        }
+    }
+
+    /// `free_pcppages_bulk`: returns `count` pages to the buddy lists,
+    /// round-robin over the lists starting after `pindex - 1`, oldest first.
+    pub(crate) fn free_pcppages_bulk(
+        &mut self,
+        zi: usize,
+        pcp_idx: usize,
+        count: i32,
+        pindex: usize,
+    ) {
+        let mut count = count.min(self.pcp[pcp_idx].count);
+        let mut pindex = pindex.wrapping_sub(1);
+        while count > 0 {
+            loop {
+                pindex = pindex.wrapping_add(1);
+                if pindex > NR_PCP_LISTS - 1 {
+                    pindex = 0;
+                }
+                if !self.pcp[pcp_idx].lists[pindex].is_empty() {
+                    break;
+                }
+            }
+            let order = self.pindex_to_order(pindex);
+            let nr_pages = 1i32 << order;
+            while let Some(pfn) = self.pcp[pcp_idx].lists[pindex].last() {
+                let mt = self.pageblocks.migratetype(pfn);
+                self.pcp_list_del(pcp_idx, pindex, pfn);
+                count -= nr_pages;
+                self.pcp[pcp_idx].count -= nr_pages;
+                self.__free_one_page(zi, pfn, order, mt, super::Fpi::NONE);
+                if count <= 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// `drain_pages_zone`: empties one cpu's pageset of one zone.
+    pub fn drain_pages_zone(&mut self, cpu: usize, zi: usize) {
+        let idx = self.pcp_index(zi, cpu);
+        while self.pcp[idx].count > 0 {
+            let to_drain = self.pcp[idx]
+                .count
+                .min(self.pcp[idx].batch << PCP_BATCH_SCALE_MAX);
+            self.free_pcppages_bulk(zi, idx, to_drain, 0);
+        }
+    }
+
+    /// `drain_pages`: empties every pageset of a cpu.
+    pub fn drain_pages(&mut self, cpu: usize) {
+        for zi in 0..self.zones.len() {
+            self.drain_pages_zone(cpu, zi);
+        }
+    }
+
+    /// `drain_all_pages(NULL)`.
+    pub fn drain_all_pages(&mut self) {
+        for cpu in 0..self.nr_cpus {
+            self.drain_pages(cpu);
+        }
+    }
+
+    /// `decay_pcp_high`: the periodic (vmstat_update) shrink of an idle
+    /// pageset's high limit, draining what is above it. Returns whether
+    /// more decay is due.
+    pub fn decay_pcp_high(&mut self, cpu: usize, zi: usize) -> bool {
+        let idx = self.pcp_index(zi, cpu);
+        let pcp = &mut self.pcp[idx];
+        let (high_min, batch) = (pcp.high_min, pcp.batch);
+        let mut todo = false;
+        if pcp.high > high_min {
+            pcp.high = (pcp.count - (batch << PCP_BATCH_SCALE_MAX))
+                .max(pcp.high - (pcp.high >> 3))
+                .max(high_min);
+            todo |= pcp.high > high_min;
+        }
+        let to_drain = pcp.count - pcp.high;
+        if to_drain > 0 {
+            self.free_pcppages_bulk(zi, idx, to_drain, 0);
+            todo = true;
+        }
+        todo
+    }
+
+    /// `zone_batchsize`: about 0.1% of the zone or 1 MiB, whichever is
+    /// smaller, quartered, then rounded to 2^n - 1.
+    pub(crate) fn zone_batchsize(&self, zi: usize) -> i32 {
+        let one_mib_pages = (1u64 << 20) >> self.geo.page_shift;
+        let mut batch = (self.zones[zi].managed_pages >> 10).min(one_mib_pages) / 4;
+        if batch < 1 {
+            batch = 1;
+        }
+        let b = batch + batch / 2;
+        (1i64 << (63 - b.leading_zeros())) as i32 - 1
+    }
+
+    /// `zone_highsize`: the pcp high limit for a fraction of the zone (or
+    /// its low watermark), split over the node's cpus.
+    fn zone_highsize(&self, zi: usize, batch: i32, cpu_online: usize, fraction: u64) -> i32 {
+        let zone = &self.zones[zi];
+        let total = zone
+            .managed_pages
+            .checked_div(fraction)
+            .unwrap_or_else(|| zone.low_wmark_pages());
+        let mut nr_split_cpus = self.nodes[zone.nid].cpus.len() + cpu_online;
+        if nr_split_cpus == 0 {
+            nr_split_cpus = self.nr_cpus;
+        }
+        let high = (total / nr_split_cpus as u64) as i32;
+        high.max(batch << 2)
+    }
+
+    /// `zone_pcp_update` / `zone_set_pageset_high_and_batch`: recomputes
+    /// batch and high limits and copies them to every cpu's pageset, then
+    /// `zone_pcp_update_cacheinfo`.
+    pub(crate) fn zone_pcp_update(&mut self, zi: usize, cpu_online: usize) {
+        let batch = self.zone_batchsize(zi).max(1);
+        let fraction = self.tunables.percpu_pagelist_high_fraction;
+        let (high_min, high_max) = if fraction != 0 {
+            let high = self.zone_highsize(zi, batch, cpu_online, fraction);
+            (high, high)
+        } else {
+            (
+                self.zone_highsize(zi, batch, cpu_online, 0),
+                self.zone_highsize(zi, batch, cpu_online, MIN_PERCPU_PAGELIST_HIGH_FRACTION),
+            )
+        };
+        let zone = &mut self.zones[zi];
+        zone.pageset_high_min = high_min;
+        zone.pageset_high_max = high_max;
+        zone.pageset_batch = batch;
+        let slice_pages = self.tunables.cpu_data_slice_bytes >> self.geo.page_shift;
+        for cpu in 0..self.nr_cpus {
+            let idx = self.pcp_index(zi, cpu);
+            let pcp = &mut self.pcp[idx];
+            pcp.batch = batch;
+            pcp.high_min = high_min;
+            pcp.high_max = high_max;
+            pcp.flags
+                .set(PcpFlags::FREE_HIGH_BATCH, slice_pages > 3 * batch as u64);
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Event counters (`enum vm_event_item`), named exactly as /proc/vmstat.
+
+use largo_types::ZoneType;
+
+macro_rules! vm_events {
+    ($($variant:ident => $name:literal,)*) => {
+        /// A /proc/vmstat event counter the model maintains.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum VmEvent {
+            $($variant,)*
+        }
+
+        impl VmEvent {
+            pub const ALL: &'static [VmEvent] = &[$(VmEvent::$variant,)*];
+
+            /// The /proc/vmstat name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(VmEvent::$variant => $name,)*
+                }
+            }
+        }
+
+        pub const NR_VM_EVENTS: usize = VmEvent::ALL.len();
+    };
+}
+
+vm_events! {
+    PgallocDma => "pgalloc_dma",
+    PgallocDma32 => "pgalloc_dma32",
+    PgallocNormal => "pgalloc_normal",
+    PgallocMovable => "pgalloc_movable",
+    PgallocDevice => "pgalloc_device",
+    AllocstallDma => "allocstall_dma",
+    AllocstallDma32 => "allocstall_dma32",
+    AllocstallNormal => "allocstall_normal",
+    AllocstallMovable => "allocstall_movable",
+    AllocstallDevice => "allocstall_device",
+    Pgfree => "pgfree",
+    Pageoutrun => "pageoutrun",
+}
+
+impl VmEvent {
+    /// `PGALLOC` of a zone (`__count_zid_vm_events(PGALLOC, zid, n)`).
+    pub fn pgalloc(zone: ZoneType) -> VmEvent {
+        [
+            VmEvent::PgallocDma,
+            VmEvent::PgallocDma32,
+            VmEvent::PgallocNormal,
+            VmEvent::PgallocMovable,
+            VmEvent::PgallocDevice,
+        ][zone.index()]
+    }
+
+    /// `ALLOCSTALL` of a zone.
+    pub fn allocstall(zone: ZoneType) -> VmEvent {
+        [
+            VmEvent::AllocstallDma,
+            VmEvent::AllocstallDma32,
+            VmEvent::AllocstallNormal,
+            VmEvent::AllocstallMovable,
+            VmEvent::AllocstallDevice,
+        ][zone.index()]
+    }
+
+    pub fn from_name(name: &str) -> Option<VmEvent> {
+        VmEvent::ALL.iter().copied().find(|e| e.name() == name)
+    }
+}
+
+/// The machine-wide event counters (the kernel sums per-cpu counters; the
+/// model counts once).
+#[derive(Clone, Debug)]
+pub struct VmEvents {
+    counts: [u64; NR_VM_EVENTS],
+}
+
+impl Default for VmEvents {
+    fn default() -> Self {
+        VmEvents {
+            counts: [0; NR_VM_EVENTS],
+        }
+    }
+}
+
+impl VmEvents {
+    #[inline]
+    pub fn count(&mut self, event: VmEvent, n: u64) {
+        self.counts[event as usize] += n;
+    }
+
+    #[inline]
+    pub fn get(&self, event: VmEvent) -> u64 {
+        self.counts[event as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::names::VMSTAT_ITEMS;
+
+    #[test]
+    fn every_event_is_a_host_vmstat_name() {
+        for e in VmEvent::ALL {
+            assert!(
+                VMSTAT_ITEMS.contains(&e.name()),
+                "{} is not in /proc/vmstat",
+                e.name()
+            );
+        }
+    }
+}

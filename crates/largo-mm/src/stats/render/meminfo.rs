@@ -1,0 +1,50 @@
+use std::fmt::Write;
+
+use largo_types::Arch;
+
+use crate::stats::names::MEMINFO_ITEMS;
+use crate::Machine;
+
+/// `VMALLOC_TOTAL` of x86_64 with 4-level paging, in kB (as the host prints).
+const X86_64_VMALLOC_TOTAL_KB: u64 = 34359738367;
+/// `vm.overcommit_ratio` default.
+const OVERCOMMIT_RATIO: u64 = 50;
+
+/// /proc/meminfo (fs/proc/meminfo.c `meminfo_proc_show`).
+pub fn meminfo(m: &Machine) -> String {
+    let mut out = String::new();
+    for label in MEMINFO_ITEMS {
+        let value = meminfo_kb(m, label);
+        let head = format!("{label}:");
+        if label.starts_with("HugePages_") {
+            let _ = writeln!(out, "{head:<16}{value:>8}");
+        } else {
+            let _ = writeln!(out, "{head:<16}{value:>8} kB");
+        }
+    }
+    out
+}
+
+/// One /proc/meminfo value in kB (a count for the `HugePages_` lines).
+pub fn meminfo_kb(m: &Machine, label: &str) -> u64 {
+    let pa = m.page_alloc();
+    let kb = |pages: u64| pages << (m.geometry().page_shift - 10);
+    let totalram = pa.managed_pages();
+    match label {
+        "MemTotal" => kb(totalram),
+        "MemFree" => kb(pa.nr_free_pages()),
+        "MemAvailable" => kb(mem_available(m)),
+        "CommitLimit" => kb(totalram * OVERCOMMIT_RATIO / 100),
+        "VmallocTotal" if m.geometry().arch == Arch::X86_64 => X86_64_VMALLOC_TOTAL_KB,
+        "Hugepagesize" => m.geometry().pmd_size_bytes() >> 10,
+        _ => 0,
+    }
+}
+
+/// `si_mem_available`: free pages above the reserves, plus the part of
+/// page cache and reclaimable slab that could be freed (none modelled yet).
+fn mem_available(m: &Machine) -> u64 {
+    let pa = m.page_alloc();
+    let available = pa.nr_free_pages() as i64 - pa.totalreserve_pages() as i64;
+    available.max(0) as u64
+}

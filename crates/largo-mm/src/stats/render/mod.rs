@@ -1,0 +1,55 @@
+//! Renderers of /proc files in the kernel's exact text format, so their
+//! output can be diffed against the host's. Lines for things the model
+//! does not track (page cache, slab, swap, ...) print 0.
+
+mod buddyinfo;
+mod meminfo;
+mod pagetypeinfo;
+mod vmstat;
+mod zoneinfo;
+
+pub use buddyinfo::buddyinfo;
+pub use meminfo::{meminfo, meminfo_kb};
+pub use pagetypeinfo::pagetypeinfo;
+pub use vmstat::{vmstat, vmstat_value};
+pub use zoneinfo::zoneinfo;
+
+/// The files `largo show` can print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcFile {
+    Buddyinfo,
+    Pagetypeinfo,
+    Zoneinfo,
+    Vmstat,
+    Meminfo,
+}
+
+impl ProcFile {
+    pub const ALL: [ProcFile; 5] = [
+        ProcFile::Buddyinfo,
+        ProcFile::Pagetypeinfo,
+        ProcFile::Zoneinfo,
+        ProcFile::Vmstat,
+        ProcFile::Meminfo,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcFile::Buddyinfo => "buddyinfo",
+            ProcFile::Pagetypeinfo => "pagetypeinfo",
+            ProcFile::Zoneinfo => "zoneinfo",
+            ProcFile::Vmstat => "vmstat",
+            ProcFile::Meminfo => "meminfo",
+        }
+    }
+
+    pub fn render(self, m: &crate::Machine) -> String {
+        match self {
+            ProcFile::Buddyinfo => buddyinfo(m),
+            ProcFile::Pagetypeinfo => pagetypeinfo(m),
+            ProcFile::Zoneinfo => zoneinfo(m),
+            ProcFile::Vmstat => vmstat(m),
+            ProcFile::Meminfo => meminfo(m),
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Property tests: random sequences of allocator operations on tiny
+//! machines, with the invariant checker after every step.
+//!
+//! `PROPTEST_CASES=N` raises the number of sequences (default 1500).
+
+use largo_mm::gfp::{
+    Gfp, GFP_ATOMIC, GFP_HIGHUSER_MOVABLE, GFP_KERNEL, GFP_NOWAIT, GFP_TRANSHUGE_LIGHT,
+};
+use largo_mm::{Folio, Machine, MachineConfig};
+use largo_types::{GeometryOverrides, Preset};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc { cpu: usize, order: u32, gfp: usize },
+    Free { idx: usize },
+    Get { idx: usize },
+    Put { idx: usize },
+    Split { idx: usize, new_order: u32 },
+    Drain { cpu: usize },
+    Decay { cpu: usize },
+    Kswapd,
+    MinFree { kbytes: u64 },
+    HighFraction { fraction: u64 },
+    ThpEnabled { on: bool },
+}
+
+const GFPS: [Gfp; 6] = [
+    GFP_KERNEL,
+    GFP_HIGHUSER_MOVABLE,
+    GFP_KERNEL.union(Gfp::RECLAIMABLE),
+    GFP_KERNEL.union(Gfp::DMA32),
+    GFP_ATOMIC,
+    GFP_TRANSHUGE_LIGHT,
+];
+
+fn op(max_order: u32) -> impl Strategy<Value = Op> {
+    let order = prop_oneof![
+        6 => 0u32..=3,
+        3 => 0u32..=max_order,
+        1 => Just(max_order),
+    ];
+    prop_oneof![
+        40 => (0usize..3, order, 0usize..GFPS.len()).prop_map(|(cpu, order, gfp)| Op::Alloc { cpu, order, gfp }),
+        25 => any::<usize>().prop_map(|idx| Op::Free { idx }),
+        3 => any::<usize>().prop_map(|idx| Op::Get { idx }),
+        5 => any::<usize>().prop_map(|idx| Op::Put { idx }),
+        5 => (any::<usize>(), 0u32..=max_order).prop_map(|(idx, new_order)| Op::Split { idx, new_order }),
+        3 => (0usize..3).prop_map(|cpu| Op::Drain { cpu }),
+        3 => (0usize..3).prop_map(|cpu| Op::Decay { cpu }),
+        1 => Just(Op::Kswapd),
+        1 => (128u64..8192).prop_map(|kbytes| Op::MinFree { kbytes }),
+        1 => prop_oneof![Just(0u64), Just(8), Just(64)].prop_map(|fraction| Op::HighFraction { fraction }),
+        1 => any::<bool>().prop_map(|on| Op::ThpEnabled { on }),
+    ]
+}
+
+/// Small machines of every preset shape; 2-node variants use small sections.
+fn machine() -> impl Strategy<Value = MachineConfig> {
+    let x86 =
+        (prop_oneof![Just(32u64), Just(48), Just(64)], 1usize..=3).prop_map(|(mem_mb, cpus)| {
+            MachineConfig {
+                mem_bytes: mem_mb << 20,
+                nr_cpus: cpus,
+                kernel_reserved_bytes: 1 << 20,
+                ..MachineConfig::default()
+            }
+        });
+    let numa = (1usize..=3).prop_map(|cpus| MachineConfig {
+        mem_bytes: 64 << 20,
+        nr_nodes: 2,
+        nr_cpus: cpus,
+        overrides: GeometryOverrides {
+            section_bits: Some(24),
+            ..Default::default()
+        },
+        kernel_reserved_bytes: 1 << 20,
+        ..MachineConfig::default()
+    });
+    let movable = Just(MachineConfig {
+        mem_bytes: (4 << 30) + (64 << 20),
+        movable_bytes: 32 << 20,
+        kernel_reserved_bytes: 1 << 20,
+        overrides: GeometryOverrides {
+            max_page_order: Some(9),
+            ..Default::default()
+        },
+        ..MachineConfig::default()
+    });
+    let arm = prop_oneof![
+        Just(Preset::Arm64_4k),
+        Just(Preset::Arm64_16k),
+        Just(Preset::Arm64_64k)
+    ]
+    .prop_map(|preset| MachineConfig {
+        preset,
+        mem_bytes: 64 << 20,
+        kernel_reserved_bytes: 1 << 20,
+        ..MachineConfig::default()
+    });
+    prop_oneof![4 => x86, 2 => numa, 1 => movable, 2 => arm]
+}
+
+fn pick(live: &[Folio], idx: usize) -> Option<usize> {
+    (!live.is_empty()).then(|| idx % live.len())
+}
+
+fn apply(m: &mut Machine, live: &mut Vec<Folio>, refs: &mut Vec<u32>, op: &Op) {
+    let cpus = m.config().nr_cpus;
+    match *op {
+        Op::Alloc { cpu, order, gfp } => {
+            let gfp = GFPS[gfp];
+            let order = order.min(m.geometry().max_page_order);
+            if let Some(f) = m
+                .alloc_pages(cpu % cpus, gfp, order)
+                .expect("valid request")
+            {
+                assert_eq!(f.order, order);
+                live.push(f);
+                refs.push(1);
+            }
+        }
+        Op::Free { idx } => {
+            if let Some(i) = pick(live, idx) {
+                let f = live.swap_remove(i);
+                let r = refs.swap_remove(i);
+                for _ in 0..r {
+                    m.page_alloc_mut().folio_put(0, f).expect("live folio");
+                }
+                assert!(
+                    m.page_alloc().check_folio(f).is_err(),
+                    "freed folio still looks allocated"
+                );
+            }
+        }
+        Op::Get { idx } => {
+            if let Some(i) = pick(live, idx) {
+                m.page_alloc_mut().folio_get(live[i]).expect("live folio");
+                refs[i] += 1;
+            }
+        }
+        Op::Put { idx } => {
+            if let Some(i) = pick(live, idx) {
+                let freed = m
+                    .page_alloc_mut()
+                    .folio_put(i % cpus, live[i])
+                    .expect("live folio");
+                refs[i] -= 1;
+                assert_eq!(freed, refs[i] == 0);
+                if freed {
+                    live.swap_remove(i);
+                    refs.swap_remove(i);
+                }
+            }
+        }
+        Op::Split { idx, new_order } => {
+            if let Some(i) = pick(live, idx) {
+                let f = live[i];
+                let res = m.split_folio(f, new_order);
+                if new_order >= f.order || refs[i] != 1 {
+                    assert!(
+                        res.is_err(),
+                        "split {f:?} to {new_order} with {} refs should fail",
+                        refs[i]
+                    );
+                } else {
+                    let parts = res.expect("splittable folio");
+                    assert_eq!(parts.len() as u64, 1 << (f.order - new_order));
+                    live.swap_remove(i);
+                    refs.swap_remove(i);
+                    refs.extend(parts.iter().map(|_| 1));
+                    live.extend(parts);
+                }
+            }
+        }
+        Op::Drain { cpu } => m.page_alloc_mut().drain_pages(cpu % cpus),
+        Op::Decay { cpu } => {
+            for zi in 0..m.page_alloc().zones().len() {
+                m.page_alloc_mut().decay_pcp_high(cpu % cpus, zi);
+            }
+        }
+        Op::Kswapd => m.page_alloc_mut().run_kswapd(),
+        Op::MinFree { kbytes } => m
+            .set_knob("vm/min_free_kbytes", &kbytes.to_string())
+            .unwrap(),
+        Op::HighFraction { fraction } => m
+            .set_knob("vm/percpu_pagelist_high_fraction", &fraction.to_string())
+            .unwrap(),
+        Op::ThpEnabled { on } => m
+            .set_knob(
+                "transparent_hugepage/enabled",
+                if on { "madvise" } else { "never" },
+            )
+            .unwrap(),
+    }
+}
+
+fn run(config: MachineConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut m = Machine::new(config).expect("valid machine");
+    let managed = m.page_alloc().managed_pages();
+    let mut live = Vec::new();
+    let mut refs = Vec::new();
+    for (step, op) in ops.iter().enumerate() {
+        apply(&mut m, &mut live, &mut refs, op);
+        let report = m
+            .check()
+            .map_err(|e| TestCaseError::fail(format!("step {step} {op:?}: {e}")))?;
+        let live_pages: u64 = live.iter().map(Folio::nr_pages).sum();
+        prop_assert_eq!(report.allocated_pages, live_pages, "step {} {:?}", step, op);
+        prop_assert_eq!(
+            report.free_pages + report.pcp_pages + report.allocated_pages,
+            managed
+        );
+    }
+    // Freeing everything and draining must merge memory back together.
+    for (f, r) in live.iter().zip(&refs) {
+        for _ in 0..*r {
+            m.page_alloc_mut().folio_put(0, *f).expect("live folio");
+        }
+    }
+    m.page_alloc_mut().drain_all_pages();
+    let report = m
+        .check()
+        .map_err(|e| TestCaseError::fail(format!("after freeing all: {e}")))?;
+    prop_assert_eq!(report.free_pages, managed);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1500),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn random_sequences_keep_every_invariant(
+        config in machine(),
+        ops in proptest::collection::vec(op(13), 1..150),
+    ) {
+        run(config, ops)?;
+    }
+}
+
+/// Pressure: allocate until failure with every kind of request, then free
+/// everything; nothing is lost and the free memory merges back.
+#[test]
+fn exhaustion_fails_cleanly_and_recovers() {
+    for preset in [Preset::X86_64, Preset::Arm64_16k] {
+        let mut m = Machine::new(MachineConfig {
+            preset,
+            mem_bytes: 64 << 20,
+            kernel_reserved_bytes: 1 << 20,
+            ..MachineConfig::default()
+        })
+        .unwrap();
+        let managed = m.page_alloc().managed_pages();
+        let initial_blocks = largo_mm::stats::render::buddyinfo(&m);
+        let mut live = Vec::new();
+        for gfp in [GFP_HIGHUSER_MOVABLE, GFP_KERNEL, GFP_NOWAIT, GFP_ATOMIC] {
+            for order in [3, 0] {
+                while let Some(f) = m.alloc_pages(1, gfp, order).unwrap() {
+                    live.push(f);
+                }
+            }
+        }
+        let report = m.check().unwrap();
+        assert!(
+            report.allocated_pages > managed * 9 / 10,
+            "{preset:?}: only {} of {managed} allocated",
+            report.allocated_pages
+        );
+        for f in live {
+            m.free_folio(0, f).unwrap();
+        }
+        m.page_alloc_mut().drain_all_pages();
+        let report = m.check().unwrap();
+        assert_eq!(report.free_pages, managed);
+        assert_eq!(
+            largo_mm::stats::render::buddyinfo(&m),
+            initial_blocks,
+            "{preset:?}: free memory did not merge back"
+        );
+    }
+}
