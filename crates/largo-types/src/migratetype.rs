@@ -41,7 +41,8 @@ impl MigrateType {
 
     #[inline]
     pub fn from_index(index: usize) -> MigrateType {
-        Self::ALL[index]
+        const ALL: [MigrateType; MIGRATE_TYPES] = MigrateType::ALL;
+        ALL[index]
     }
 
     #[inline]

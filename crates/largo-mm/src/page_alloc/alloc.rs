@@ -25,38 +25,39 @@ pub enum AllocError {
     NoSuchNode { nid: usize, nr_nodes: usize },
 }
 
-/// `struct alloc_context`.
+/// `struct alloc_context`: what stays fixed for one allocation.
 #[derive(Clone, Copy, Debug)]
 struct AllocContext {
     /// Node whose zonelist is walked.
     nid: usize,
+    /// Index in [`PageAlloc::zonelists`].
+    zonelist: usize,
+    /// First zone of the zonelist (`preferred_zoneref`).
+    preferred: usize,
     highest_zoneidx: usize,
     migratetype: MigrateType,
-    /// `__GFP_THISNODE`: only the node's own zones.
-    thisnode: bool,
+}
+
+/// A zonelist: zones to try in order, and whether its preferred zone makes
+/// the first attempt avoid fragmenting fallbacks (`alloc_flags_nofragment`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Zonelist {
+    pub zones: Vec<usize>,
+    pub nofragment: bool,
 }
 
 impl PageAlloc {
     /// `alloc_pages`: a folio of `order` for `cpu`, preferring its node.
     /// `Ok(None)` is an ordinary allocation failure.
+    #[inline]
     pub fn alloc_pages(
         &mut self,
         cpu: usize,
         gfp: Gfp,
         order: u32,
     ) -> Result<Option<Folio>, AllocError> {
-        let nid = self.checked_cpu_node(cpu)?;
+        let nid = self.cpu_node.get(cpu).copied().unwrap_or(usize::MAX);
         self.alloc_pages_node(cpu, nid, gfp, order)
-    }
-
-    fn checked_cpu_node(&self, cpu: usize) -> Result<usize, AllocError> {
-        self.cpu_node
-            .get(cpu)
-            .copied()
-            .ok_or(AllocError::NoSuchCpu {
-                cpu,
-                nr_cpus: self.nr_cpus,
-            })
     }
 
     /// `__alloc_pages` with a preferred node (`alloc_pages_node`).
@@ -67,13 +68,53 @@ impl PageAlloc {
         gfp: Gfp,
         order: u32,
     ) -> Result<Option<Folio>, AllocError> {
+        let ac = self.prepare_alloc_pages(cpu, nid, gfp, order)?;
+        if ac.preferred == usize::MAX {
+            return Ok(None);
+        }
+        let mut alloc_flags = AllocFlags::WMARK_LOW | AllocFlags::CPUSET;
+        if gfp.contains(Gfp::KSWAPD_RECLAIM) {
+            alloc_flags |= AllocFlags::KSWAPD;
+        }
+        if self.zonelists[ac.zonelist].nofragment {
+            alloc_flags |= AllocFlags::NOFRAGMENT;
+        }
+        let pfn = match self.get_page_from_freelist(cpu, order, alloc_flags, &ac) {
+            Some(pfn) => pfn,
+            None => match self.__alloc_pages_slowpath(cpu, gfp, order, &ac) {
+                Some(pfn) => pfn,
+                None => return Ok(None),
+            },
+        };
+        self.prep_new_page(pfn, order);
+        Ok(Some(Folio {
+            pfn: largo_types::Pfn(pfn),
+            order,
+        }))
+    }
+
+    /// `prepare_alloc_pages`: validates the request and fixes the zonelist,
+    /// the highest usable zone and the migratetype.
+    #[inline]
+    fn prepare_alloc_pages(
+        &self,
+        cpu: usize,
+        nid: usize,
+        gfp: Gfp,
+        order: u32,
+    ) -> Result<AllocContext, AllocError> {
         if order > self.geo.max_page_order {
             return Err(AllocError::OrderTooLarge {
                 order,
                 max: self.geo.max_page_order,
             });
         }
-        self.checked_cpu_node(cpu)?;
+        if cpu >= self.nr_cpus {
+            return Err(AllocError::NoSuchCpu {
+                cpu,
+                nr_cpus: self.nr_cpus,
+            });
+        }
         if nid >= self.nodes.len() {
             return Err(AllocError::NoSuchNode {
                 nid,
@@ -84,56 +125,26 @@ impl PageAlloc {
         if self.mobility_disabled {
             migratetype = MigrateType::Unmovable;
         }
-        let ac = AllocContext {
+        let highest_zoneidx = gfp.zone()?.index();
+        let thisnode = gfp.contains(Gfp::THISNODE) as usize;
+        let zonelist = (nid * 2 + thisnode) * MAX_NR_ZONES + highest_zoneidx;
+        Ok(AllocContext {
             nid,
-            highest_zoneidx: gfp.zone()?.index(),
+            zonelist,
+            preferred: self.zonelists[zonelist]
+                .zones
+                .first()
+                .copied()
+                .unwrap_or(usize::MAX),
+            highest_zoneidx,
             migratetype,
-            thisnode: gfp.contains(Gfp::THISNODE),
-        };
-        let Some(&preferred) = self.zonelists[Self::zonelist_id(&ac)].first() else {
-            return Ok(None);
-        };
-        let mut alloc_flags = AllocFlags::WMARK_LOW | AllocFlags::CPUSET;
-        alloc_flags |= self.alloc_flags_nofragment(preferred, gfp);
-        let pfn = match self.get_page_from_freelist(cpu, order, alloc_flags, &ac) {
-            Some(pfn) => Some(pfn),
-            None => self.__alloc_pages_slowpath(cpu, gfp, order, &ac),
-        };
-        Ok(pfn.map(|pfn| {
-            self.prep_new_page(pfn, order);
-            Folio {
-                pfn: largo_types::Pfn(pfn),
-                order,
-            }
-        }))
-    }
-
-    /// Index of the zonelist `ac` walks in [`PageAlloc::zonelists`].
-    #[inline]
-    fn zonelist_id(ac: &AllocContext) -> usize {
-        (ac.nid * 2 + ac.thisnode as usize) * MAX_NR_ZONES + ac.highest_zoneidx
-    }
-
-    /// `alloc_flags_nofragment`: when the preferred zone is Normal and
-    /// DMA32 exists, first try without fragmenting fallbacks.
-    fn alloc_flags_nofragment(&self, preferred: usize, gfp: Gfp) -> AllocFlags {
-        let mut flags = AllocFlags::empty();
-        if gfp.contains(Gfp::KSWAPD_RECLAIM) {
-            flags |= AllocFlags::KSWAPD;
-        }
-        let zone = &self.zones[preferred];
-        if zone.zone_type != ZoneType::Normal {
-            return flags;
-        }
-        let dma32 = &self.zones[preferred - 1];
-        if self.nodes.len() > 1 && !dma32.populated() {
-            return flags;
-        }
-        flags | AllocFlags::NOFRAGMENT
+        })
     }
 
     /// `get_page_from_freelist`: the first zone of the zonelist whose
-    /// watermark allows the allocation and that has a block.
+    /// watermark allows the allocation and that has a block. Without
+    /// success under ALLOC_NOFRAGMENT, the walk repeats allowing fallbacks;
+    /// on a NUMA machine it does so as soon as it would leave the local node.
     fn get_page_from_freelist(
         &mut self,
         cpu: usize,
@@ -141,14 +152,13 @@ impl PageAlloc {
         mut alloc_flags: AllocFlags,
         ac: &AllocContext,
     ) -> Option<u64> {
-        let zl = Self::zonelist_id(ac);
-        let preferred = *self.zonelists[zl].first()?;
+        let multi_node = self.nodes.len() > 1;
+        let local_nid = self.zones[ac.preferred].nid;
         'retry: loop {
             let no_fallback = alloc_flags.contains(AllocFlags::NOFRAGMENT);
-            for i in 0..self.zonelists[zl].len() {
-                let zi = self.zonelists[zl][i];
-                if no_fallback && self.zones[zi].nid != self.zones[preferred].nid {
-                    // Locality matters more than fragmentation avoidance.
+            for i in 0..self.zonelists[ac.zonelist].zones.len() {
+                let zi = self.zonelists[ac.zonelist].zones[i];
+                if no_fallback && multi_node && self.zones[zi].nid != local_nid {
                     alloc_flags.remove(AllocFlags::NOFRAGMENT);
                     continue 'retry;
                 }
@@ -156,7 +166,7 @@ impl PageAlloc {
                     continue;
                 }
                 if let Some(pfn) =
-                    self.rmqueue(cpu, preferred, zi, order, alloc_flags, ac.migratetype)
+                    self.rmqueue(cpu, ac.preferred, zi, order, alloc_flags, ac.migratetype)
                 {
                     if alloc_flags.contains(AllocFlags::HIGHATOMIC) {
                         self.reserve_highatomic_pageblock(zi, pfn, order);
@@ -164,7 +174,7 @@ impl PageAlloc {
                     return Some(pfn);
                 }
             }
-            if alloc_flags.contains(AllocFlags::NOFRAGMENT) {
+            if no_fallback {
                 alloc_flags.remove(AllocFlags::NOFRAGMENT);
                 continue;
             }
@@ -241,7 +251,7 @@ impl PageAlloc {
         // pcp lists, then tries once more.
         let stall_zone = ZoneType::from_index(ac.highest_zoneidx.min(ZoneType::Movable.index()));
         self.count_event(VmEvent::allocstall(stall_zone), 1);
-        self.unreserve_highatomic_pageblock(Self::zonelist_id(ac), ac.migratetype, false);
+        self.unreserve_highatomic_pageblock(ac.zonelist, ac.migratetype, false);
         self.drain_all_pages();
         if let Some(pfn) = self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
             return Some(pfn);
@@ -303,6 +313,7 @@ impl PageAlloc {
             highest_zoneidx
         };
         node.kswapd_pending = true;
+        self.kswapd_pending = true;
     }
 
     /// `pgdat_balanced`: some eligible zone meets its high watermark.
@@ -327,9 +338,10 @@ impl PageAlloc {
         (0..=highest_zoneidx).any(|zt| self.zones[nid * MAX_NR_ZONES + zt].watermark_boost > 0)
     }
 
-    /// Nodes with a pending kswapd wakeup.
+    /// Some node has a pending kswapd wakeup.
+    #[inline]
     pub fn kswapd_pending(&self) -> bool {
-        self.nodes.iter().any(|n| n.kswapd_pending)
+        self.kswapd_pending
     }
 
     /// Runs every pending kswapd (`balance_pgdat`). With nothing
@@ -337,6 +349,7 @@ impl PageAlloc {
     /// if the node is still unbalanced, counts a failure; after
     /// MAX_RECLAIM_RETRIES failures kswapd is no longer woken.
     pub fn run_kswapd(&mut self) {
+        self.kswapd_pending = false;
         for nid in 0..self.nodes.len() {
             if !self.nodes[nid].kswapd_pending {
                 continue;

@@ -54,35 +54,52 @@ pub const GFP_TRANSHUGE: Gfp = GFP_TRANSHUGE_LIGHT.union(Gfp::DIRECT_RECLAIM);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GfpError {
-    #[error("gfp {0:?} asks for both __GFP_DMA and __GFP_DMA32")]
+    #[error("gfp {0:?} combines zone modifiers the kernel rejects (GFP_ZONE_BAD)")]
     TwoZones(Gfp),
     #[error("gfp {0:?} is both __GFP_MOVABLE and __GFP_RECLAIMABLE")]
     TwoMobilities(Gfp),
 }
 
+/// `GFP_ZONE_TABLE` for a 64-bit kernel without highmem, indexed by the
+/// four zone modifier bits (DMA, HIGHMEM, DMA32, MOVABLE); `None` is
+/// `GFP_ZONE_BAD`. `__GFP_HIGHMEM` alone means Normal; with `__GFP_MOVABLE`
+/// it means Movable.
+const GFP_ZONE_TABLE: [Option<ZoneType>; 16] = {
+    use ZoneType::*;
+    [
+        Some(Normal),  // none
+        Some(Dma),     // DMA
+        Some(Normal),  // HIGHMEM
+        None,          // DMA | HIGHMEM
+        Some(Dma32),   // DMA32
+        None,          // DMA | DMA32
+        None,          // HIGHMEM | DMA32
+        None,          // DMA | HIGHMEM | DMA32
+        Some(Normal),  // MOVABLE
+        Some(Dma),     // MOVABLE | DMA
+        Some(Movable), // MOVABLE | HIGHMEM
+        None,          // MOVABLE | DMA | HIGHMEM
+        Some(Dma32),   // MOVABLE | DMA32
+        None,
+        None,
+        None,
+    ]
+};
+
 impl Gfp {
-    /// `gfp_zone`: the highest zone the allocation may use. Without
-    /// highmem, `__GFP_HIGHMEM` alone means Normal; with `__GFP_MOVABLE` it
-    /// means Movable.
+    /// `gfp_zone`: the highest zone the allocation may use.
+    #[inline]
     pub fn zone(self) -> Result<ZoneType, GfpError> {
-        let dma = self.contains(Gfp::DMA);
-        let dma32 = self.contains(Gfp::DMA32);
-        Ok(match (dma, dma32) {
-            (true, true) => return Err(GfpError::TwoZones(self)),
-            (true, false) => ZoneType::Dma,
-            (false, true) => ZoneType::Dma32,
-            _ if self.contains(Gfp::HIGHMEM | Gfp::MOVABLE) => ZoneType::Movable,
-            _ => ZoneType::Normal,
-        })
+        GFP_ZONE_TABLE[(self.bits() & 0xf) as usize].ok_or(GfpError::TwoZones(self))
     }
 
-    /// `gfp_migratetype` (before the mobility-grouping override).
+    /// `gfp_migratetype` (before the mobility-grouping override): the
+    /// MOVABLE and RECLAIMABLE bits shifted down are the migratetype.
+    #[inline]
     pub fn migratetype(self) -> Result<MigrateType, GfpError> {
-        match (self.contains(Gfp::MOVABLE), self.contains(Gfp::RECLAIMABLE)) {
-            (true, true) => Err(GfpError::TwoMobilities(self)),
-            (true, false) => Ok(MigrateType::Movable),
-            (false, true) => Ok(MigrateType::Reclaimable),
-            (false, false) => Ok(MigrateType::Unmovable),
+        match (self.bits() >> 3) & 3 {
+            3 => Err(GfpError::TwoMobilities(self)),
+            mt => Ok(MigrateType::from_index(mt as usize)),
         }
     }
 }
@@ -184,6 +201,8 @@ mod tests {
             assert_eq!(gfp.migratetype().unwrap(), mt, "{name}");
         }
         assert!((Gfp::DMA | Gfp::DMA32).zone().is_err());
+        assert!((Gfp::DMA | Gfp::HIGHMEM).zone().is_err());
+        assert!((Gfp::MOVABLE | Gfp::RECLAIMABLE).migratetype().is_err());
         assert!(!GFP_TRANSHUGE_LIGHT.intersects(GFP_RECLAIM));
     }
 }

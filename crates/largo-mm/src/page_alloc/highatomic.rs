@@ -48,8 +48,8 @@ impl PageAlloc {
         force: bool,
     ) -> bool {
         let pb_pages = self.geo.pageblock_nr_pages();
-        for i in 0..self.zonelists[zonelist].len() {
-            let zi = self.zonelists[zonelist][i];
+        for i in 0..self.zonelists[zonelist].zones.len() {
+            let zi = self.zonelists[zonelist].zones[i];
             if !force && self.zones[zi].nr_reserved_highatomic <= pb_pages {
                 continue;
             }

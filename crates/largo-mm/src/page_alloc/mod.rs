@@ -92,17 +92,26 @@ pub struct PageAlloc {
     /// Zonelists: for each node, fallback (0) or `__GFP_THISNODE` (1), and
     /// highest zone type, the populated zones to try in order; indexed
     /// `(nid * 2 + thisnode) * MAX_NR_ZONES + highest_zoneidx`.
-    pub(crate) zonelists: Vec<Vec<usize>>,
+    pub(crate) zonelists: Vec<alloc::Zonelist>,
+    /// The zone of every section whose pfns all lie in one zone (the
+    /// kernel keeps the zone in each page's flags; one entry per section
+    /// is enough here), `MIXED_SECTION` where zones meet inside it.
+    pub(crate) section_zone: Vec<u16>,
     /// `cpu_to_node` of every cpu.
     pub(crate) cpu_node: Vec<usize>,
     /// RAM ranges, for the invariant checker.
     pub(crate) ram: Vec<PfnRange>,
     pub(crate) tunables: Tunables,
     pub(crate) totalreserve_pages: u64,
+    /// Some node has a pending kswapd wakeup.
+    pub(crate) kswapd_pending: bool,
     /// `page_group_by_mobility_disabled`: too little memory to group pages by mobility.
     pub(crate) mobility_disabled: bool,
     pub events: VmEvents,
 }
+
+/// `section_zone` entry of a section shared by two zones (or a hole and a zone).
+const MIXED_SECTION: u16 = u16::MAX;
 
 /// Index of a zone in [`PageAlloc::zones`].
 #[inline]
@@ -150,6 +159,7 @@ impl PageAlloc {
             nodes,
             nr_cpus,
             zonelists: Vec::new(),
+            section_zone: Vec::new(),
             cpu_node: (0..nr_cpus)
                 .map(|cpu| {
                     layout
@@ -163,9 +173,11 @@ impl PageAlloc {
             tunables,
             totalreserve_pages: 0,
             mobility_disabled: false,
+            kswapd_pending: false,
             events: VmEvents::default(),
         };
         pa.build_all_zonelists();
+        pa.build_section_zones(layout.max_pfn);
         for (range, _) in &layout.reserved {
             for pfn in range.start..range.end {
                 pa.memmap.page_mut(pfn).set_flags(PageFlags::RESERVED);
@@ -190,15 +202,13 @@ impl PageAlloc {
                     &node.node_order[..]
                 };
                 for highest in 0..MAX_NR_ZONES {
-                    zonelists.push(
-                        nodes
-                            .iter()
-                            .flat_map(|&nid| {
-                                (0..=highest).rev().map(move |zt| nid * MAX_NR_ZONES + zt)
-                            })
-                            .filter(|&zi| self.zones[zi].populated())
-                            .collect(),
-                    );
+                    let zones: Vec<usize> = nodes
+                        .iter()
+                        .flat_map(|&nid| (0..=highest).rev().map(move |zt| nid * MAX_NR_ZONES + zt))
+                        .filter(|&zi| self.zones[zi].populated())
+                        .collect();
+                    let nofragment = zones.first().is_some_and(|&zi| self.nofragment_zone(zi));
+                    zonelists.push(alloc::Zonelist { zones, nofragment });
                 }
             }
         }
@@ -211,6 +221,41 @@ impl PageAlloc {
             .sum();
         self.mobility_disabled =
             vm_total_pages < self.geo.pageblock_nr_pages() * MIGRATE_TYPES as u64;
+    }
+
+    /// `alloc_flags_nofragment`: an allocation whose preferred zone is
+    /// Normal first avoids fragmenting fallbacks, provided DMA32 exists
+    /// (on NUMA machines, populated in that node) to fall back to.
+    fn nofragment_zone(&self, zi: usize) -> bool {
+        self.zones[zi].zone_type == ZoneType::Normal
+            && (self.nodes.len() == 1 || self.zones[zi - 1].populated())
+    }
+
+    /// Fills `section_zone` from the zone spans.
+    pub(crate) fn build_section_zones(&mut self, max_pfn: u64) {
+        let shift = self.geo.pfn_section_shift();
+        let nr_sections = max_pfn.div_ceil(1 << shift) as usize;
+        self.section_zone = (0..nr_sections)
+            .map(|s| {
+                let (start, end) = ((s as u64) << shift, ((s as u64 + 1) << shift).min(max_pfn));
+                match self.zone_by_span(start) {
+                    Some(zi) if self.zones[zi].spans(end - 1) => zi as u16,
+                    _ => MIXED_SECTION,
+                }
+            })
+            .collect();
+    }
+
+    /// The zone whose span holds `pfn`, by searching the spans.
+    fn zone_by_span(&self, pfn: u64) -> Option<usize> {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| pfn >= n.node_start_pfn && pfn < n.node_end_pfn)?;
+        let base = node.nid * MAX_NR_ZONES;
+        (0..MAX_NR_ZONES)
+            .map(|zt| base + zt)
+            .find(|&zi| self.zones[zi].spans(pfn))
     }
 
     /// `memblock_free_all`: frees every unreserved range in naturally
@@ -325,18 +370,14 @@ impl PageAlloc {
     /// pfn outside every zone.
     #[inline]
     pub fn page_zone_index(&self, pfn: u64) -> Option<usize> {
-        let node = if self.nodes.len() == 1 {
-            &self.nodes[0]
-        } else {
-            self.nodes
-                .iter()
-                .find(|n| pfn >= n.node_start_pfn && pfn < n.node_end_pfn)?
-        };
-        let base = node.nid * MAX_NR_ZONES;
-        (0..MAX_NR_ZONES)
-            .rev()
-            .map(|zt| base + zt)
-            .find(|&zi| self.zones[zi].spans(pfn))
+        match self
+            .section_zone
+            .get((pfn >> self.geo.pfn_section_shift()) as usize)
+        {
+            Some(&zi) if zi != MIXED_SECTION => Some(zi as usize),
+            Some(_) => self.zone_by_span(pfn),
+            None => None,
+        }
     }
 
     /// Total free pages over all zones (`global_zone_page_state(NR_FREE_PAGES)`).

@@ -183,18 +183,35 @@ impl PageAlloc {
         alloc_flags: AllocFlags,
     ) -> Option<u64> {
         let idx = self.pcp_index(zi, cpu);
-        self.pcp[idx].free_count >>= 1;
         let pindex = self.order_to_pindex(mt, order);
+        self.pcp[idx].free_count >>= 1;
         if self.pcp[idx].lists[pindex].is_empty() {
-            let batch = self.nr_pcp_alloc(idx, zi, order);
-            let got = self.rmqueue_bulk(zi, idx, order, batch, mt, alloc_flags);
-            self.pcp[idx].count += got << order;
+            self.pcp_refill(idx, pindex, zi, order, mt, alloc_flags);
         }
-        let pfn = self.pcp[idx].lists[pindex].first()?;
-        self.pcp_list_del(idx, pindex, pfn);
-        self.pcp[idx].count -= 1 << order;
+        let (pcp, pages) = (&mut self.pcp[idx], &mut self.memmap.pages);
+        let pfn = pcp.lists[pindex].first()?;
+        pcp.lists[pindex].remove(pages, pfn);
+        pages[pfn as usize].clear();
+        pcp.count -= 1 << order;
         self.count_alloc(cpu, preferred_zi, zi, order);
         Some(pfn)
+    }
+
+    /// The refill half of `__rmqueue_pcplist`: a batch from the buddy lists.
+    #[cold]
+    fn pcp_refill(
+        &mut self,
+        idx: usize,
+        pindex: usize,
+        zi: usize,
+        order: u32,
+        mt: MigrateType,
+        alloc_flags: AllocFlags,
+    ) {
+        debug_assert_eq!(pindex, self.order_to_pindex(mt, order));
+        let batch = self.nr_pcp_alloc(idx, zi, order);
+        let got = self.rmqueue_bulk(zi, idx, order, batch, mt, alloc_flags);
+        self.pcp[idx].count += got << order;
     }
 
     /// `nr_pcp_high`: the limit above which a free drains the pcp; shrinks
@@ -259,8 +276,11 @@ impl PageAlloc {
         let idx = self.pcp_index(zi, cpu);
         self.count_event(VmEvent::Pgfree, 1 << order);
         let pindex = self.order_to_pindex(mt, order);
-        self.pcp_list_add(idx, pindex, pfn, order, false);
-        let pcp = &mut self.pcp[idx];
+        let (pcp, pages) = (&mut self.pcp[idx], &mut self.memmap.pages);
+        let page = &mut pages[pfn as usize];
+        page.set_flags(PageFlags::PCP);
+        page.set_order(order);
+        pcp.lists[pindex].push_front(pages, pfn);
         pcp.alloc_factor >>= 1;
         pcp.count += 1 << order;
         let batch = pcp.batch;
@@ -278,6 +298,22 @@ impl PageAlloc {
         }
         let high = self.nr_pcp_high(idx, zi, batch, free_high);
         if self.pcp[idx].count >= high {
+            self.pcp_drain_over_high(idx, zi, batch, high, free_high, pindex);
+        }
+    }
+
+    /// The drain half of `free_frozen_page_commit`.
+    #[cold]
+    fn pcp_drain_over_high(
+        &mut self,
+        idx: usize,
+        zi: usize,
+        batch: i32,
+        high: i32,
+        free_high: bool,
+        pindex: usize,
+    ) {
+        {
             let nr = Self::nr_pcp_free(&self.pcp[idx], batch, high, free_high);
             self.free_pcppages_bulk(zi, idx, nr, pindex);
             let zone = &self.zones[zi];

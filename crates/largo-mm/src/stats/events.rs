@@ -43,25 +43,28 @@ vm_events! {
 
 impl VmEvent {
     /// `PGALLOC` of a zone (`__count_zid_vm_events(PGALLOC, zid, n)`).
+    #[inline]
     pub fn pgalloc(zone: ZoneType) -> VmEvent {
-        [
+        const PGALLOC: [VmEvent; 5] = [
             VmEvent::PgallocDma,
             VmEvent::PgallocDma32,
             VmEvent::PgallocNormal,
             VmEvent::PgallocMovable,
             VmEvent::PgallocDevice,
-        ][zone.index()]
+        ];
+        PGALLOC[zone.index()]
     }
 
     /// `ALLOCSTALL` of a zone.
     pub fn allocstall(zone: ZoneType) -> VmEvent {
-        [
+        const ALLOCSTALL: [VmEvent; 5] = [
             VmEvent::AllocstallDma,
             VmEvent::AllocstallDma32,
             VmEvent::AllocstallNormal,
             VmEvent::AllocstallMovable,
             VmEvent::AllocstallDevice,
-        ][zone.index()]
+        ];
+        ALLOCSTALL[zone.index()]
     }
 
     pub fn from_name(name: &str) -> Option<VmEvent> {
