@@ -132,6 +132,10 @@ impl Machine {
         self.backing.as_ref()
     }
 
+    pub fn backing_mut(&mut self) -> &mut dyn Backing {
+        self.backing.as_mut()
+    }
+
     pub fn thp(&self) -> &ThpKnobs {
         &self.thp
     }

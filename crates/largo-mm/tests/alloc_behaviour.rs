@@ -253,3 +253,25 @@ fn a_terabyte_machine_boots_on_a_small_host() {
         "1 GiB memory blocks"
     );
 }
+
+#[test]
+fn gfp_zero_really_clears_memory_on_ram() {
+    let mut m = Machine::new(MachineConfig {
+        mem_bytes: 64 << 20,
+        kernel_reserved_bytes: 1 << 20,
+        backing: largo_physmem::BackingKind::Ram,
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    let f = alloc(&mut m, GFP_KERNEL, 1);
+    m.backing_mut()
+        .write(f.pfn + 1, 100, b"stale data")
+        .unwrap();
+    m.free_folio(0, f).unwrap();
+    let g = alloc(&mut m, GFP_KERNEL | Gfp::ZERO, 1);
+    assert_eq!(f, g, "the pcp hands the same block back");
+    let mut buf = [0xffu8; 10];
+    m.backing().read(g.pfn + 1, 100, &mut buf).unwrap();
+    assert_eq!(buf, [0; 10]);
+    assert!(m.backing().resident_bytes().unwrap() >= 8192);
+}

@@ -1,7 +1,7 @@
 //! Property tests: random sequences of allocator operations on tiny
 //! machines, with the invariant checker after every step.
 //!
-//! `PROPTEST_CASES=N` raises the number of sequences (default 1500).
+//! `PROPTEST_CASES=N` changes the number of sequences (default 3000).
 
 use largo_mm::gfp::{
     Gfp, GFP_ATOMIC, GFP_HIGHUSER_MOVABLE, GFP_KERNEL, GFP_NOWAIT, GFP_TRANSHUGE_LIGHT,
@@ -228,7 +228,7 @@ fn run(config: MachineConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1500),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(3000),
         ..ProptestConfig::default()
     })]
 

@@ -3,12 +3,12 @@
 //! drained in batches, with the v6.7+ auto-tuned high limit.
 
 use bitflags::bitflags;
-use largo_types::{MigrateType, MIGRATE_PCPTYPES, PAGE_ALLOC_COSTLY_ORDER};
+use largo_types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, PAGE_ALLOC_COSTLY_ORDER};
 
 use super::gfp::AllocFlags;
 use super::list::ListHead;
 use super::{PageAlloc, Wmark, ZoneFlags};
-use crate::memmap::PageFlags;
+use crate::memmap::{Page, PageFlags};
 use crate::stats::VmEvent;
 
 /// `NR_LOWORDER_PCP_LISTS`: one list per pcp type and cheap order.
@@ -110,31 +110,32 @@ impl PageAlloc {
         }
     }
 
+    /// Puts a free block on a pcp list (head or tail) and marks its record.
     #[inline]
     pub(crate) fn pcp_list_add(
-        &mut self,
-        pcp_idx: usize,
+        pcp: &mut PerCpuPages,
+        pages: &mut [Page],
         pindex: usize,
         pfn: u64,
         order: u32,
         tail: bool,
     ) {
-        let page = self.memmap.page_mut(pfn);
+        let page = &mut pages[pfn as usize];
         page.set_flags(PageFlags::PCP);
         page.set_order(order);
-        let list = &mut self.pcp[pcp_idx].lists[pindex];
+        let list = &mut pcp.lists[pindex];
         if tail {
-            list.push_back(&mut self.memmap.pages, pfn);
+            list.push_back(pages, pfn);
         } else {
-            list.push_front(&mut self.memmap.pages, pfn);
+            list.push_front(pages, pfn);
         }
     }
 
-    /// Unlinks a pcp page and clears its record.
+    /// Unlinks a block from a pcp list and clears its record.
     #[inline]
-    fn pcp_list_del(&mut self, pcp_idx: usize, pindex: usize, pfn: u64) {
-        self.pcp[pcp_idx].lists[pindex].remove(&mut self.memmap.pages, pfn);
-        self.memmap.page_mut(pfn).clear();
+    fn pcp_list_del(pcp: &mut PerCpuPages, pages: &mut [Page], pindex: usize, pfn: u64) {
+        pcp.lists[pindex].remove(pages, pfn);
+        pages[pfn as usize].clear();
     }
 
     /// `nr_pcp_alloc`: how many blocks a refill takes; grows `high` while
@@ -190,8 +191,7 @@ impl PageAlloc {
         }
         let (pcp, pages) = (&mut self.pcp[idx], &mut self.memmap.pages);
         let pfn = pcp.lists[pindex].first()?;
-        pcp.lists[pindex].remove(pages, pfn);
-        pages[pfn as usize].clear();
+        Self::pcp_list_del(pcp, pages, pindex, pfn);
         pcp.count -= 1 << order;
         self.count_alloc(cpu, preferred_zi, zi, order);
         Some(pfn)
@@ -277,10 +277,7 @@ impl PageAlloc {
         self.count_event(VmEvent::Pgfree, 1 << order);
         let pindex = self.order_to_pindex(mt, order);
         let (pcp, pages) = (&mut self.pcp[idx], &mut self.memmap.pages);
-        let page = &mut pages[pfn as usize];
-        page.set_flags(PageFlags::PCP);
-        page.set_order(order);
-        pcp.lists[pindex].push_front(pages, pfn);
+        Self::pcp_list_add(pcp, pages, pindex, pfn, order, false);
         pcp.alloc_factor >>= 1;
         pcp.count += 1 << order;
         let batch = pcp.batch;
@@ -313,21 +310,20 @@ impl PageAlloc {
         free_high: bool,
         pindex: usize,
     ) {
+        let nr = Self::nr_pcp_free(&self.pcp[idx], batch, high, free_high);
+        self.free_pcppages_bulk(zi, idx, nr, pindex);
+        let zone = &self.zones[zi];
+        let high_wmark = zone.wmark_pages(Wmark::High);
+        if zone.flags.contains(ZoneFlags::BELOW_HIGH)
+            && self.zone_watermark_ok(
+                zi,
+                0,
+                high_wmark,
+                ZoneType::Movable.index(),
+                AllocFlags::empty(),
+            )
         {
-            let nr = Self::nr_pcp_free(&self.pcp[idx], batch, high, free_high);
-            self.free_pcppages_bulk(zi, idx, nr, pindex);
-            let zone = &self.zones[zi];
-            if zone.flags.contains(ZoneFlags::BELOW_HIGH)
-                && self.zone_watermark_ok(
-                    zi,
-                    0,
-                    zone.wmark_pages(Wmark::High),
-                    largo_types::ZoneType::Movable.index(),
-                    AllocFlags::empty(),
-                )
-            {
-                self.zones[zi].flags.remove(ZoneFlags::BELOW_HIGH);
-            }
+            self.zones[zi].flags.remove(ZoneFlags::BELOW_HIGH);
         }
     }
 
@@ -356,7 +352,7 @@ impl PageAlloc {
             let nr_pages = 1i32 << order;
             while let Some(pfn) = self.pcp[pcp_idx].lists[pindex].last() {
                 let mt = self.pageblocks.migratetype(pfn);
-                self.pcp_list_del(pcp_idx, pindex, pfn);
+                Self::pcp_list_del(&mut self.pcp[pcp_idx], &mut self.memmap.pages, pindex, pfn);
                 count -= nr_pages;
                 self.pcp[pcp_idx].count -= nr_pages;
                 self.__free_one_page(zi, pfn, order, mt, super::Fpi::NONE);

@@ -85,7 +85,14 @@ impl PageAlloc {
             let Some(pfn) = self.__rmqueue(zi, order, mt, alloc_flags, &mut mode) else {
                 break;
             };
-            self.pcp_list_add(pcp_idx, pindex, pfn, order, true);
+            Self::pcp_list_add(
+                &mut self.pcp[pcp_idx],
+                &mut self.memmap.pages,
+                pindex,
+                pfn,
+                order,
+                true,
+            );
             got += 1;
         }
         got
