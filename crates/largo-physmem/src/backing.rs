@@ -33,7 +33,6 @@ pub struct BackingStats {
     pub copied_bytes: u64,
     pub discarded_bytes: u64,
     pub written_bytes: u64,
-    pub read_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

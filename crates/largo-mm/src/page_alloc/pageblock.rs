@@ -1,11 +1,9 @@
 //! Pageblock flags (include/linux/pageblock-flags.h): the migratetype of
-//! each pageblock, plus the compaction skip bit.
+//! each pageblock. The compaction skip bit joins with compaction.
 
 use largo_types::MigrateType;
 
 const MT_MASK: u8 = 0x7;
-/// `PB_compact_skip`.
-pub const PB_COMPACT_SKIP: u8 = 0x8;
 
 /// One byte per pageblock of the pfn space.
 pub struct Pageblocks {
@@ -39,22 +37,5 @@ impl Pageblocks {
     pub fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
         let i = self.index(pfn);
         self.flags[i] = (self.flags[i] & !MT_MASK) | mt as u8;
-    }
-
-    pub fn skip(&self, pfn: u64) -> bool {
-        self.flags[self.index(pfn)] & PB_COMPACT_SKIP != 0
-    }
-
-    pub fn set_skip(&mut self, pfn: u64, skip: bool) {
-        let i = self.index(pfn);
-        if skip {
-            self.flags[i] |= PB_COMPACT_SKIP;
-        } else {
-            self.flags[i] &= !PB_COMPACT_SKIP;
-        }
-    }
-
-    pub fn nr_pageblocks(&self) -> usize {
-        self.flags.len()
     }
 }

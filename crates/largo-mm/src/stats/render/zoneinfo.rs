@@ -16,8 +16,9 @@ pub fn zoneinfo(m: &Machine) -> String {
             let _ = write!(out, "Node {}, zone {:>8}", zone.nid, zone.name());
             if Some(i) == first_populated {
                 out.push_str("\n  per-node stats");
+                // No per-node counter is modelled by the allocator layer yet.
                 for name in NODE_STAT_ITEMS {
-                    let _ = write!(out, "\n      {name:<12} {}", node_stat(m, node.nid, name));
+                    let _ = write!(out, "\n      {name:<12} 0");
                 }
             }
             zone_header(&mut out, zone);
@@ -81,9 +82,4 @@ fn zone_stat(zone: &Zone, name: &str) -> u64 {
         "numa_other" => s.numa_other,
         _ => 0,
     }
-}
-
-/// Per-node counters; none are modelled by the allocator layer yet.
-fn node_stat(_m: &Machine, _nid: usize, _name: &str) -> u64 {
-    0
 }
