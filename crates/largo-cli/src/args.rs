@@ -170,10 +170,7 @@ impl MachineArgs {
 fn parse_preset(s: &str) -> Result<Preset, String> {
     Preset::from_name(s).ok_or_else(|| {
         let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
-        format!(
-            "unknown machine '{s}': expected one of {}",
-            names.join(", ")
-        )
+        format!("unknown machine '{s}': expected one of {}", names.join(", "))
     })
 }
 
@@ -190,9 +187,7 @@ fn parse_backing(s: &str) -> Result<BackingKind, String> {
 pub fn report_parse_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let _ = e.print();
             ExitCode::SUCCESS
         }

@@ -17,8 +17,8 @@ fn main() -> ExitCode {
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let usage = e.downcast_ref::<args::UsageError>().is_some()
-                || e.downcast_ref::<largo_mm::MachineError>().is_some();
+            let usage =
+                e.downcast_ref::<args::UsageError>().is_some() || e.downcast_ref::<largo_mm::MachineError>().is_some();
             eprintln!("largo: {e:#}");
             ExitCode::from(if usage { 2 } else { 1 })
         }

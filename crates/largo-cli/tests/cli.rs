@@ -43,33 +43,17 @@ fn buddyinfo_has_the_hosts_zones_and_columns() {
     let ours = stdout(&["show", "buddyinfo", "--mem", "24G"]);
     assert_eq!(
         zone_prefixes(&ours),
-        [
-            "Node 0, zone DMA",
-            "Node 0, zone DMA32",
-            "Node 0, zone Normal"
-        ]
+        ["Node 0, zone DMA", "Node 0, zone DMA32", "Node 0, zone Normal"]
     );
     for line in ours.lines() {
-        assert_eq!(
-            line.len(),
-            "Node 0, zone   Normal ".len() + 11 * 7,
-            "{line:?}"
-        );
+        assert_eq!(line.len(), "Node 0, zone   Normal ".len() + 11 * 7, "{line:?}");
     }
     if let Some(host) = host_file("/proc/buddyinfo") {
         let host_lines: Vec<&str> = host.lines().collect();
         let our_lines: Vec<&str> = ours.lines().collect();
-        assert_eq!(
-            zone_prefixes(&host),
-            zone_prefixes(&ours),
-            "same zones as this machine"
-        );
+        assert_eq!(zone_prefixes(&host), zone_prefixes(&ours), "same zones as this machine");
         for (h, o) in host_lines.iter().zip(&our_lines) {
-            assert_eq!(
-                h.len(),
-                o.len(),
-                "column layout differs:\nhost: {h:?}\nours: {o:?}"
-            );
+            assert_eq!(h.len(), o.len(), "column layout differs:\nhost: {h:?}\nours: {o:?}");
         }
     }
 }
@@ -124,25 +108,14 @@ fn zoneinfo_vmstat_and_meminfo_have_the_hosts_lines() {
     ] {
         let ours = stdout(&["show", file, "--mem", "24G"]);
         if let Some(host) = host_file(path) {
-            assert_eq!(
-                names(&ours),
-                names(&host),
-                "{file}: lines differ from {path}"
-            );
+            assert_eq!(names(&ours), names(&host), "{file}: lines differ from {path}");
         }
     }
 }
 
 #[test]
 fn arm64_64k_has_512m_pageblocks() {
-    let out = stdout(&[
-        "show",
-        "pagetypeinfo",
-        "--machine",
-        "arm64-64k",
-        "--mem",
-        "4G",
-    ]);
+    let out = stdout(&["show", "pagetypeinfo", "--machine", "arm64-64k", "--mem", "4G"]);
     assert!(
         out.starts_with("Page block order: 13\nPages per block:  8192\n"),
         "{out}"
@@ -156,15 +129,9 @@ fn bad_input_is_one_line_and_exit_status_2() {
     let cases: [(&[&str], &str); 7] = [
         (&["show", "buddyinfo", "--mem", "12X"], "12X"),
         (&["show", "buddyinfo", "--machine", "sparc"], "sparc"),
-        (
-            &["show", "buddyinfo", "--max-page-order", "20"],
-            "--section-bits",
-        ),
+        (&["show", "buddyinfo", "--max-page-order", "20"], "--section-bits"),
         (&["show", "buddyinfo", "--set", "vm/bogus=1"], "vm/bogus"),
-        (
-            &["show", "buddyinfo", "--set", "vm/min_free_kbytes=lots"],
-            "lots",
-        ),
+        (&["show", "buddyinfo", "--set", "vm/min_free_kbytes=lots"], "lots"),
         (&["show", "buddyinfo", "--mem", "64T"], "64T"),
         (&["show", "nosuchfile"], "nosuchfile"),
     ];
@@ -172,29 +139,15 @@ fn bad_input_is_one_line_and_exit_status_2() {
         let out = largo(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "largo {args:?}: {err}");
-        assert_eq!(
-            err.trim_end().lines().count(),
-            1,
-            "largo {args:?} printed {err:?}"
-        );
-        assert!(
-            err.contains(needle),
-            "largo {args:?}: {err:?} does not name {needle}"
-        );
+        assert_eq!(err.trim_end().lines().count(), 1, "largo {args:?} printed {err:?}");
+        assert!(err.contains(needle), "largo {args:?}: {err:?} does not name {needle}");
     }
 }
 
 #[test]
 fn knobs_change_the_watermarks() {
     let before = stdout(&["show", "zoneinfo", "--mem", "3G"]);
-    let after = stdout(&[
-        "show",
-        "zoneinfo",
-        "--mem",
-        "3G",
-        "--set",
-        "vm/min_free_kbytes=131072",
-    ]);
+    let after = stdout(&["show", "zoneinfo", "--mem", "3G", "--set", "vm/min_free_kbytes=131072"]);
     let min = |t: &str| -> u64 {
         let dma32 = t.split("zone    DMA32").nth(1).unwrap();
         dma32
@@ -207,12 +160,7 @@ fn knobs_change_the_watermarks() {
             .parse()
             .unwrap()
     };
-    assert!(
-        min(&after) > min(&before),
-        "{} -> {}",
-        min(&before),
-        min(&after)
-    );
+    assert!(min(&after) > min(&before), "{} -> {}", min(&before), min(&after));
     let never = stdout(&["list", "knobs", "--mem", "3G"]);
     assert!(never.contains("always [madvise] never"));
     assert!(never.contains("transparent_hugepage/hugepages-2048kB/enabled"));
@@ -238,10 +186,7 @@ fn a_terabyte_meminfo() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(
-        total > 1_000_000_000 && total < (1 << 30),
-        "MemTotal {total} kB"
-    );
+    assert!(total > 1_000_000_000 && total < (1 << 30), "MemTotal {total} kB");
 }
 
 #[test]

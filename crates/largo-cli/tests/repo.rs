@@ -20,11 +20,7 @@ fn ci_runs_the_readme_test_command() {
         .split("Run all tests:")
         .nth(1)
         .expect("README has a test command");
-    let readme_command = section
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap();
+    let readme_command = section.lines().map(str::trim).find(|l| !l.is_empty()).unwrap();
     assert_eq!(readme_command, ci_command);
 }
 
@@ -40,12 +36,7 @@ fn readme_run_command_names_a_real_subcommand() {
         .map(str::trim)
         .find(|l| l.starts_with("cargo run"))
         .unwrap();
-    let args: Vec<&str> = command
-        .split(" -- ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .collect();
+    let args: Vec<&str> = command.split(" -- ").nth(1).unwrap().split_whitespace().collect();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_largo"))
         .args(&args)
         .output()

@@ -162,10 +162,7 @@ impl PageAlloc {
                     "{name}: order-{order} {mt:?} list has {n} entries, head says {}",
                     list.nr
                 );
-                ensure!(
-                    list.last == prev,
-                    "{name}: order-{order} {mt:?} list tail is stale"
-                );
+                ensure!(list.last == prev, "{name}: order-{order} {mt:?} list tail is stale");
                 nr_free += n as u64;
             }
             ensure!(
@@ -269,10 +266,7 @@ impl PageAlloc {
             };
             let page = self.memmap.page(pfn);
             if !in_ram {
-                ensure!(
-                    page.is_clear(),
-                    "{name}: hole pfn {pfn:#x} has a non-zero record"
-                );
+                ensure!(page.is_clear(), "{name}: hole pfn {pfn:#x} has a non-zero record");
                 pfn += 1;
                 continue;
             }
@@ -304,10 +298,7 @@ impl PageAlloc {
                     "{name}: folio {pfn:#x} of order {} has flags {flags:?}",
                     page.order()
                 );
-                ensure!(
-                    pfn & (nr - 1) == 0,
-                    "{name}: folio {pfn:#x} not aligned to its order"
-                );
+                ensure!(pfn & (nr - 1) == 0, "{name}: folio {pfn:#x} not aligned to its order");
                 for p in pfn + 1..pfn + nr {
                     let tail = self.memmap.page(p);
                     ensure!(
@@ -325,10 +316,7 @@ impl PageAlloc {
                     page.refcount()
                 )));
             }
-            ensure!(
-                pfn + nr <= span.end,
-                "{name}: block at {pfn:#x} runs past the zone end"
-            );
+            ensure!(pfn + nr <= span.end, "{name}: block at {pfn:#x} runs past the zone end");
             pfn += nr;
         }
         Ok(r)

@@ -21,14 +21,39 @@ pub enum ThpSizeEnabled {
     Never,
 }
 
+/// `transparent_hugepage/defrag`: how hard a THP or mTHP fault allocation
+/// may try (`vma_thp_gfp_mask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThpDefrag {
+    Always,
+    Defer,
+    DeferMadvise,
+    Madvise,
+    Never,
+}
+
 /// The THP settings of the machine (mm/huge_memory.c defaults: top level
-/// from Kconfig, madvise on the host; PMD size `inherit`, other sizes `never`).
+/// from Kconfig, madvise on the host; PMD size `inherit`, other sizes
+/// `never`; defrag madvise; the zero page on; underused splitting on;
+/// `max_ptes_none` HPAGE_PMD_NR - 1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThpKnobs {
     pub enabled: ThpEnabled,
     /// Keyed by order, for the anon orders 2..=PMD order.
     pub per_size: BTreeMap<u32, ThpSizeEnabled>,
     pub pmd_order: u32,
+    pub defrag: ThpDefrag,
+    /// `use_zero_page`: read faults may map the huge zero page.
+    pub use_zero_page: bool,
+    /// `shrink_underused` (`split_underused_thp`).
+    pub shrink_underused: bool,
+    /// `khugepaged/max_ptes_none`.
+    pub max_ptes_none: u32,
+    /// `anon_beside_full`: a knob of the host kernel build (not mainline):
+    /// an mTHP order is used only beside a fully populated block of the
+    /// same size in the same page table; otherwise it is declined
+    /// (`anon_fault_declined`). Off by default.
+    pub anon_beside_full: bool,
 }
 
 impl ThpKnobs {
@@ -47,7 +72,17 @@ impl ThpKnobs {
             enabled: ThpEnabled::Madvise,
             per_size,
             pmd_order,
+            defrag: ThpDefrag::Madvise,
+            use_zero_page: true,
+            shrink_underused: true,
+            max_ptes_none: (1 << pmd_order) - 1,
+            anon_beside_full: false,
         }
+    }
+
+    /// `hugepage_global_always`.
+    pub fn global_always(&self) -> bool {
+        self.enabled == ThpEnabled::Always
     }
 
     /// `hugepage_global_enabled`.
@@ -110,6 +145,14 @@ pub const THP_ENABLED_CHOICES: [(&str, ThpEnabled); 3] = [
     ("never", ThpEnabled::Never),
 ];
 
+pub const THP_DEFRAG_CHOICES: [(&str, ThpDefrag); 5] = [
+    ("always", ThpDefrag::Always),
+    ("defer", ThpDefrag::Defer),
+    ("defer+madvise", ThpDefrag::DeferMadvise),
+    ("madvise", ThpDefrag::Madvise),
+    ("never", ThpDefrag::Never),
+];
+
 pub const THP_SIZE_CHOICES: [(&str, ThpSizeEnabled); 4] = [
     ("always", ThpSizeEnabled::Always),
     ("inherit", ThpSizeEnabled::Inherit),
@@ -118,11 +161,7 @@ pub const THP_SIZE_CHOICES: [(&str, ThpSizeEnabled); 4] = [
 ];
 
 /// Parses one of `choices` by name.
-pub fn parse_choice<T: Copy>(
-    path: &str,
-    value: &str,
-    choices: &[(&str, T)],
-) -> Result<T, KnobError> {
+pub fn parse_choice<T: Copy>(path: &str, value: &str, choices: &[(&str, T)]) -> Result<T, KnobError> {
     choices
         .iter()
         .find(|(name, _)| *name == value)
@@ -130,11 +169,7 @@ pub fn parse_choice<T: Copy>(
         .ok_or_else(|| KnobError::BadValue {
             path: path.to_string(),
             value: value.to_string(),
-            expected: choices
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", "),
+            expected: choices.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
         })
 }
 

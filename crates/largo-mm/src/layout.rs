@@ -130,7 +130,9 @@ pub enum LayoutError {
     BadNodes { nodes: usize, max: usize },
     #[error("--cpus {0}: must be 1..=1024")]
     BadCpus(usize),
-    #[error("--movable {movable}: each node's Normal memory is only {normal}; ZONE_MOVABLE is carved from ZONE_NORMAL")]
+    #[error(
+        "--movable {movable}: each node's Normal memory is only {normal}; ZONE_MOVABLE is carved from ZONE_NORMAL"
+    )]
     MovableTooLarge { movable: String, normal: String },
     #[error("the kernel reservation ({kernel}) does not fit in RAM above 16M")]
     KernelDoesNotFit { kernel: String },
@@ -201,10 +203,7 @@ impl Layout {
     }
 
     pub fn reserved_pages_in(&self, range: PfnRange) -> u64 {
-        self.reserved
-            .iter()
-            .map(|(r, _)| r.intersect(range).len())
-            .sum()
+        self.reserved.iter().map(|(r, _)| r.intersect(range).len()).sum()
     }
 
     /// RAM that boot hands to the buddy allocator: RAM minus reservations,
@@ -241,11 +240,7 @@ fn ram_ranges(geo: &Geometry, mem: u64) -> Vec<PfnRange> {
 }
 
 /// Splits RAM evenly by page count; boundaries are rounded up to a section.
-fn split_nodes(
-    geo: &Geometry,
-    ram: &[PfnRange],
-    nr_nodes: usize,
-) -> Result<Vec<NodeLayout>, LayoutError> {
+fn split_nodes(geo: &Geometry, ram: &[PfnRange], nr_nodes: usize) -> Result<Vec<NodeLayout>, LayoutError> {
     let total: u64 = ram.iter().map(PfnRange::len).sum();
     let sections_with_ram = count_sections(geo, ram);
     if nr_nodes == 0 || nr_nodes > sections_with_ram {
@@ -321,11 +316,7 @@ fn assign_cpus(nodes: &mut [NodeLayout], nr_cpus: usize) {
 /// `movablecore=`: each node gives an equal share of its top memory to
 /// ZONE_MOVABLE, starting on a MAX_PAGE_ORDER boundary
 /// (`find_zone_movable_pfns_for_nodes` rounds `zone_movable_pfn` up).
-fn place_movable(
-    geo: &Geometry,
-    nodes: &mut [NodeLayout],
-    movable_bytes: u64,
-) -> Result<(), LayoutError> {
+fn place_movable(geo: &Geometry, nodes: &mut [NodeLayout], movable_bytes: u64) -> Result<(), LayoutError> {
     if movable_bytes == 0 {
         return Ok(());
     }
@@ -335,9 +326,7 @@ fn place_movable(
     for node in nodes.iter_mut() {
         let want = node.end_pfn.saturating_sub(per_node_pages);
         let start = want.div_ceil(max_order_pages) * max_order_pages;
-        let normal_pages = node
-            .end_pfn
-            .saturating_sub(normal_start.max(node.start_pfn));
+        let normal_pages = node.end_pfn.saturating_sub(normal_start.max(node.start_pfn));
         if per_node_pages > normal_pages || start < normal_start.max(node.start_pfn) {
             return Err(LayoutError::MovableTooLarge {
                 movable: format_size(movable_bytes),
@@ -410,10 +399,7 @@ fn reserve_boot_memory(
     if kernel_pages > 0 {
         let start = KERNEL_PHYSICAL_START >> geo.page_shift;
         let kernel = PfnRange::new(start, start + kernel_pages);
-        if !ram
-            .iter()
-            .any(|r| r.start <= kernel.start && kernel.end <= r.end)
-        {
+        if !ram.iter().any(|r| r.start <= kernel.start && kernel.end <= r.end) {
             return Err(LayoutError::KernelDoesNotFit {
                 kernel: format_size(spec.kernel_reserved_bytes),
             });
@@ -427,14 +413,12 @@ fn reserve_boot_memory(
             .map(|r| r.intersect(PfnRange::new(node.start_pfn, node.end_pfn)))
             .filter(|r| !r.is_empty())
             .collect();
-        let bytes =
-            count_sections(geo, &node_ram) as u64 * geo.pages_per_section() * STRUCT_PAGE_BYTES;
+        let bytes = count_sections(geo, &node_ram) as u64 * geo.pages_per_section() * STRUCT_PAGE_BYTES;
         let pages = bytes.div_ceil(geo.page_size());
         memmap_boot_pages += pages;
         let limit = node.movable_start_pfn.unwrap_or(node.end_pfn);
         let free = subtract(&node_ram, reserved.iter().map(|(r, _)| *r));
-        let got =
-            alloc_top_down(&free, pages, limit).ok_or(LayoutError::MemmapDoesNotFit(node.nid))?;
+        let got = alloc_top_down(&free, pages, limit).ok_or(LayoutError::MemmapDoesNotFit(node.nid))?;
         reserved.extend(got.into_iter().map(|r| (r, ReservedKind::Memmap)));
     }
     reserved.sort_by_key(|(r, _)| r.start);
@@ -512,10 +496,7 @@ mod tests {
         let geo = Preset::X86_64.geometry();
         let l = Layout::build(&geo, &spec(24 << 30)).unwrap();
         let dma = l.zone(0, ZoneType::Dma);
-        assert_eq!(
-            (dma.start_pfn, dma.spanned_pages, dma.present_pages),
-            (1, 4095, 3998)
-        );
+        assert_eq!((dma.start_pfn, dma.spanned_pages, dma.present_pages), (1, 4095, 3998));
         let dma32 = l.zone(0, ZoneType::Dma32);
         assert_eq!(
             (dma32.start_pfn, dma32.spanned_pages, dma32.present_pages),
@@ -526,16 +507,9 @@ mod tests {
             (normal.start_pfn, normal.spanned_pages, normal.present_pages),
             (1048576, 5505024, 5505024)
         );
-        assert_eq!(
-            l.reserved_pages_in(dma.span()),
-            158,
-            "DMA managed is 3840 on the host"
-        );
+        assert_eq!(l.reserved_pages_in(dma.span()), 158, "DMA managed is 3840 on the host");
         assert_eq!(l.reserved_pages_in(dma32.span()), 9528);
-        assert_eq!(
-            l.memmap_boot_pages, 98304,
-            "host: nr_memmap_boot_pages 98304"
-        );
+        assert_eq!(l.memmap_boot_pages, 98304, "host: nr_memmap_boot_pages 98304");
         assert_eq!(l.memory_block_bytes, 128 << 20);
         assert_eq!(l.zone(0, ZoneType::Movable).spanned_pages, 0);
     }
@@ -578,11 +552,7 @@ mod tests {
         let normal = l.zone(0, ZoneType::Normal);
         assert_eq!(movable.present_pages, (4 << 30) >> 12);
         assert_eq!(normal.span().end, movable.start_pfn);
-        assert_eq!(
-            l.reserved_pages_in(movable.span()),
-            0,
-            "no boot memory in ZONE_MOVABLE"
-        );
+        assert_eq!(l.reserved_pages_in(movable.span()), 0, "no boot memory in ZONE_MOVABLE");
         s.movable_bytes = 15 << 30;
         assert!(matches!(
             Layout::build(&geo, &s),
@@ -607,10 +577,7 @@ mod tests {
         ));
         let mut s = spec(256 << 20);
         s.nr_nodes = 4;
-        assert!(matches!(
-            Layout::build(&geo, &s),
-            Err(LayoutError::BadNodes { .. })
-        ));
+        assert!(matches!(Layout::build(&geo, &s), Err(LayoutError::BadNodes { .. })));
         let mut s = spec(32 << 20);
         s.kernel_reserved_bytes = 64 << 20;
         assert!(matches!(

@@ -17,7 +17,8 @@ pub mod memmap;
 pub mod page_alloc;
 pub mod sparse;
 pub mod stats;
+pub mod vm;
 
-pub use machine::{Machine, MachineConfig, MachineError};
+pub use machine::{CheckError, Machine, MachineConfig, MachineError};
 pub use memmap::Folio;
 pub use page_alloc::gfp;

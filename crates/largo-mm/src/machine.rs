@@ -5,11 +5,12 @@ use largo_types::{format_size, Geometry, GeometryError, GeometryOverrides, Prese
 
 use crate::check::{CheckReport, InvariantError};
 use crate::knobs::{self, KnobError, KnobInfo, ThpKnobs};
-use crate::layout::{Layout, LayoutError, LayoutSpec, DEFAULT_KERNEL_RESERVED_BYTES};
+use crate::layout::{Layout, LayoutError, LayoutSpec, ReservedKind, DEFAULT_KERNEL_RESERVED_BYTES};
 use crate::memmap::Folio;
 use crate::page_alloc::gfp::Gfp;
 use crate::page_alloc::{AllocError, FreeError, PageAlloc, SplitError, Tunables};
 use crate::sparse::Sparse;
+use crate::vm::{Ctx, Vm, VmInvariantError};
 
 /// Everything that describes a machine before it boots.
 #[derive(Clone, Debug)]
@@ -55,6 +56,17 @@ pub enum MachineError {
     Backing(#[from] BackingError),
     #[error(transparent)]
     Knob(#[from] KnobError),
+    #[error("the machine needs a kernel image reservation (it holds the zero page)")]
+    NoKernelImage,
+}
+
+/// Either checker's finding.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Alloc(#[from] InvariantError),
+    #[error(transparent)]
+    Vm(#[from] VmInvariantError),
 }
 
 /// A booted machine.
@@ -65,7 +77,7 @@ pub struct Machine {
     sparse: Sparse,
     page_alloc: PageAlloc,
     backing: Box<dyn Backing>,
-    thp: ThpKnobs,
+    vm: Vm,
 }
 
 impl Machine {
@@ -88,6 +100,13 @@ impl Machine {
         };
         let page_alloc = PageAlloc::boot(geo, &layout, config.nr_cpus, tunables);
         let backing = new_backing(config.backing, layout.max_pfn, geo.page_size())?;
+        let zero_pfn = layout
+            .reserved
+            .iter()
+            .find(|(_, kind)| *kind == ReservedKind::Kernel)
+            .map(|(r, _)| r.start)
+            .ok_or(MachineError::NoKernelImage)?;
+        let vm = Vm::new(geo, layout.nodes.len(), zero_pfn, thp);
         let knobs = config.knobs.clone();
         let mut machine = Machine {
             config,
@@ -96,7 +115,7 @@ impl Machine {
             sparse,
             page_alloc,
             backing,
-            thp,
+            vm,
         };
         for (path, value) in &knobs {
             machine.set_knob(path, value)?;
@@ -137,17 +156,26 @@ impl Machine {
     }
 
     pub fn thp(&self) -> &ThpKnobs {
-        &self.thp
+        self.vm.thp()
+    }
+
+    pub fn vm(&self) -> &Vm {
+        &self.vm
+    }
+
+    /// Runs a VM operation on `cpu` with the machine's allocator and backing.
+    pub fn with_vm<R>(&mut self, cpu: usize, f: impl FnOnce(&mut Vm, &mut Ctx) -> R) -> R {
+        let mut ctx = Ctx {
+            pa: &mut self.page_alloc,
+            backing: self.backing.as_mut(),
+            cpu,
+        };
+        f(&mut self.vm, &mut ctx)
     }
 
     /// Allocates a folio for `cpu`; `__GFP_ZERO` clears it through the
     /// backing. Pending kswapd work runs before returning.
-    pub fn alloc_pages(
-        &mut self,
-        cpu: usize,
-        gfp: Gfp,
-        order: u32,
-    ) -> Result<Option<Folio>, AllocError> {
+    pub fn alloc_pages(&mut self, cpu: usize, gfp: Gfp, order: u32) -> Result<Option<Folio>, AllocError> {
         let folio = self.page_alloc.alloc_pages(cpu, gfp, order)?;
         if let Some(f) = folio {
             if gfp.contains(Gfp::ZERO) {
@@ -176,9 +204,12 @@ impl Machine {
         self.page_alloc.memmap.populate();
     }
 
-    /// Runs the invariant checker over the whole machine.
-    pub fn check(&self) -> Result<CheckReport, InvariantError> {
-        self.page_alloc.check_invariants()
+    /// Runs the invariant checkers over the whole machine: the allocator's
+    /// structures, then page tables, rmap and the VM counters.
+    pub fn check(&self) -> Result<CheckReport, CheckError> {
+        let report = self.page_alloc.check_invariants()?;
+        self.vm.check_invariants(&self.page_alloc)?;
+        Ok(report)
     }
 
     // --- knobs ---
@@ -187,20 +218,14 @@ impl Machine {
     pub fn set_knob(&mut self, path: &str, value: &str) -> Result<(), KnobError> {
         let pa = &mut self.page_alloc;
         match path {
-            "vm/min_free_kbytes" => {
-                pa.set_min_free_kbytes(knobs::parse_int(path, value, 0, i32::MAX as u64)?)
-            }
-            "vm/watermark_scale_factor" => {
-                pa.set_watermark_scale_factor(knobs::parse_int(path, value, 1, 3000)?)
-            }
+            "vm/min_free_kbytes" => pa.set_min_free_kbytes(knobs::parse_int(path, value, 0, i32::MAX as u64)?),
+            "vm/watermark_scale_factor" => pa.set_watermark_scale_factor(knobs::parse_int(path, value, 1, 3000)?),
             "vm/watermark_boost_factor" => {
                 pa.set_watermark_boost_factor(knobs::parse_int(path, value, 0, i32::MAX as u64)?)
             }
             "vm/percpu_pagelist_high_fraction" => {
                 let fraction = knobs::parse_int(path, value, 0, i32::MAX as u64)?;
-                if fraction != 0
-                    && fraction < crate::page_alloc::pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION
-                {
+                if fraction != 0 && fraction < crate::page_alloc::pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION {
                     return Err(KnobError::BadValue {
                         path: path.into(),
                         value: value.into(),
@@ -211,26 +236,40 @@ impl Machine {
             }
             "vm/lowmem_reserve_ratio" => pa.set_lowmem_reserve_ratio(parse_ratios(path, value)?),
             "transparent_hugepage/enabled" => {
-                self.thp.enabled = knobs::parse_choice(path, value, &knobs::THP_ENABLED_CHOICES)?;
-                self.page_alloc.set_thp_pmd_enabled(self.thp.pmd_enabled());
+                self.vm.thp_mut().enabled = knobs::parse_choice(path, value, &knobs::THP_ENABLED_CHOICES)?;
+            }
+            "transparent_hugepage/defrag" => {
+                self.vm.thp_mut().defrag = knobs::parse_choice(path, value, &knobs::THP_DEFRAG_CHOICES)?;
+            }
+            "transparent_hugepage/use_zero_page" => {
+                self.vm.thp_mut().use_zero_page = knobs::parse_int(path, value, 0, 1)? == 1;
+            }
+            "transparent_hugepage/shrink_underused" => {
+                self.vm.thp_mut().shrink_underused = knobs::parse_int(path, value, 0, 1)? == 1;
+            }
+            "transparent_hugepage/anon_beside_full" => {
+                self.vm.thp_mut().anon_beside_full = knobs::parse_int(path, value, 0, 1)? == 1;
+            }
+            "transparent_hugepage/khugepaged/max_ptes_none" => {
+                let max = (1u64 << self.geo.pmd_order) - 1;
+                self.vm.thp_mut().max_ptes_none = knobs::parse_int(path, value, 0, max)? as u32;
             }
             _ => {
                 let order = self
                     .thp_size_order(path)
                     .ok_or_else(|| KnobError::Unknown { path: path.into() })?;
                 let mode = knobs::parse_choice(path, value, &knobs::THP_SIZE_CHOICES)?;
-                self.thp.per_size.insert(order, mode);
-                self.page_alloc.set_thp_pmd_enabled(self.thp.pmd_enabled());
+                self.vm.thp_mut().per_size.insert(order, mode);
             }
         }
+        let pmd_enabled = self.vm.thp().pmd_enabled();
+        self.page_alloc.set_thp_pmd_enabled(pmd_enabled);
         Ok(())
     }
 
     /// The order of a `transparent_hugepage/hugepages-<size>kB/enabled` path.
     fn thp_size_order(&self, path: &str) -> Option<u32> {
-        let dir = path
-            .strip_prefix("transparent_hugepage/")?
-            .strip_suffix("/enabled")?;
+        let dir = path.strip_prefix("transparent_hugepage/")?.strip_suffix("/enabled")?;
         self.geo
             .anon_orders()
             .find(|&order| knobs::size_dir(self.geo.page_shift, order) == dir)
@@ -253,8 +292,7 @@ impl Machine {
             KnobInfo {
                 path: "vm/watermark_boost_factor".into(),
                 value: t.watermark_boost_factor.to_string(),
-                help:
-                    "watermark boost after a fragmenting fallback, in 1/10000 of the high watermark",
+                help: "watermark boost after a fragmenting fallback, in 1/10000 of the high watermark",
             },
             KnobInfo {
                 path: "vm/percpu_pagelist_high_fraction".into(),
@@ -273,11 +311,36 @@ impl Machine {
             },
             KnobInfo {
                 path: "transparent_hugepage/enabled".into(),
-                value: knobs::sysfs_choice(&knobs::THP_ENABLED_CHOICES, self.thp.enabled),
+                value: knobs::sysfs_choice(&knobs::THP_ENABLED_CHOICES, self.thp().enabled),
                 help: "top-level THP mode; `inherit` sizes follow it",
             },
+            KnobInfo {
+                path: "transparent_hugepage/defrag".into(),
+                value: knobs::sysfs_choice(&knobs::THP_DEFRAG_CHOICES, self.thp().defrag),
+                help: "how hard THP/mTHP faults may reclaim and compact",
+            },
+            KnobInfo {
+                path: "transparent_hugepage/use_zero_page".into(),
+                value: (self.thp().use_zero_page as u8).to_string(),
+                help: "read faults in THP-enabled VMAs map the huge zero page",
+            },
+            KnobInfo {
+                path: "transparent_hugepage/shrink_underused".into(),
+                value: (self.thp().shrink_underused as u8).to_string(),
+                help: "queue new PMD THPs so the shrinker can split underused ones",
+            },
+            KnobInfo {
+                path: "transparent_hugepage/khugepaged/max_ptes_none".into(),
+                value: self.thp().max_ptes_none.to_string(),
+                help: "zero-filled pages a THP may hold before the shrinker splits it",
+            },
+            KnobInfo {
+                path: "transparent_hugepage/anon_beside_full".into(),
+                value: (self.thp().anon_beside_full as u8).to_string(),
+                help: "host kernel build: use an mTHP order only beside a full block of that size",
+            },
         ];
-        for (&order, &mode) in &self.thp.per_size {
+        for (&order, &mode) in &self.thp().per_size {
             v.push(KnobInfo {
                 path: format!(
                     "transparent_hugepage/{}/enabled",

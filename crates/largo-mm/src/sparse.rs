@@ -75,8 +75,7 @@ impl Sparse {
                     ms.present = true;
                     ms.online = true;
                     ms.nid = node.nid;
-                    let sub =
-                        ((pfn & (geo.pages_per_section() - 1)) / pages_per_subsection) as usize;
+                    let sub = ((pfn & (geo.pages_per_section() - 1)) / pages_per_subsection) as usize;
                     ms.subsection_map[sub / 64] |= 1 << (sub % 64);
                     pfn = (pfn / pages_per_subsection + 1) * pages_per_subsection;
                 }

@@ -57,10 +57,7 @@ fn orders_outside_the_pcp_bypass_it() {
     let mut m = small(3 << 10);
     let zi = zone_index(0, ZoneType::Dma32);
     assert!(m.page_alloc().pcp_allowed_order(3));
-    assert!(
-        m.page_alloc().pcp_allowed_order(9),
-        "pageblock order is cached"
-    );
+    assert!(m.page_alloc().pcp_allowed_order(9), "pageblock order is cached");
     assert!(
         !m.page_alloc().pcp_allowed_order(4),
         "mTHP orders 4..8 always take the zone lock"
@@ -91,17 +88,11 @@ fn unmovable_fallback_claims_a_whole_pageblock() {
     .unwrap();
     assert_eq!(blocks_of(&m, ZoneType::Normal, MigrateType::Unmovable), 0);
     let f = alloc(&mut m, GFP_KERNEL, 0);
-    assert!(
-        f.pfn.0 >= (4u64 << 30) >> 12,
-        "GFP_KERNEL prefers ZONE_NORMAL"
-    );
+    assert!(f.pfn.0 >= (4u64 << 30) >> 12, "GFP_KERNEL prefers ZONE_NORMAL");
     // ALLOC_NOFRAGMENT only claims whole pageblocks; the largest free block
     // (MAX_PAGE_ORDER, two pageblocks) is claimed, both its pageblocks retyped.
     assert_eq!(blocks_of(&m, ZoneType::Normal, MigrateType::Unmovable), 2);
-    assert_eq!(
-        m.page_alloc().pageblock_migratetype(f.pfn.0),
-        MigrateType::Unmovable
-    );
+    assert_eq!(m.page_alloc().pageblock_migratetype(f.pfn.0), MigrateType::Unmovable);
     assert!(
         m.page_alloc().zone(0, ZoneType::Normal).watermark_boost == 0,
         "claiming a whole free block is not a fragmenting fallback: no boost"
@@ -148,10 +139,7 @@ fn watermarks_stop_normal_allocations_but_not_atomic_ones() {
         "the failure went through direct reclaim"
     );
     let atomic = m.alloc_pages(0, GFP_ATOMIC, 0).unwrap();
-    assert!(
-        atomic.is_some(),
-        "GFP_ATOMIC may dip below the min watermark"
-    );
+    assert!(atomic.is_some(), "GFP_ATOMIC may dip below the min watermark");
     live.extend(atomic);
     for f in live {
         m.free_folio(1, f).unwrap();
@@ -173,10 +161,7 @@ fn counters_track_allocations_and_frees() {
     m.free_folio(0, f).unwrap();
     assert_eq!(vmstat_value(&m, "pgfree"), pgfree_boot + 16);
     assert_eq!(vmstat_value(&m, "numa_hit"), 1);
-    assert_eq!(
-        vmstat_value(&m, "nr_free_pages"),
-        m.page_alloc().managed_pages()
-    );
+    assert_eq!(vmstat_value(&m, "nr_free_pages"), m.page_alloc().managed_pages());
 }
 
 #[test]
@@ -201,14 +186,8 @@ fn bad_frees_are_errors_not_panics() {
         pfn: f.pfn + 1,
         order: 0,
     };
-    assert!(matches!(
-        m.free_folio(0, tail),
-        Err(FreeError::NotAllocated { .. })
-    ));
-    let wrong_order = Folio {
-        pfn: f.pfn,
-        order: 3,
-    };
+    assert!(matches!(m.free_folio(0, tail), Err(FreeError::NotAllocated { .. })));
+    let wrong_order = Folio { pfn: f.pfn, order: 3 };
     assert!(matches!(
         m.free_folio(0, wrong_order),
         Err(FreeError::OrderMismatch { .. })
@@ -225,10 +204,7 @@ fn bad_frees_are_errors_not_panics() {
         ),
         Err(FreeError::OutOfRange { .. })
     ));
-    assert!(
-        m.alloc_pages(0, GFP_KERNEL, 11).is_err(),
-        "order above MAX_PAGE_ORDER"
-    );
+    assert!(m.alloc_pages(0, GFP_KERNEL, 11).is_err(), "order above MAX_PAGE_ORDER");
     assert!(m.alloc_pages(7, GFP_KERNEL, 0).is_err(), "no such cpu");
     m.check().unwrap();
 }
@@ -264,9 +240,7 @@ fn gfp_zero_really_clears_memory_on_ram() {
     })
     .unwrap();
     let f = alloc(&mut m, GFP_KERNEL, 1);
-    m.backing_mut()
-        .write(f.pfn + 1, 100, b"stale data")
-        .unwrap();
+    m.backing_mut().write(f.pfn + 1, 100, b"stale data").unwrap();
     m.free_folio(0, f).unwrap();
     let g = alloc(&mut m, GFP_KERNEL | Gfp::ZERO, 1);
     assert_eq!(f, g, "the pcp hands the same block back");

@@ -3,9 +3,7 @@
 //!
 //! `PROPTEST_CASES=N` changes the number of sequences (default 3000).
 
-use largo_mm::gfp::{
-    Gfp, GFP_ATOMIC, GFP_HIGHUSER_MOVABLE, GFP_KERNEL, GFP_NOWAIT, GFP_TRANSHUGE_LIGHT,
-};
+use largo_mm::gfp::{Gfp, GFP_ATOMIC, GFP_HIGHUSER_MOVABLE, GFP_KERNEL, GFP_NOWAIT, GFP_TRANSHUGE_LIGHT};
 use largo_mm::{Folio, Machine, MachineConfig};
 use largo_types::{GeometryOverrides, Preset};
 use proptest::prelude::*;
@@ -57,15 +55,12 @@ fn op(max_order: u32) -> impl Strategy<Value = Op> {
 
 /// Small machines of every preset shape; 2-node variants use small sections.
 fn machine() -> impl Strategy<Value = MachineConfig> {
-    let x86 =
-        (prop_oneof![Just(32u64), Just(48), Just(64)], 1usize..=3).prop_map(|(mem_mb, cpus)| {
-            MachineConfig {
-                mem_bytes: mem_mb << 20,
-                nr_cpus: cpus,
-                kernel_reserved_bytes: 1 << 20,
-                ..MachineConfig::default()
-            }
-        });
+    let x86 = (prop_oneof![Just(32u64), Just(48), Just(64)], 1usize..=3).prop_map(|(mem_mb, cpus)| MachineConfig {
+        mem_bytes: mem_mb << 20,
+        nr_cpus: cpus,
+        kernel_reserved_bytes: 1 << 20,
+        ..MachineConfig::default()
+    });
     let numa = (1usize..=3).prop_map(|cpus| MachineConfig {
         mem_bytes: 64 << 20,
         nr_nodes: 2,
@@ -87,17 +82,15 @@ fn machine() -> impl Strategy<Value = MachineConfig> {
         },
         ..MachineConfig::default()
     });
-    let arm = prop_oneof![
-        Just(Preset::Arm64_4k),
-        Just(Preset::Arm64_16k),
-        Just(Preset::Arm64_64k)
-    ]
-    .prop_map(|preset| MachineConfig {
-        preset,
-        mem_bytes: 64 << 20,
-        kernel_reserved_bytes: 1 << 20,
-        ..MachineConfig::default()
-    });
+    let arm =
+        prop_oneof![Just(Preset::Arm64_4k), Just(Preset::Arm64_16k), Just(Preset::Arm64_64k)].prop_map(|preset| {
+            MachineConfig {
+                preset,
+                mem_bytes: 64 << 20,
+                kernel_reserved_bytes: 1 << 20,
+                ..MachineConfig::default()
+            }
+        });
     prop_oneof![4 => x86, 2 => numa, 1 => movable, 2 => arm]
 }
 
@@ -111,10 +104,7 @@ fn apply(m: &mut Machine, live: &mut Vec<Folio>, refs: &mut Vec<u32>, op: &Op) {
         Op::Alloc { cpu, order, gfp } => {
             let gfp = GFPS[gfp];
             let order = order.min(m.geometry().max_page_order);
-            if let Some(f) = m
-                .alloc_pages(cpu % cpus, gfp, order)
-                .expect("valid request")
-            {
+            if let Some(f) = m.alloc_pages(cpu % cpus, gfp, order).expect("valid request") {
                 assert_eq!(f.order, order);
                 live.push(f);
                 refs.push(1);
@@ -141,10 +131,7 @@ fn apply(m: &mut Machine, live: &mut Vec<Folio>, refs: &mut Vec<u32>, op: &Op) {
         }
         Op::Put { idx } => {
             if let Some(i) = pick(live, idx) {
-                let freed = m
-                    .page_alloc_mut()
-                    .folio_put(i % cpus, live[i])
-                    .expect("live folio");
+                let freed = m.page_alloc_mut().folio_put(i % cpus, live[i]).expect("live folio");
                 refs[i] -= 1;
                 assert_eq!(freed, refs[i] == 0);
                 if freed {
@@ -180,17 +167,12 @@ fn apply(m: &mut Machine, live: &mut Vec<Folio>, refs: &mut Vec<u32>, op: &Op) {
             }
         }
         Op::Kswapd => m.page_alloc_mut().run_kswapd(),
-        Op::MinFree { kbytes } => m
-            .set_knob("vm/min_free_kbytes", &kbytes.to_string())
-            .unwrap(),
+        Op::MinFree { kbytes } => m.set_knob("vm/min_free_kbytes", &kbytes.to_string()).unwrap(),
         Op::HighFraction { fraction } => m
             .set_knob("vm/percpu_pagelist_high_fraction", &fraction.to_string())
             .unwrap(),
         Op::ThpEnabled { on } => m
-            .set_knob(
-                "transparent_hugepage/enabled",
-                if on { "madvise" } else { "never" },
-            )
+            .set_knob("transparent_hugepage/enabled", if on { "madvise" } else { "never" })
             .unwrap(),
     }
 }
@@ -207,10 +189,7 @@ fn run(config: MachineConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
             .map_err(|e| TestCaseError::fail(format!("step {step} {op:?}: {e}")))?;
         let live_pages: u64 = live.iter().map(Folio::nr_pages).sum();
         prop_assert_eq!(report.allocated_pages, live_pages, "step {} {:?}", step, op);
-        prop_assert_eq!(
-            report.free_pages + report.pcp_pages + report.allocated_pages,
-            managed
-        );
+        prop_assert_eq!(report.free_pages + report.pcp_pages + report.allocated_pages, managed);
     }
     // Freeing everything and draining must merge memory back together.
     for (f, r) in live.iter().zip(&refs) {

@@ -78,11 +78,7 @@ pub trait Backing: Send + Sync {
 pub(crate) fn check_pages(pfn: Pfn, nr_pages: u64, limit: u64) -> Result<(), BackingError> {
     match pfn.0.checked_add(nr_pages) {
         Some(end) if end <= limit => Ok(()),
-        _ => Err(BackingError::OutOfRange {
-            pfn,
-            nr_pages,
-            limit,
-        }),
+        _ => Err(BackingError::OutOfRange { pfn, nr_pages, limit }),
     }
 }
 

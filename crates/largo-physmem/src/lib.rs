@@ -17,11 +17,7 @@ pub use ram::RamBacking;
 pub use sim::SimBacking;
 
 /// Builds the backing of the given kind for `nr_pages` pages of `page_size` bytes.
-pub fn new_backing(
-    kind: BackingKind,
-    nr_pages: u64,
-    page_size: u64,
-) -> Result<Box<dyn Backing>, BackingError> {
+pub fn new_backing(kind: BackingKind, nr_pages: u64, page_size: u64) -> Result<Box<dyn Backing>, BackingError> {
     Ok(match kind {
         BackingKind::Sim => Box::new(SimBacking::new(nr_pages, page_size)),
         BackingKind::Ram => Box::new(RamBacking::new(nr_pages, page_size)?),

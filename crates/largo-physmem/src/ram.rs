@@ -93,9 +93,7 @@ impl RamBacking {
                 )
             };
             if rc != 0 {
-                return Err(BackingError::Discard(
-                    std::io::Error::last_os_error().to_string(),
-                ));
+                return Err(BackingError::Discard(std::io::Error::last_os_error().to_string()));
             }
         }
         let head_len = inner_start.min(start + len) - start;
@@ -174,33 +172,15 @@ impl Backing for RamBacking {
         let start = check_bytes(pfn, offset, buf.len() as u64, self.page_size, self.nr_pages)?;
         // SAFETY: the byte range was checked to lie inside the arena and
         // `buf` is a distinct Rust allocation, so the copy cannot overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.base.as_ptr().add(start as usize),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
+        unsafe { std::ptr::copy_nonoverlapping(self.base.as_ptr().add(start as usize), buf.as_mut_ptr(), buf.len()) };
         Ok(())
     }
 
     fn write(&mut self, pfn: Pfn, offset: u64, data: &[u8]) -> Result<(), BackingError> {
-        let start = check_bytes(
-            pfn,
-            offset,
-            data.len() as u64,
-            self.page_size,
-            self.nr_pages,
-        )?;
+        let start = check_bytes(pfn, offset, data.len() as u64, self.page_size, self.nr_pages)?;
         // SAFETY: the byte range was checked to lie inside the arena and
         // `data` is a distinct Rust allocation; `&mut self` excludes readers.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.base.as_ptr().add(start as usize),
-                data.len(),
-            )
-        };
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.as_ptr().add(start as usize), data.len()) };
         self.stats.written_bytes += data.len() as u64;
         Ok(())
     }
@@ -216,13 +196,7 @@ impl Backing for RamBacking {
             // SAFETY: [start, start+len) is inside the mapping (start is a
             // multiple of the chunk size, hence host-page aligned) and `vec`
             // has room for one byte per host page of the range.
-            let rc = unsafe {
-                libc::mincore(
-                    self.base.as_ptr().add(start).cast(),
-                    len,
-                    vec.as_mut_ptr().cast(),
-                )
-            };
+            let rc = unsafe { libc::mincore(self.base.as_ptr().add(start).cast(), len, vec.as_mut_ptr().cast()) };
             if rc != 0 {
                 return None;
             }

@@ -61,13 +61,7 @@ impl Backing for SimBacking {
     }
 
     fn write(&mut self, pfn: Pfn, offset: u64, data: &[u8]) -> Result<(), BackingError> {
-        check_bytes(
-            pfn,
-            offset,
-            data.len() as u64,
-            self.page_size,
-            self.nr_pages,
-        )?;
+        check_bytes(pfn, offset, data.len() as u64, self.page_size, self.nr_pages)?;
         self.stats.written_bytes += data.len() as u64;
         Ok(())
     }

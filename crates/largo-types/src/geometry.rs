@@ -70,11 +70,7 @@ pub enum GeometryError {
     #[error("--pageblock-order {pageblock_order} is out of range: must be 1..={limit} (at most MAX_PAGE_ORDER and the PMD order)")]
     PageblockOrderOutOfRange { pageblock_order: u32, limit: u32 },
     #[error("--section-bits {section_bits} is out of range: must be {min}..={max} (at least the 2 MiB subsection and the largest buddy block, at most MAX_PHYSMEM_BITS)")]
-    SectionBitsOutOfRange {
-        section_bits: u32,
-        min: u32,
-        max: u32,
-    },
+    SectionBitsOutOfRange { section_bits: u32, min: u32, max: u32 },
 }
 
 impl Geometry {
@@ -260,10 +256,7 @@ mod tests {
             ),
         ];
         for (name, ov) in cases {
-            assert!(
-                x86().with_overrides(ov).is_err(),
-                "{name} should be rejected"
-            );
+            assert!(x86().with_overrides(ov).is_err(), "{name} should be rejected");
         }
     }
 

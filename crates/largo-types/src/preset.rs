@@ -12,12 +12,7 @@ pub enum Preset {
 }
 
 impl Preset {
-    pub const ALL: [Preset; 4] = [
-        Preset::X86_64,
-        Preset::Arm64_4k,
-        Preset::Arm64_16k,
-        Preset::Arm64_64k,
-    ];
+    pub const ALL: [Preset; 4] = [Preset::X86_64, Preset::Arm64_4k, Preset::Arm64_16k, Preset::Arm64_64k];
 
     pub fn name(self) -> &'static str {
         match self {

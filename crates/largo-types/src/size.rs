@@ -8,14 +8,7 @@ pub struct SizeError {
     pub reason: &'static str,
 }
 
-const SUFFIXES: [(char, u32); 6] = [
-    ('K', 10),
-    ('M', 20),
-    ('G', 30),
-    ('T', 40),
-    ('P', 50),
-    ('E', 60),
-];
+const SUFFIXES: [(char, u32); 6] = [('K', 10), ('M', 20), ('G', 30), ('T', 40), ('P', 50), ('E', 60)];
 
 /// Parses a byte count with an optional binary suffix K, M, G, T, P or E
 /// (case-insensitive, optionally followed by `B` or `iB`): `16G` is 16 GiB.
@@ -25,16 +18,11 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
         reason,
     };
     let s = input.trim();
-    let s = s
-        .strip_suffix("iB")
-        .or_else(|| s.strip_suffix("ib"))
-        .unwrap_or(s);
+    let s = s.strip_suffix("iB").or_else(|| s.strip_suffix("ib")).unwrap_or(s);
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, suffix) = s.split_at(digits_end);
     if digits.is_empty() {
-        return Err(err(
-            "expected a number with an optional K, M, G or T suffix",
-        ));
+        return Err(err("expected a number with an optional K, M, G or T suffix"));
     }
     let number: u64 = digits.parse().map_err(|_| err("number too large"))?;
     let suffix = suffix.strip_suffix(['B', 'b']).unwrap_or(suffix);
@@ -89,16 +77,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_input() {
-        for input in [
-            "",
-            "G",
-            "12X",
-            "1.5G",
-            "-1G",
-            "99999999999999999999",
-            "16E",
-            "1GG",
-        ] {
+        for input in ["", "G", "12X", "1.5G", "-1G", "99999999999999999999", "16E", "1GG"] {
             assert!(parse_size(input).is_err(), "{input} should be rejected");
         }
     }

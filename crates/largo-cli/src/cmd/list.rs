@@ -45,17 +45,9 @@ fn print_presets() {
                 g.pageblock_order,
                 format_size(g.page_size() << g.pageblock_order)
             ),
-            format!(
-                "{} bits ({})",
-                g.section_size_bits,
-                format_size(g.section_size_bytes())
-            ),
+            format!("{} bits ({})", g.section_size_bits, format_size(g.section_size_bytes())),
             g.subsections_per_section().to_string(),
-            format!(
-                "order {} ({})",
-                g.pmd_order,
-                format_size(g.pmd_size_bytes())
-            ),
+            format!("order {} ({})", g.pmd_order, format_size(g.pmd_size_bytes())),
             format!(
                 "{}..{}",
                 format_size(g.page_size() << orders.start()),

@@ -8,9 +8,7 @@ pub use folio::Folio;
 pub use page::{Page, PageFlags, NIL};
 
 /// Flags of records that are not allocated folio heads.
-const NOT_A_FOLIO: PageFlags = PageFlags::BUDDY
-    .union(PageFlags::PCP)
-    .union(PageFlags::RESERVED);
+const NOT_A_FOLIO: PageFlags = PageFlags::BUDDY.union(PageFlags::PCP).union(PageFlags::RESERVED);
 
 /// The per-pfn metadata array, indexed by pfn from 0 to `max_pfn`.
 ///

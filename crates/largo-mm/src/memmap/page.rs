@@ -13,8 +13,10 @@ bitflags! {
         const BUDDY = 1 << 0;
         /// First page of an allocated folio of order > 0 (`PG_head`).
         const HEAD = 1 << 1;
-        /// Reserved for upper layers (unused by the allocator).
-        const PRIVATE_2 = 1 << 2;
+        /// The user wrote this page since it was zeroed (largo bookkeeping:
+        /// on the sim backing it stands in for "the contents are not all
+        /// zero", which `thp_underused` checks).
+        const USER_WRITTEN = 1 << 2;
         /// Never handed to the buddy allocator (`PG_reserved`).
         const RESERVED = 1 << 3;
         /// Free block already reported to the host (`PG_reported`).
@@ -41,6 +43,8 @@ bitflags! {
         /// On a per-cpu page list (largo bookkeeping; the kernel knows this
         /// only from which list the page is on).
         const PCP = 1 << 14;
+        /// A page-table page (`PageTable` page type).
+        const PGTABLE = 1 << 15;
     }
 }
 

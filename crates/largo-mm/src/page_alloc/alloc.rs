@@ -13,6 +13,27 @@ use super::{PageAlloc, ZoneFlags};
 use crate::memmap::{Folio, PageFlags};
 use crate::stats::VmEvent;
 
+/// What the allocator calls when it needs memory freed: direct reclaim on
+/// the slow path, and kswapd's balancing. The VM layer implements it (the
+/// deferred split and huge zero page shrinkers, lazyfree folios); the
+/// allocator alone has nothing to reclaim.
+pub trait Reclaim {
+    /// Frees up to `nr_to_reclaim` pages of node `nid`; returns how many.
+    fn reclaim(&mut self, pa: &mut PageAlloc, cpu: usize, nid: usize, nr_to_reclaim: u64, kswapd: bool) -> u64;
+}
+
+/// Nothing to reclaim.
+pub struct NoReclaim;
+
+impl Reclaim for NoReclaim {
+    fn reclaim(&mut self, _: &mut PageAlloc, _: usize, _: usize, _: u64, _: bool) -> u64 {
+        0
+    }
+}
+
+/// `SWAP_CLUSTER_MAX`: pages direct reclaim tries to free per pass.
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
     #[error("order {order} is above MAX_PAGE_ORDER {max}")]
@@ -50,14 +71,22 @@ impl PageAlloc {
     /// `alloc_pages`: a folio of `order` for `cpu`, preferring its node.
     /// `Ok(None)` is an ordinary allocation failure.
     #[inline]
-    pub fn alloc_pages(
+    pub fn alloc_pages(&mut self, cpu: usize, gfp: Gfp, order: u32) -> Result<Option<Folio>, AllocError> {
+        let nid = self.cpu_node.get(cpu).copied().unwrap_or(usize::MAX);
+        self.alloc_pages_node(cpu, nid, gfp, order, &mut NoReclaim)
+    }
+
+    /// `alloc_pages` with a reclaimer for the slow path.
+    #[inline]
+    pub fn alloc_pages_reclaim(
         &mut self,
         cpu: usize,
         gfp: Gfp,
         order: u32,
+        reclaim: &mut dyn Reclaim,
     ) -> Result<Option<Folio>, AllocError> {
         let nid = self.cpu_node.get(cpu).copied().unwrap_or(usize::MAX);
-        self.alloc_pages_node(cpu, nid, gfp, order)
+        self.alloc_pages_node(cpu, nid, gfp, order, reclaim)
     }
 
     /// `__alloc_pages` with a preferred node (`alloc_pages_node`).
@@ -67,6 +96,7 @@ impl PageAlloc {
         nid: usize,
         gfp: Gfp,
         order: u32,
+        reclaim: &mut dyn Reclaim,
     ) -> Result<Option<Folio>, AllocError> {
         let ac = self.prepare_alloc_pages(cpu, nid, gfp, order)?;
         if ac.preferred == usize::MAX {
@@ -81,7 +111,7 @@ impl PageAlloc {
         }
         let pfn = match self.get_page_from_freelist(cpu, order, alloc_flags, &ac) {
             Some(pfn) => pfn,
-            None => match self.__alloc_pages_slowpath(cpu, gfp, order, &ac) {
+            None => match self.__alloc_pages_slowpath(cpu, gfp, order, &ac, reclaim) {
                 Some(pfn) => pfn,
                 None => return Ok(None),
             },
@@ -96,13 +126,7 @@ impl PageAlloc {
     /// `prepare_alloc_pages`: validates the request and fixes the zonelist,
     /// the highest usable zone and the migratetype.
     #[inline]
-    fn prepare_alloc_pages(
-        &self,
-        cpu: usize,
-        nid: usize,
-        gfp: Gfp,
-        order: u32,
-    ) -> Result<AllocContext, AllocError> {
+    fn prepare_alloc_pages(&self, cpu: usize, nid: usize, gfp: Gfp, order: u32) -> Result<AllocContext, AllocError> {
         if order > self.geo.max_page_order {
             return Err(AllocError::OrderTooLarge {
                 order,
@@ -131,11 +155,7 @@ impl PageAlloc {
         Ok(AllocContext {
             nid,
             zonelist,
-            preferred: self.zonelists[zonelist]
-                .zones
-                .first()
-                .copied()
-                .unwrap_or(usize::MAX),
+            preferred: self.zonelists[zonelist].zones.first().copied().unwrap_or(usize::MAX),
             highest_zoneidx,
             migratetype,
         })
@@ -165,9 +185,7 @@ impl PageAlloc {
                 if !self.zone_has_room(zi, order, ac.highest_zoneidx, alloc_flags) {
                     continue;
                 }
-                if let Some(pfn) =
-                    self.rmqueue(cpu, ac.preferred, zi, order, alloc_flags, ac.migratetype)
-                {
+                if let Some(pfn) = self.rmqueue(cpu, ac.preferred, zi, order, alloc_flags, ac.migratetype) {
                     if alloc_flags.contains(AllocFlags::HIGHATOMIC) {
                         self.reserve_highatomic_pageblock(zi, pfn, order);
                     }
@@ -184,13 +202,7 @@ impl PageAlloc {
 
     /// The watermark part of `get_page_from_freelist`: notes when the zone
     /// drops below its high watermark, then checks the requested one.
-    fn zone_has_room(
-        &mut self,
-        zi: usize,
-        order: u32,
-        highest_zoneidx: usize,
-        alloc_flags: AllocFlags,
-    ) -> bool {
+    fn zone_has_room(&mut self, zi: usize, order: u32, highest_zoneidx: usize, alloc_flags: AllocFlags) -> bool {
         if !self.zones[zi].flags.contains(ZoneFlags::BELOW_HIGH) {
             let high = self.zones[zi].wmark_pages(Wmark::High);
             if self.zone_watermark_fast(zi, order, high, highest_zoneidx, alloc_flags) {
@@ -228,13 +240,19 @@ impl PageAlloc {
         flags
     }
 
-    /// `__alloc_pages_slowpath` for a machine with nothing to reclaim.
+    /// `__alloc_pages_slowpath`: wake kswapd, retry at the min watermark,
+    /// then direct reclaim through `reclaim` with the kernel's retry rules
+    /// (`should_reclaim_retry`): costly orders and `__GFP_NORETRY` give up
+    /// after one round, others retry while reclaim makes progress, up to
+    /// MAX_RECLAIM_RETRIES rounds without it. The OOM decision is the
+    /// caller's.
     fn __alloc_pages_slowpath(
         &mut self,
         cpu: usize,
         gfp: Gfp,
         order: u32,
         ac: &AllocContext,
+        reclaim: &mut dyn Reclaim,
     ) -> Option<u64> {
         let alloc_flags = Self::gfp_to_alloc_flags(gfp, order);
         if alloc_flags.contains(AllocFlags::KSWAPD) {
@@ -246,18 +264,41 @@ impl PageAlloc {
         if !gfp.contains(Gfp::DIRECT_RECLAIM) {
             return None;
         }
-        // __alloc_pages_direct_reclaim: reclaim frees nothing here; on
-        // failure the kernel releases high-atomic reserves and drains the
-        // pcp lists, then tries once more.
+        let costly = order > largo_types::PAGE_ALLOC_COSTLY_ORDER;
         let stall_zone = ZoneType::from_index(ac.highest_zoneidx.min(ZoneType::Movable.index()));
-        self.count_event(VmEvent::allocstall(stall_zone), 1);
-        self.unreserve_highatomic_pageblock(ac.zonelist, ac.migratetype, false);
-        self.drain_all_pages();
-        if let Some(pfn) = self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
-            return Some(pfn);
+        let mut drained = false;
+        let mut no_progress_loops = 0;
+        for _ in 0..MAX_SLOWPATH_ROUNDS {
+            // __alloc_pages_direct_reclaim
+            self.count_event(VmEvent::allocstall(stall_zone), 1);
+            let target = SWAP_CLUSTER_MAX.max(1 << order);
+            let progress = reclaim.reclaim(self, cpu, ac.nid, target, false);
+            if let Some(pfn) = self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
+                return Some(pfn);
+            }
+            if !drained {
+                self.unreserve_highatomic_pageblock(ac.zonelist, ac.migratetype, false);
+                self.drain_all_pages();
+                drained = true;
+                if let Some(pfn) = self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
+                    return Some(pfn);
+                }
+            }
+            if gfp.contains(Gfp::NORETRY) || (costly && !gfp.contains(Gfp::RETRY_MAYFAIL)) {
+                return None;
+            }
+            if progress > 0 && !costly {
+                no_progress_loops = 0;
+            } else {
+                no_progress_loops += 1;
+            }
+            if no_progress_loops > MAX_RECLAIM_RETRIES {
+                return None;
+            }
+            if progress == 0 {
+                return None;
+            }
         }
-        // should_reclaim_retry gives up without progress; the OOM killer
-        // is the caller's business (the workload layer kills a task).
         None
     }
 
@@ -296,9 +337,7 @@ impl PageAlloc {
         if self.nodes[nid].kswapd_failures >= MAX_RECLAIM_RETRIES {
             return;
         }
-        if self.pgdat_balanced(nid, order, highest_zoneidx)
-            && !self.pgdat_watermark_boosted(nid, highest_zoneidx)
-        {
+        if self.pgdat_balanced(nid, order, highest_zoneidx) && !self.pgdat_watermark_boosted(nid, highest_zoneidx) {
             return;
         }
         let node = &mut self.nodes[nid];
@@ -344,32 +383,62 @@ impl PageAlloc {
         self.kswapd_pending
     }
 
-    /// Runs every pending kswapd (`balance_pgdat`). With nothing
-    /// reclaimable, a run ends boosted reclaim (clearing the boost) and,
-    /// if the node is still unbalanced, counts a failure; after
-    /// MAX_RECLAIM_RETRIES failures kswapd is no longer woken.
+    /// Runs every pending kswapd (`balance_pgdat`) with nothing to reclaim.
     pub fn run_kswapd(&mut self) {
+        self.run_kswapd_with(&mut NoReclaim);
+    }
+
+    /// `balance_pgdat` of every pending node: reclaim through `reclaim`
+    /// until the node meets its high watermarks or reclaim stops making
+    /// progress, then end boosted reclaim (clearing the boost). A run that
+    /// leaves the node unbalanced counts a failure; after
+    /// MAX_RECLAIM_RETRIES failures kswapd is no longer woken.
+    pub fn run_kswapd_with(&mut self, reclaim: &mut dyn Reclaim) {
         self.kswapd_pending = false;
         for nid in 0..self.nodes.len() {
             if !self.nodes[nid].kswapd_pending {
                 continue;
             }
-            let (order, highest) = (
-                self.nodes[nid].kswapd_order,
-                self.nodes[nid].kswapd_highest_zoneidx,
-            );
+            let (order, highest) = (self.nodes[nid].kswapd_order, self.nodes[nid].kswapd_highest_zoneidx);
             self.nodes[nid].kswapd_pending = false;
             self.count_event(VmEvent::Pageoutrun, 1);
+            let cpu = self.nodes[nid].cpus.first().copied().unwrap_or(0);
+            let mut reclaimed = 0;
+            for _ in 0..MAX_SLOWPATH_ROUNDS {
+                if self.pgdat_balanced(nid, order, highest) && !self.pgdat_watermark_boosted(nid, highest) {
+                    break;
+                }
+                let target = self.kswapd_target(nid, highest).max(SWAP_CLUSTER_MAX);
+                let freed = reclaim.reclaim(self, cpu, nid, target, true);
+                reclaimed += freed;
+                if freed == 0 {
+                    break;
+                }
+            }
             let balanced = self.pgdat_balanced(nid, order, highest);
             for zt in 0..MAX_NR_ZONES {
                 self.zones[nid * MAX_NR_ZONES + zt].watermark_boost = 0;
             }
-            if !balanced {
+            if balanced || reclaimed > 0 {
+                self.nodes[nid].kswapd_failures = 0;
+            } else {
                 self.nodes[nid].kswapd_failures += 1;
             }
         }
+    }
+
+    /// Pages a node's eligible zones lack to reach their high watermarks.
+    fn kswapd_target(&self, nid: usize, highest_zoneidx: usize) -> u64 {
+        (0..=highest_zoneidx)
+            .map(|zt| &self.zones[nid * MAX_NR_ZONES + zt])
+            .filter(|z| z.managed())
+            .map(|z| z.high_wmark_pages().saturating_sub(z.stat.nr_free_pages.max(0) as u64))
+            .sum()
     }
 }
 
 /// `MAX_RECLAIM_RETRIES`.
 pub(crate) const MAX_RECLAIM_RETRIES: u32 = 16;
+/// Bound on reclaim rounds of one allocation or kswapd run (the kernel's
+/// loops end the same way, through lack of progress).
+const MAX_SLOWPATH_ROUNDS: u32 = 1024;

@@ -23,14 +23,7 @@ impl PageAlloc {
     /// `__add_to_free_list` with `set_buddy_order`: `pfn` becomes the head
     /// of a free block of `order` on the `mt` list, at its head or tail.
     #[inline]
-    pub(crate) fn add_to_free_list(
-        &mut self,
-        zi: usize,
-        pfn: u64,
-        order: u32,
-        mt: MigrateType,
-        tail: bool,
-    ) {
+    pub(crate) fn add_to_free_list(&mut self, zi: usize, pfn: u64, order: u32, mt: MigrateType, tail: bool) {
         debug_assert_eq!(
             self.pageblocks.migratetype(pfn),
             mt,
@@ -56,13 +49,7 @@ impl PageAlloc {
     /// `__del_page_from_free_list`: unlinks a free block head and clears its
     /// buddy state, including `PG_reported`.
     #[inline]
-    pub(crate) fn del_page_from_free_list(
-        &mut self,
-        zi: usize,
-        pfn: u64,
-        order: u32,
-        mt: MigrateType,
-    ) {
+    pub(crate) fn del_page_from_free_list(&mut self, zi: usize, pfn: u64, order: u32, mt: MigrateType) {
         let area = &mut self.zones[zi].free_area[order as usize];
         area.free_list[mt.index()].remove(&mut self.memmap.pages, pfn);
         area.nr_free -= 1;
@@ -88,10 +75,7 @@ impl PageAlloc {
         let nr = 1i64 << order;
         self.account_freepages(zi, -nr, old_mt);
         self.account_freepages(zi, nr, new_mt);
-        let (old_iso, new_iso) = (
-            old_mt == MigrateType::Isolate,
-            new_mt == MigrateType::Isolate,
-        );
+        let (old_iso, new_iso) = (old_mt == MigrateType::Isolate, new_mt == MigrateType::Isolate);
         if order >= self.geo.pageblock_order && old_iso != new_iso {
             self.zones[zi].stat.nr_free_pages_blocks += if new_iso { -nr } else { nr };
         }
@@ -112,14 +96,7 @@ impl PageAlloc {
     /// free buddies up to MAX_PAGE_ORDER. At pageblock order and above,
     /// buddies of a different type merge only if both types are mergeable,
     /// and the buddy's pageblocks are retyped to match (v6.10+).
-    pub(crate) fn __free_one_page(
-        &mut self,
-        zi: usize,
-        mut pfn: u64,
-        mut order: u32,
-        mt: MigrateType,
-        fpi: Fpi,
-    ) {
+    pub(crate) fn __free_one_page(&mut self, zi: usize, mut pfn: u64, mut order: u32, mt: MigrateType, fpi: Fpi) {
         debug_assert!(
             pfn & ((1 << order) - 1) == 0,
             "unaligned free of {pfn:#x} order {order}"
@@ -193,14 +170,7 @@ impl PageAlloc {
     /// `expand`: returns the upper halves of a block split from `high`
     /// down to `low` to the free lists. Returns the pages returned.
     #[inline]
-    pub(crate) fn expand(
-        &mut self,
-        zi: usize,
-        pfn: u64,
-        low: u32,
-        mut high: u32,
-        mt: MigrateType,
-    ) -> u64 {
+    pub(crate) fn expand(&mut self, zi: usize, pfn: u64, low: u32, mut high: u32, mt: MigrateType) -> u64 {
         let mut size = 1u64 << high;
         let mut nr_added = 0;
         while high > low {
@@ -215,14 +185,7 @@ impl PageAlloc {
     /// `page_del_and_expand`: takes a free block of order `high` and keeps
     /// its first `1 << low` pages.
     #[inline]
-    pub(crate) fn page_del_and_expand(
-        &mut self,
-        zi: usize,
-        pfn: u64,
-        low: u32,
-        high: u32,
-        mt: MigrateType,
-    ) {
+    pub(crate) fn page_del_and_expand(&mut self, zi: usize, pfn: u64, low: u32, high: u32, mt: MigrateType) {
         self.del_page_from_free_list(zi, pfn, high, mt);
         let nr_pages = (1i64 << high) - self.expand(zi, pfn, low, high, mt) as i64;
         self.account_freepages(zi, -nr_pages, mt);

@@ -45,13 +45,7 @@ impl PageAlloc {
     }
 
     /// `find_suitable_fallback`.
-    pub(crate) fn find_suitable_fallback(
-        &self,
-        zi: usize,
-        order: u32,
-        mt: MigrateType,
-        claimable: bool,
-    ) -> Fallback {
+    pub(crate) fn find_suitable_fallback(&self, zi: usize, order: u32, mt: MigrateType, claimable: bool) -> Fallback {
         if claimable && !self.should_try_claim_block(order, mt) {
             return Fallback::NoClaim;
         }
@@ -113,13 +107,7 @@ impl PageAlloc {
 
     /// `__move_freepages_block`: moves every free block of the pageblock to
     /// the `new_mt` lists and retypes the pageblock. Returns pages moved.
-    fn __move_freepages_block(
-        &mut self,
-        zi: usize,
-        start_pfn: u64,
-        old_mt: MigrateType,
-        new_mt: MigrateType,
-    ) -> u64 {
+    fn __move_freepages_block(&mut self, zi: usize, start_pfn: u64, old_mt: MigrateType, new_mt: MigrateType) -> u64 {
         let end = start_pfn + self.geo.pageblock_nr_pages();
         let mut pfn = start_pfn;
         let mut moved = 0;
@@ -235,15 +223,9 @@ impl PageAlloc {
             let pfn = self.zones[zi].free_area[current_order as usize]
                 .list(fallback_mt)
                 .first()?;
-            if let Some(page) = self.try_to_claim_block(
-                zi,
-                pfn,
-                current_order,
-                order,
-                start_mt,
-                fallback_mt,
-                alloc_flags,
-            ) {
+            if let Some(page) =
+                self.try_to_claim_block(zi, pfn, current_order, order, start_mt, fallback_mt, alloc_flags)
+            {
                 return Some(page);
             }
         }
@@ -252,16 +234,9 @@ impl PageAlloc {
 
     /// `__rmqueue_steal`: from the requested order up, take the smallest
     /// foreign block, leaving its pageblock's type alone.
-    pub(crate) fn __rmqueue_steal(
-        &mut self,
-        zi: usize,
-        order: u32,
-        start_mt: MigrateType,
-    ) -> Option<u64> {
+    pub(crate) fn __rmqueue_steal(&mut self, zi: usize, order: u32, start_mt: MigrateType) -> Option<u64> {
         for current_order in order..=self.geo.max_page_order {
-            let Fallback::Found(fallback_mt) =
-                self.find_suitable_fallback(zi, current_order, start_mt, false)
-            else {
+            let Fallback::Found(fallback_mt) = self.find_suitable_fallback(zi, current_order, start_mt, false) else {
                 continue;
             };
             let pfn = self.zones[zi].free_area[current_order as usize]

@@ -159,24 +159,14 @@ mod tests {
     #[test]
     fn zones_and_migratetypes_of_common_masks() {
         let cases = [
-            (
-                "GFP_KERNEL",
-                GFP_KERNEL,
-                ZoneType::Normal,
-                MigrateType::Unmovable,
-            ),
+            ("GFP_KERNEL", GFP_KERNEL, ZoneType::Normal, MigrateType::Unmovable),
             (
                 "GFP_HIGHUSER_MOVABLE",
                 GFP_HIGHUSER_MOVABLE,
                 ZoneType::Movable,
                 MigrateType::Movable,
             ),
-            (
-                "GFP_TRANSHUGE",
-                GFP_TRANSHUGE,
-                ZoneType::Movable,
-                MigrateType::Movable,
-            ),
+            ("GFP_TRANSHUGE", GFP_TRANSHUGE, ZoneType::Movable, MigrateType::Movable),
             (
                 "GFP_DMA32",
                 GFP_KERNEL | GFP_DMA32,

@@ -41,12 +41,7 @@ impl PageAlloc {
     /// `unreserve_highatomic_pageblock`: gives one reserved block of the
     /// zonelist's zones to the failing allocation's migratetype. Keeps one
     /// block per zone unless `force`.
-    pub(crate) fn unreserve_highatomic_pageblock(
-        &mut self,
-        zonelist: usize,
-        new_mt: MigrateType,
-        force: bool,
-    ) -> bool {
+    pub(crate) fn unreserve_highatomic_pageblock(&mut self, zonelist: usize, new_mt: MigrateType, force: bool) -> bool {
         let pb_pages = self.geo.pageblock_nr_pages();
         for i in 0..self.zonelists[zonelist].zones.len() {
             let zi = self.zonelists[zonelist].zones[i];
@@ -60,9 +55,7 @@ impl PageAlloc {
                 else {
                     continue;
                 };
-                let size = pb_pages
-                    .max(1 << order)
-                    .min(self.zones[zi].nr_reserved_highatomic);
+                let size = pb_pages.max(1 << order).min(self.zones[zi].nr_reserved_highatomic);
                 self.zones[zi].nr_reserved_highatomic -= size;
                 if order < self.geo.pageblock_order {
                     if self

@@ -28,7 +28,7 @@ pub mod zone;
 
 use largo_types::{Geometry, MigrateType, ZoneType, MAX_NR_ZONES, MIGRATE_TYPES};
 
-pub use alloc::AllocError;
+pub use alloc::{AllocError, NoReclaim, Reclaim, SWAP_CLUSTER_MAX};
 pub use free::FreeError;
 pub use gfp::{AllocFlags, Gfp, Wmark};
 pub use pcp::PerCpuPages;
@@ -161,13 +161,7 @@ impl PageAlloc {
             zonelists: Vec::new(),
             section_zone: Vec::new(),
             cpu_node: (0..nr_cpus)
-                .map(|cpu| {
-                    layout
-                        .nodes
-                        .iter()
-                        .find(|n| n.cpus.contains(&cpu))
-                        .map_or(0, |n| n.nid)
-                })
+                .map(|cpu| layout.nodes.iter().find(|n| n.cpus.contains(&cpu)).map_or(0, |n| n.nid))
                 .collect(),
             ram: layout.ram.clone(),
             tunables,
@@ -219,16 +213,14 @@ impl PageAlloc {
             .filter(|z| z.zone_type <= ZoneType::Movable)
             .map(|z| z.present_pages)
             .sum();
-        self.mobility_disabled =
-            vm_total_pages < self.geo.pageblock_nr_pages() * MIGRATE_TYPES as u64;
+        self.mobility_disabled = vm_total_pages < self.geo.pageblock_nr_pages() * MIGRATE_TYPES as u64;
     }
 
     /// `alloc_flags_nofragment`: an allocation whose preferred zone is
     /// Normal first avoids fragmenting fallbacks, provided DMA32 exists
     /// (on NUMA machines, populated in that node) to fall back to.
     fn nofragment_zone(&self, zi: usize) -> bool {
-        self.zones[zi].zone_type == ZoneType::Normal
-            && (self.nodes.len() == 1 || self.zones[zi - 1].populated())
+        self.zones[zi].zone_type == ZoneType::Normal && (self.nodes.len() == 1 || self.zones[zi - 1].populated())
     }
 
     /// Fills `section_zone` from the zone spans.
@@ -264,11 +256,7 @@ impl PageAlloc {
     fn memblock_free_all(&mut self, free: &[PfnRange]) {
         for zi in 0..self.zones.len() {
             let span = PfnRange::new(self.zones[zi].zone_start_pfn, self.zones[zi].zone_end_pfn());
-            for r in free
-                .iter()
-                .map(|r| r.intersect(span))
-                .filter(|r| !r.is_empty())
-            {
+            for r in free.iter().map(|r| r.intersect(span)).filter(|r| !r.is_empty()) {
                 let mut pfn = r.start;
                 while pfn < r.end {
                     let mut order = self.geo.max_page_order.min(pfn.trailing_zeros());
@@ -370,10 +358,7 @@ impl PageAlloc {
     /// pfn outside every zone.
     #[inline]
     pub fn page_zone_index(&self, pfn: u64) -> Option<usize> {
-        match self
-            .section_zone
-            .get((pfn >> self.geo.pfn_section_shift()) as usize)
-        {
+        match self.section_zone.get((pfn >> self.geo.pfn_section_shift()) as usize) {
             Some(&zi) if zi != MIXED_SECTION => Some(zi as usize),
             Some(_) => self.zone_by_span(pfn),
             None => None,
@@ -382,10 +367,7 @@ impl PageAlloc {
 
     /// Total free pages over all zones (`global_zone_page_state(NR_FREE_PAGES)`).
     pub fn nr_free_pages(&self) -> u64 {
-        self.zones
-            .iter()
-            .map(|z| z.stat.nr_free_pages.max(0) as u64)
-            .sum()
+        self.zones.iter().map(|z| z.stat.nr_free_pages.max(0) as u64).sum()
     }
 
     /// Pages held by pcp lists of every cpu.

@@ -265,14 +265,7 @@ impl PageAlloc {
 
     /// `free_frozen_page_commit`: puts a freed block on this cpu's list and
     /// drains a batch back to the buddy lists when over the high limit.
-    pub(crate) fn free_frozen_page_commit(
-        &mut self,
-        cpu: usize,
-        zi: usize,
-        pfn: u64,
-        mt: MigrateType,
-        order: u32,
-    ) {
+    pub(crate) fn free_frozen_page_commit(&mut self, cpu: usize, zi: usize, pfn: u64, mt: MigrateType, order: u32) {
         let idx = self.pcp_index(zi, cpu);
         self.count_event(VmEvent::Pgfree, 1 << order);
         let pindex = self.order_to_pindex(mt, order);
@@ -301,27 +294,13 @@ impl PageAlloc {
 
     /// The drain half of `free_frozen_page_commit`.
     #[cold]
-    fn pcp_drain_over_high(
-        &mut self,
-        idx: usize,
-        zi: usize,
-        batch: i32,
-        high: i32,
-        free_high: bool,
-        pindex: usize,
-    ) {
+    fn pcp_drain_over_high(&mut self, idx: usize, zi: usize, batch: i32, high: i32, free_high: bool, pindex: usize) {
         let nr = Self::nr_pcp_free(&self.pcp[idx], batch, high, free_high);
         self.free_pcppages_bulk(zi, idx, nr, pindex);
         let zone = &self.zones[zi];
         let high_wmark = zone.wmark_pages(Wmark::High);
         if zone.flags.contains(ZoneFlags::BELOW_HIGH)
-            && self.zone_watermark_ok(
-                zi,
-                0,
-                high_wmark,
-                ZoneType::Movable.index(),
-                AllocFlags::empty(),
-            )
+            && self.zone_watermark_ok(zi, 0, high_wmark, ZoneType::Movable.index(), AllocFlags::empty())
         {
             self.zones[zi].flags.remove(ZoneFlags::BELOW_HIGH);
         }
@@ -329,13 +308,7 @@ impl PageAlloc {
 
     /// `free_pcppages_bulk`: returns `count` pages to the buddy lists,
     /// round-robin over the lists starting after `pindex - 1`, oldest first.
-    pub(crate) fn free_pcppages_bulk(
-        &mut self,
-        zi: usize,
-        pcp_idx: usize,
-        count: i32,
-        pindex: usize,
-    ) {
+    pub(crate) fn free_pcppages_bulk(&mut self, zi: usize, pcp_idx: usize, count: i32, pindex: usize) {
         let mut count = count.min(self.pcp[pcp_idx].count);
         let mut pindex = pindex.wrapping_sub(1);
         while count > 0 {
@@ -367,9 +340,7 @@ impl PageAlloc {
     pub fn drain_pages_zone(&mut self, cpu: usize, zi: usize) {
         let idx = self.pcp_index(zi, cpu);
         while self.pcp[idx].count > 0 {
-            let to_drain = self.pcp[idx]
-                .count
-                .min(self.pcp[idx].batch << PCP_BATCH_SCALE_MAX);
+            let to_drain = self.pcp[idx].count.min(self.pcp[idx].batch << PCP_BATCH_SCALE_MAX);
             self.free_pcppages_bulk(zi, idx, to_drain, 0);
         }
     }
@@ -464,8 +435,7 @@ impl PageAlloc {
             pcp.batch = batch;
             pcp.high_min = high_min;
             pcp.high_max = high_max;
-            pcp.flags
-                .set(PcpFlags::FREE_HIGH_BATCH, slice_pages > 3 * batch as u64);
+            pcp.flags.set(PcpFlags::FREE_HIGH_BATCH, slice_pages > 3 * batch as u64);
         }
     }
 }

@@ -18,17 +18,9 @@ pub(crate) enum RmqueueMode {
 impl PageAlloc {
     /// `__rmqueue_smallest`: the smallest block of the type's own lists.
     #[inline]
-    pub(crate) fn __rmqueue_smallest(
-        &mut self,
-        zi: usize,
-        order: u32,
-        mt: MigrateType,
-    ) -> Option<u64> {
+    pub(crate) fn __rmqueue_smallest(&mut self, zi: usize, order: u32, mt: MigrateType) -> Option<u64> {
         for current_order in order..=self.geo.max_page_order {
-            let Some(pfn) = self.zones[zi].free_area[current_order as usize]
-                .list(mt)
-                .first()
-            else {
+            let Some(pfn) = self.zones[zi].free_area[current_order as usize].list(mt).first() else {
                 continue;
             };
             self.page_del_and_expand(zi, pfn, order, current_order, mt);
@@ -85,14 +77,7 @@ impl PageAlloc {
             let Some(pfn) = self.__rmqueue(zi, order, mt, alloc_flags, &mut mode) else {
                 break;
             };
-            Self::pcp_list_add(
-                &mut self.pcp[pcp_idx],
-                &mut self.memmap.pages,
-                pindex,
-                pfn,
-                order,
-                true,
-            );
+            Self::pcp_list_add(&mut self.pcp[pcp_idx], &mut self.memmap.pages, pindex, pfn, order, true);
             got += 1;
         }
         got
@@ -163,9 +148,7 @@ impl PageAlloc {
             pfn = self.rmqueue_buddy(cpu, preferred_zi, zi, order, alloc_flags, mt);
         }
         let zone = &mut self.zones[zi];
-        if alloc_flags.contains(AllocFlags::KSWAPD)
-            && zone.flags.contains(ZoneFlags::BOOSTED_WATERMARK)
-        {
+        if alloc_flags.contains(AllocFlags::KSWAPD) && zone.flags.contains(ZoneFlags::BOOSTED_WATERMARK) {
             zone.flags.remove(ZoneFlags::BOOSTED_WATERMARK);
             let zone_type = zone.zone_type.index();
             self.wakeup_kswapd(zi, 0, zone_type);

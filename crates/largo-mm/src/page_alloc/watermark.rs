@@ -77,11 +77,7 @@ impl PageAlloc {
     fn calculate_min_free_kbytes(&mut self) {
         let lowmem_kbytes = self.nr_free_buffer_pages() * (self.geo.page_size() >> 10);
         let new = (lowmem_kbytes * 16).isqrt();
-        if self
-            .tunables
-            .user_min_free_kbytes
-            .is_none_or(|user| new > user)
-        {
+        if self.tunables.user_min_free_kbytes.is_none_or(|user| new > user) {
             self.tunables.min_free_kbytes = new.clamp(128, 262144);
         }
     }
@@ -154,8 +150,7 @@ impl PageAlloc {
                 let mut managed = 0;
                 for j in i + 1..MAX_NR_ZONES {
                     managed += self.zones[base + j].managed_pages;
-                    self.zones[base + i].lowmem_reserve[j] =
-                        if clear { 0 } else { managed / ratio };
+                    self.zones[base + i].lowmem_reserve[j] = if clear { 0 } else { managed / ratio };
                 }
             }
         }
@@ -287,14 +282,7 @@ impl PageAlloc {
             && alloc_flags.wmark() == Wmark::Min
         {
             let mark = zone.watermark[Wmark::Min as usize];
-            return self.__zone_watermark_ok(
-                zi,
-                order,
-                mark,
-                highest_zoneidx,
-                alloc_flags,
-                free_pages,
-            );
+            return self.__zone_watermark_ok(zi, order, mark, highest_zoneidx, alloc_flags, free_pages);
         }
         false
     }
@@ -360,10 +348,7 @@ mod tests {
         pa.zones[zone_index(0, ZoneType::Normal)].managed_pages = 327680;
         pa.tunables = Tunables::default();
         pa.init_per_zone_wmark_min();
-        assert_eq!(
-            pa.tunables.min_free_kbytes, 67584,
-            "host vm.min_free_kbytes"
-        );
+        assert_eq!(pa.tunables.min_free_kbytes, 67584, "host vm.min_free_kbytes");
 
         // (zone, [min, low, high, promo], protection, batch, high_min, high_max, threshold)
         type Row = (ZoneType, [u64; 4], [u64; 5], i32, i32, i32, u32);

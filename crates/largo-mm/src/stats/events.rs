@@ -39,6 +39,30 @@ vm_events! {
     AllocstallDevice => "allocstall_device",
     Pgfree => "pgfree",
     Pageoutrun => "pageoutrun",
+    Pgfault => "pgfault",
+    Pgmajfault => "pgmajfault",
+    Pgreuse => "pgreuse",
+    Pglazyfree => "pglazyfree",
+    Pglazyfreed => "pglazyfreed",
+    PgscanKswapd => "pgscan_kswapd",
+    PgscanDirect => "pgscan_direct",
+    PgstealKswapd => "pgsteal_kswapd",
+    PgstealDirect => "pgsteal_direct",
+    PgscanFile => "pgscan_file",
+    PgstealFile => "pgsteal_file",
+    DropPagecache => "drop_pagecache",
+    DropSlab => "drop_slab",
+    OomKill => "oom_kill",
+    ThpFaultAlloc => "thp_fault_alloc",
+    ThpFaultFallback => "thp_fault_fallback",
+    ThpFaultFallbackCharge => "thp_fault_fallback_charge",
+    ThpSplitPage => "thp_split_page",
+    ThpSplitPageFailed => "thp_split_page_failed",
+    ThpDeferredSplitPage => "thp_deferred_split_page",
+    ThpUnderusedSplitPage => "thp_underused_split_page",
+    ThpSplitPmd => "thp_split_pmd",
+    ThpZeroPageAlloc => "thp_zero_page_alloc",
+    ThpZeroPageAllocFailed => "thp_zero_page_alloc_failed",
 }
 
 impl VmEvent {
@@ -107,11 +131,7 @@ mod tests {
     #[test]
     fn every_event_is_a_host_vmstat_name() {
         for e in VmEvent::ALL {
-            assert!(
-                VMSTAT_ITEMS.contains(&e.name()),
-                "{} is not in /proc/vmstat",
-                e.name()
-            );
+            assert!(VMSTAT_ITEMS.contains(&e.name()), "{} is not in /proc/vmstat", e.name());
         }
     }
 }

@@ -45,10 +45,7 @@ impl FrameSource for LargoSource<'_> {
 
     #[inline(never)]
     fn alloc(&mut self, order: u32) -> Option<Folio> {
-        self.machine
-            .alloc_pages(0, GFP_HIGHUSER_MOVABLE, order)
-            .ok()
-            .flatten()
+        self.machine.alloc_pages(0, GFP_HIGHUSER_MOVABLE, order).ok().flatten()
     }
 
     #[inline(never)]
@@ -95,12 +92,7 @@ fn run_largo(config: &MachineConfig, ops: &[stream::Op]) -> Result<Sample> {
     let mut machine = Machine::new(config.clone())?;
     machine.populate_memmap();
     let start = Instant::now();
-    let failures = stream::replay(
-        ops,
-        &mut LargoSource {
-            machine: &mut machine,
-        },
-    );
+    let failures = stream::replay(ops, &mut LargoSource { machine: &mut machine });
     let ns = start.elapsed().as_nanos() as f64;
     Ok(Sample {
         ns_per_op: ns / ops.len() as f64,
@@ -221,8 +213,7 @@ fn progress(args: &AllocBenchArgs, len: u64) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}").unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message("bench alloc");
     bar

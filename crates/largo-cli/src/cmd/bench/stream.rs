@@ -25,11 +25,7 @@ pub fn generate(seed: u64, nr_ops: usize, target_live_pages: u64) -> Vec<Op> {
     let mut live_pages = 0u64;
     let mut ops = Vec::with_capacity(nr_ops);
     for _ in 0..nr_ops {
-        let p_alloc = if live_pages < target_live_pages {
-            0.75
-        } else {
-            0.25
-        };
+        let p_alloc = if live_pages < target_live_pages { 0.75 } else { 0.25 };
         if live.is_empty() || rng.random_bool(p_alloc) {
             let mut pick = rng.random_range(0..total_weight);
             let mut order = 0;
@@ -99,10 +95,7 @@ mod tests {
             }
         }
         let pages: u64 = live.iter().map(|o| 1u64 << o).sum();
-        assert!(
-            (50_000..200_000).contains(&pages),
-            "live pages at the end: {pages}"
-        );
+        assert!((50_000..200_000).contains(&pages), "live pages at the end: {pages}");
         assert!(a.contains(&Op::Alloc(10)));
     }
 }

@@ -1,0 +1,368 @@
+//! The anonymous page fault (mm/memory.c `handle_mm_fault`,
+//! `__handle_mm_fault`, `do_anonymous_page`, `alloc_anon_folio`,
+//! `do_wp_page`, `wp_page_copy`, v6.15+).
+
+use largo_physmem::BackingKind;
+
+use super::order::highest_order;
+use super::pgtable::{Pte, Slot};
+use super::stats::MthpStat;
+use super::types::{Access, MmId, Pid, VmError, VmFlags, VmaId};
+use super::{Ctx, Vm};
+use crate::memmap::{Folio, PageFlags};
+use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE};
+use crate::stats::VmEvent;
+
+/// `vm_fault_t` outcomes the model distinguishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    Done,
+    /// `VM_FAULT_FALLBACK`: retry at the PTE level.
+    Fallback,
+    /// `VM_FAULT_OOM`.
+    Oom,
+}
+
+/// The fault being handled (`struct vm_fault`): who, where, what access.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct VmFault {
+    pub mm: MmId,
+    pub vma: VmaId,
+    /// The faulting address.
+    pub address: u64,
+    pub write: bool,
+}
+
+/// The byte a write access stores on the ram backing (any non-zero value:
+/// written pages must not look zero-filled).
+const WRITE_BYTE: u8 = 0x5a;
+
+impl Vm {
+    /// A user access by `pid`: a hit if the page tables allow it (the
+    /// hardware sets the accessed and dirty bits), otherwise a page fault.
+    /// On OOM the killer has already picked and killed a victim.
+    pub fn access(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, write: bool) -> Result<Access, VmError> {
+        let mm = self.task_mm(pid)?;
+        if self.access_hits(ctx, mm, addr, write) {
+            return Ok(Access::Hit);
+        }
+        let Some(vma) = self.mms[mm].vma_at(addr, &self.vmas) else {
+            return Ok(Access::Segv);
+        };
+        let flags = self.vmas[vma].flags;
+        if (write && !flags.contains(VmFlags::WRITE)) || !flags.accessible() {
+            return Ok(Access::Segv);
+        }
+        ctx.pa.events.count(VmEvent::Pgfault, 1);
+        let vmf = VmFault {
+            mm,
+            vma,
+            address: addr,
+            write,
+        };
+        let result = self.handle_mm_fault(ctx, &vmf);
+        self.run_pending_kswapd(ctx);
+        match result {
+            Fault::Oom => {
+                self.out_of_memory(ctx, pid);
+                Ok(Access::Oom)
+            }
+            _ => {
+                self.user_store(ctx, mm, addr, write);
+                Ok(Access::Faulted)
+            }
+        }
+    }
+
+    /// The MMU's walk: a present leaf that allows the access.
+    fn access_hits(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, write: bool) -> bool {
+        let root = self.mms[mm].pgd;
+        let Some((table, index, _)) = self.pt.leaf(root, addr) else {
+            return false;
+        };
+        let e = self.pt.get(table, index);
+        if !e.present() || (write && !e.writable()) {
+            return false;
+        }
+        let bits = access_bits(write);
+        if !e.has(bits) {
+            self.pt.set(table, index, e.with(bits));
+        }
+        self.user_store(ctx, mm, addr, write);
+        true
+    }
+
+    /// What a completed write leaves behind: the page's contents change.
+    fn user_store(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, write: bool) {
+        if !write {
+            return;
+        }
+        let root = self.mms[mm].pgd;
+        let Some((table, index, level)) = self.pt.leaf(root, addr) else {
+            return;
+        };
+        let e = self.pt.get(table, index);
+        if !e.present() || e.is_special() {
+            return;
+        }
+        let offset_pages = (addr >> self.page_shift()) & ((1 << (level * self.pt.shape.bits_per_level)) - 1);
+        let pfn = e.pfn() + offset_pages;
+        ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::USER_WRITTEN);
+        if ctx.backing.kind() == BackingKind::Ram {
+            let offset = addr & (self.page_size() - 1);
+            ctx.backing
+                .write(largo_types::Pfn(pfn), offset, &[WRITE_BYTE])
+                .unwrap_or_else(|e| unreachable!("mapped page outside the backing: {e}"));
+        }
+    }
+
+    /// `__handle_mm_fault` for an anonymous VMA.
+    pub(crate) fn handle_mm_fault(&mut self, ctx: &mut Ctx, vmf: &VmFault) -> Fault {
+        let Some(table) = self.table_for(ctx, vmf.mm, vmf.address, 1) else {
+            return Fault::Oom;
+        };
+        let pmd = Slot {
+            table,
+            index: self.pt.shape.index(1, vmf.address),
+        };
+        let entry = self.pt.entry(pmd);
+        if entry.is_none() && self.allowable_orders(vmf.vma, 1 << self.pmd_order()) != 0 {
+            match self.do_huge_pmd_anonymous_page(ctx, vmf, pmd) {
+                Fault::Fallback => {}
+                done => return done,
+            }
+        } else if entry.present() && entry.is_huge() {
+            if vmf.write && !entry.writable() {
+                match self.do_huge_pmd_wp_page(ctx, vmf, pmd) {
+                    Fault::Fallback => {}
+                    done => return done,
+                }
+            } else {
+                self.pt.set_slot(pmd, entry.with(access_bits(vmf.write)));
+                return Fault::Done;
+            }
+        }
+        self.handle_pte_fault(ctx, vmf, pmd)
+    }
+
+    /// `handle_pte_fault`.
+    fn handle_pte_fault(&mut self, ctx: &mut Ctx, vmf: &VmFault, pmd: Slot) -> Fault {
+        let entry = self.pt.entry(pmd);
+        if entry.is_table() {
+            let pte = Slot {
+                table: entry.table_idx(),
+                index: self.pt.shape.index(0, vmf.address),
+            };
+            let e = self.pt.entry(pte);
+            if e.present() {
+                if vmf.write && !e.writable() {
+                    return self.do_wp_page(ctx, vmf, pte);
+                }
+                self.pt.set_slot(pte, e.with(access_bits(vmf.write)));
+                return Fault::Done;
+            }
+        }
+        self.do_anonymous_page(ctx, vmf)
+    }
+
+    /// The table at `level` covering `addr`, allocating the levels above
+    /// it and itself as needed (`p4d_alloc`/`pud_alloc`/`pmd_alloc`/`pte_alloc`).
+    pub(crate) fn table_for(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, level: u32) -> Option<usize> {
+        let mut table = self.mms[mm].pgd;
+        for l in (level + 1..self.pt.shape.levels).rev() {
+            let idx = self.pt.shape.index(l, addr);
+            let e = self.pt.get(table, idx);
+            table = if e.is_table() {
+                e.table_idx()
+            } else if e.is_none() {
+                let next = self.alloc_table(ctx, mm, l - 1)?;
+                self.pt.set(table, idx, Pte::table(next));
+                next
+            } else {
+                return None;
+            };
+        }
+        Some(table)
+    }
+
+    /// `do_anonymous_page`.
+    fn do_anonymous_page(&mut self, ctx: &mut Ctx, vmf: &VmFault) -> Fault {
+        let Some(pte_table) = self.table_for(ctx, vmf.mm, vmf.address, 0) else {
+            return Fault::Oom;
+        };
+        if !vmf.write {
+            let idx = self.pt.shape.index(0, vmf.address);
+            self.pt
+                .set(pte_table, idx, Pte::leaf(self.zero_pfn, Pte::SPECIAL | Pte::YOUNG));
+            return Fault::Done;
+        }
+        self.anon_vma_prepare(vmf.vma);
+        let Some(folio) = self.alloc_anon_folio(ctx, vmf.vma, pte_table, vmf.address) else {
+            return Fault::Oom;
+        };
+        let nr = folio.nr_pages();
+        let haddr = vmf.address & !((self.page_size() << folio.order) - 1);
+        ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(nr as u32);
+        self.mms[vmf.mm].rss_anon += nr;
+        self.mthp.add(folio.order, MthpStat::AnonFaultAlloc, 1);
+        self.add_new_anon_rmap(ctx, folio, vmf.vma, haddr, false);
+        let flags = Pte::YOUNG | Pte::DIRTY | self.vma_write_bit(vmf.vma);
+        let first = self.pt.shape.index(0, haddr);
+        for i in 0..nr {
+            self.pt
+                .set(pte_table, first + i as usize, Pte::leaf(folio.pfn.0 + i, flags));
+        }
+        Fault::Done
+    }
+
+    /// `maybe_mkwrite`: the write bit if the VMA is writable.
+    #[inline]
+    pub(crate) fn vma_write_bit(&self, vma: VmaId) -> u64 {
+        if self.vmas[vma].flags.contains(VmFlags::WRITE) {
+            Pte::WRITE
+        } else {
+            0
+        }
+    }
+
+    /// `alloc_anon_folio`: the largest allowed, suitable order whose range
+    /// is all `pte_none`, falling back order by order (each failure counted
+    /// in `anon_fault_fallback`), order 0 last. The folio is zeroed.
+    fn alloc_anon_folio(&mut self, ctx: &mut Ctx, vma: VmaId, pte_table: usize, addr: u64) -> Option<Folio> {
+        let mut orders = self.allowable_orders(vma, (1 << self.pmd_order()) - 1);
+        orders = self.suitable_orders(vma, addr, orders);
+        orders = self.pte_none_orders(pte_table, addr, orders);
+        if orders != 0 {
+            let gfp = self.thp_gfp_mask(vma);
+            while orders != 0 {
+                let order = highest_order(orders);
+                orders &= !(1 << order);
+                if self.thp.anon_beside_full && !self.beside_full(pte_table, addr, order) {
+                    self.mthp.add(order, MthpStat::AnonFaultDeclined, 1);
+                    continue;
+                }
+                if let Some(folio) = self.alloc_folio(ctx, gfp | Gfp::ZERO, order) {
+                    return Some(folio);
+                }
+                self.mthp.add(order, MthpStat::AnonFaultFallback, 1);
+            }
+        }
+        self.alloc_folio(ctx, GFP_HIGHUSER_MOVABLE | Gfp::ZERO, 0)
+    }
+
+    /// `anon_vma_prepare`: the VMA gets an anon_vma on its first anonymous
+    /// fault, shared with an adjacent compatible VMA when possible
+    /// (`find_mergeable_anon_vma`) so the two can still merge.
+    pub(crate) fn anon_vma_prepare(&mut self, vma: VmaId) {
+        if self.vmas[vma].anon_vma.is_some() {
+            return;
+        }
+        let av = self
+            .find_mergeable_anon_vma(vma)
+            .unwrap_or_else(|| self.anon_vmas.insert(Default::default()));
+        self.anon_vmas[av].vmas.push(vma);
+        let v = &mut self.vmas[vma];
+        v.anon_vma = Some(av);
+        v.chain = vec![av];
+    }
+
+    /// `do_wp_page` on a private anonymous mapping: reuse the page if it is
+    /// exclusive or can be made so, otherwise copy it (always order 0).
+    fn do_wp_page(&mut self, ctx: &mut Ctx, vmf: &VmFault, pte: Slot) -> Fault {
+        let e = self.pt.entry(pte);
+        if e.is_special() {
+            return self.wp_page_copy(ctx, vmf, pte, None);
+        }
+        let pfn = e.pfn();
+        let key = self
+            .folio_key_of_pfn(ctx.pa, pfn)
+            .unwrap_or_else(|| unreachable!("a private anonymous PTE maps non-anon page {pfn:#x}"));
+        let exclusive = ctx.pa.memmap.page(pfn).flags().contains(PageFlags::ANON_EXCLUSIVE);
+        if exclusive || self.wp_can_reuse_anon_folio(ctx, key, vmf.vma) {
+            ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::ANON_EXCLUSIVE);
+            // wp_page_reuse
+            ctx.pa.events.count(VmEvent::Pgreuse, 1);
+            let flags = Pte::YOUNG | Pte::DIRTY | self.vma_write_bit(vmf.vma);
+            self.pt.set_slot(pte, e.with(flags));
+            return Fault::Done;
+        }
+        self.wp_page_copy(ctx, vmf, pte, Some((key, pfn)))
+    }
+
+    /// `wp_can_reuse_anon_folio`, with `__wp_can_reuse_large_anon_folio`
+    /// for large folios (CONFIG_MM_ID): all references are mappings of this
+    /// mm, and more than one page of the folio is mapped.
+    fn wp_can_reuse_anon_folio(&mut self, ctx: &mut Ctx, key: usize, vma: VmaId) -> bool {
+        let meta = &self.folios[key];
+        let refcount = ctx.pa.memmap.page(meta.pfn).refcount() as i32;
+        if meta.is_large() {
+            return meta.large_mapcount > 1 && !meta.maybe_mapped_shared && meta.large_mapcount == refcount;
+        }
+        if refcount != 1 {
+            return false;
+        }
+        self.folio_move_anon_rmap(key, vma);
+        true
+    }
+
+    /// `folio_move_anon_rmap`: an exclusive folio moves to the VMA's own anon_vma.
+    pub(crate) fn folio_move_anon_rmap(&mut self, key: usize, vma: VmaId) {
+        let new = self.vmas[vma].anon_vma.expect("faulting VMA has an anon_vma");
+        let old = self.folios[key].anon_vma;
+        if old == new {
+            return;
+        }
+        self.folios[key].anon_vma = new;
+        self.anon_vmas[new].nr_folios += 1;
+        self.put_anon_vma_folio(old);
+    }
+
+    /// `wp_page_copy`: a new exclusive order-0 page replaces the mapped
+    /// one (zeroed for the zero page, else a copy).
+    fn wp_page_copy(&mut self, ctx: &mut Ctx, vmf: &VmFault, pte: Slot, old: Option<(usize, u64)>) -> Fault {
+        self.anon_vma_prepare(vmf.vma);
+        if let Some((key, _)) = old {
+            self.folio_ref_add(ctx.pa, key, 1);
+        }
+        let gfp = if old.is_none() {
+            GFP_HIGHUSER_MOVABLE | Gfp::ZERO
+        } else {
+            GFP_HIGHUSER_MOVABLE
+        };
+        let Some(new) = self.alloc_folio(ctx, gfp, 0) else {
+            if let Some((key, _)) = old {
+                self.folio_put_refs(ctx, key, 1);
+            }
+            return Fault::Oom;
+        };
+        if let Some((_, pfn)) = old {
+            ctx.backing
+                .copy(largo_types::Pfn(pfn), new.pfn, 1)
+                .unwrap_or_else(|e| unreachable!("page copy outside the backing: {e}"));
+            let written = ctx.pa.memmap.page(pfn).flags() & PageFlags::USER_WRITTEN;
+            ctx.pa.memmap.page_mut(new.pfn.0).insert_flags(written);
+        } else {
+            self.mms[vmf.mm].rss_anon += 1;
+        }
+        ctx.pa.memmap.page_mut(new.pfn.0).set_refcount(1);
+        let addr = vmf.address & !(self.page_size() - 1);
+        self.add_new_anon_rmap(ctx, new, vmf.vma, addr, false);
+        let flags = Pte::YOUNG | Pte::DIRTY | self.vma_write_bit(vmf.vma);
+        self.pt.set_slot(pte, Pte::leaf(new.pfn.0, flags));
+        if let Some((key, pfn)) = old {
+            self.remove_rmap_ptes(ctx.pa, key, pfn, 1, vmf.mm);
+            self.folio_put_refs(ctx, key, 2);
+        }
+        Fault::Done
+    }
+}
+
+/// The accessed/dirty bits an access sets.
+#[inline]
+pub(crate) fn access_bits(write: bool) -> u64 {
+    if write {
+        Pte::YOUNG | Pte::DIRTY
+    } else {
+        Pte::YOUNG
+    }
+}

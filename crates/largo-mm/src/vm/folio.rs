@@ -1,0 +1,67 @@
+//! Anonymous folio state beyond the memmap record: what the kernel keeps in
+//! a large folio's first tail pages (`_large_mapcount`, `_entire_mapcount`,
+//! `_nr_pages_mapped`, `_mm_id[]`, `_deferred_list`) plus `mapping`/`index`.
+//! Every anon folio has one entry; the head record's private word holds its
+//! key + 1.
+
+use super::types::AnonVmaId;
+
+/// `MM_ID_DUMMY`.
+pub const MM_ID_DUMMY: u32 = 0;
+/// The "no folio" link of the deferred split list.
+pub const NO_LINK: usize = usize::MAX;
+
+#[derive(Clone, Debug)]
+pub struct AnonFolio {
+    pub pfn: u64,
+    pub order: u32,
+    /// `folio->mapping`: the anon_vma of the VMA it was faulted in.
+    pub anon_vma: AnonVmaId,
+    /// `folio->index`: page offset of the head in that anon_vma.
+    pub index: u64,
+    /// `folio_large_mapcount`: PTE mappings plus one per PMD mapping.
+    pub large_mapcount: i32,
+    /// `folio_entire_mapcount`: PMD mappings.
+    pub entire_mapcount: i32,
+    /// Pages mapped by at least one PTE (`_nr_pages_mapped` without
+    /// `ENTIRELY_MAPPED`).
+    pub nr_pages_mapped: i32,
+    /// CONFIG_MM_ID: the (up to) two mms mapping the folio, their
+    /// mapcounts, and whether it may be mapped by more than one mm.
+    pub mm_id: [u32; 2],
+    pub mm_id_mapcount: [i32; 2],
+    pub maybe_mapped_shared: bool,
+    /// On the deferred split queue: its neighbours there.
+    pub deferred: Option<(usize, usize)>,
+    /// `folio_mark_lazyfree`: MADV_FREE cleared PG_swapbacked.
+    pub lazyfree: bool,
+}
+
+impl AnonFolio {
+    pub fn new(pfn: u64, order: u32, anon_vma: AnonVmaId, index: u64) -> AnonFolio {
+        AnonFolio {
+            pfn,
+            order,
+            anon_vma,
+            index,
+            large_mapcount: 0,
+            entire_mapcount: 0,
+            nr_pages_mapped: 0,
+            mm_id: [MM_ID_DUMMY; 2],
+            mm_id_mapcount: [0; 2],
+            maybe_mapped_shared: false,
+            deferred: None,
+            lazyfree: false,
+        }
+    }
+
+    #[inline]
+    pub fn nr_pages(&self) -> u64 {
+        1 << self.order
+    }
+
+    #[inline]
+    pub fn is_large(&self) -> bool {
+        self.order > 0
+    }
+}

@@ -1,0 +1,193 @@
+//! fork and exit (kernel/fork.c `dup_mmap`, mm/rmap.c `anon_vma_fork`,
+//! mm/memory.c `copy_page_range`, mm/huge_memory.c `copy_huge_pmd`,
+//! mm/mmap.c `exit_mmap`).
+
+use super::pgtable::{Pte, Slot};
+use super::types::{MmId, Pid, VmError, VmFlags, VmaId};
+use super::vma::Vma;
+use super::{Ctx, Vm};
+
+impl Vm {
+    /// `fork`: a new process with a copy of `pid`'s address space. Private
+    /// anonymous pages are shared copy-on-write: both sides' PTEs and PMDs
+    /// are write-protected and the pages stop being exclusive.
+    pub fn fork(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<Pid, VmError> {
+        let parent = self.task_mm(pid)?;
+        let child = self.new_mm(ctx)?;
+        {
+            let (p, c) = (self.mms[parent].clone(), &mut self.mms[child]);
+            c.mmap_base = p.mmap_base;
+            c.start_brk = p.start_brk;
+            c.brk = p.brk;
+            c.thp_disable = p.thp_disable;
+        }
+        let parent_vmas: Vec<VmaId> = self.mms[parent].vmas.values().copied().collect();
+        for src in parent_vmas {
+            let dst = self.dup_vma(src, child);
+            if self.vmas[dst].flags.contains(VmFlags::ACCOUNT) {
+                let pages = (self.vmas[dst].end - self.vmas[dst].start) >> self.page_shift();
+                self.committed_pages += pages as i64;
+                self.mms[child].committed_pages += pages;
+            }
+            if self.vmas[src].anon_vma.is_some() && !self.copy_page_range(ctx, src, dst) {
+                self.exit_mmap(ctx, child);
+                return Err(VmError::NoMem("fork ran out of memory copying page tables"));
+            }
+        }
+        let pid = self.new_task(child, None);
+        self.run_pending_kswapd(ctx);
+        Ok(pid)
+    }
+
+    /// The child's copy of a VMA, chained to the parent's anon_vmas with
+    /// an anon_vma of its own (`anon_vma_fork`).
+    fn dup_vma(&mut self, src: VmaId, child: MmId) -> VmaId {
+        let s = self.vmas[src].clone();
+        let id = self.vmas.insert(Vma {
+            mm: child,
+            anon_vma: None,
+            chain: Vec::new(),
+            ..s.clone()
+        });
+        self.mms[child].vmas.insert(s.start, id);
+        if s.anon_vma.is_some() {
+            let mut chain = s.chain.clone();
+            for &av in &chain {
+                self.anon_vmas[av].vmas.push(id);
+            }
+            let own = self.anon_vmas.insert(Default::default());
+            self.anon_vmas[own].vmas.push(id);
+            chain.push(own);
+            let v = &mut self.vmas[id];
+            v.anon_vma = Some(own);
+            v.chain = chain;
+        }
+        id
+    }
+
+    /// `copy_page_range` for one VMA. Returns false when out of memory.
+    fn copy_page_range(&mut self, ctx: &mut Ctx, src: VmaId, dst: VmaId) -> bool {
+        let (src_mm, dst_mm, start, end) = {
+            let (s, d) = (&self.vmas[src], &self.vmas[dst]);
+            (s.mm, d.mm, s.start, s.end)
+        };
+        let mut addr = start;
+        while addr < end {
+            let next = self.pmd_addr_end(addr, end);
+            if let Some(pmd) = self.pmd_slot(src_mm, addr) {
+                let entry = self.pt.entry(pmd);
+                if entry.present() && entry.is_huge() {
+                    if !self.copy_huge_pmd(ctx, dst_mm, pmd, addr) {
+                        return false;
+                    }
+                } else if entry.is_table() && !self.copy_ptes(ctx, dst, entry.table_idx(), addr, next) {
+                    return false;
+                }
+            }
+            addr = next;
+        }
+        true
+    }
+
+    /// `copy_huge_pmd`.
+    fn copy_huge_pmd(&mut self, ctx: &mut Ctx, dst_mm: MmId, src: Slot, addr: u64) -> bool {
+        let Some(table) = self.table_for(ctx, dst_mm, addr, 1) else {
+            return false;
+        };
+        let dst = Slot {
+            table,
+            index: src.index,
+        };
+        let Some(pgtable) = self.alloc_table(ctx, dst_mm, 0) else {
+            return false;
+        };
+        let pmd = self.pt.entry(src);
+        if pmd.is_special() {
+            if self.mm_get_huge_zero_folio(ctx, dst_mm).is_none() {
+                self.free_table(ctx, dst_mm, pgtable);
+                return false;
+            }
+        } else {
+            let key = self.folio_key(ctx.pa, pmd.pfn());
+            self.folio_ref_add(ctx.pa, key, 1);
+            self.dup_rmap_pmd(ctx.pa, key, dst_mm);
+            self.mms[dst_mm].rss_anon += 1 << self.pmd_order();
+        }
+        self.deposits.insert(dst, pgtable);
+        let ro = pmd.without(Pte::WRITE);
+        self.pt.set_slot(src, ro);
+        self.pt.set_slot(dst, ro.without(Pte::YOUNG));
+        true
+    }
+
+    /// `copy_pte_range` / `copy_present_ptes`: one batch per folio.
+    fn copy_ptes(&mut self, ctx: &mut Ctx, dst: VmaId, src_table: usize, start: u64, end: u64) -> bool {
+        let dst_mm = self.vmas[dst].mm;
+        let Some(dst_table) = self.table_for(ctx, dst_mm, start, 0) else {
+            return false;
+        };
+        let shift = self.page_shift();
+        let first = self.pt.shape.index(0, start);
+        let last = first + ((end - start) >> shift) as usize;
+        let mut i = first;
+        while i < last {
+            let pte = self.pt.get(src_table, i);
+            if !pte.present() {
+                i += 1;
+                continue;
+            }
+            if pte.is_special() {
+                self.pt.set(dst_table, i, pte.without(Pte::YOUNG));
+                i += 1;
+                continue;
+            }
+            let pfn = pte.pfn();
+            let key = self.folio_key_of_pfn(ctx.pa, pfn).expect("mapped anonymous page");
+            let folio_end = self.folios[key].pfn + self.folios[key].nr_pages();
+            let nr = self.pt.folio_pte_batch(src_table, i, last, pfn, folio_end);
+            self.folio_ref_add(ctx.pa, key, nr as u32);
+            self.dup_rmap_ptes(ctx.pa, key, pfn, nr as u64, dst_mm);
+            for j in i..i + nr {
+                let e = self.pt.get(src_table, j).without(Pte::WRITE);
+                self.pt.set(src_table, j, e);
+                self.pt.set(dst_table, j, e.without(Pte::YOUNG));
+            }
+            self.mms[dst_mm].rss_anon += nr as u64;
+            i += nr;
+        }
+        true
+    }
+
+    /// A task exits; the last user of an mm tears it down.
+    pub fn exit(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        if let Some(t) = self.tasks.get_mut(&pid) {
+            t.alive = false;
+        }
+        self.mms[mm].users -= 1;
+        if self.mms[mm].users == 0 {
+            self.exit_mmap(ctx, mm);
+        }
+        Ok(())
+    }
+
+    /// `exit_mmap`: unmap every VMA, free every page table, drop the huge
+    /// zero page reference, unaccount.
+    pub(crate) fn exit_mmap(&mut self, ctx: &mut Ctx, mm: MmId) {
+        let ids: Vec<VmaId> = self.mms[mm].vmas.values().copied().collect();
+        for &id in &ids {
+            let (s, e) = (self.vmas[id].start, self.vmas[id].end);
+            self.zap_range(ctx, id, s, e);
+        }
+        for id in ids {
+            self.remove_vma(id);
+        }
+        self.free_pgtables(ctx, mm, 0, self.pt.shape.task_size, 0, 0);
+        let pgd = self.mms[mm].pgd;
+        self.free_table(ctx, mm, pgd);
+        self.mm_put_huge_zero_folio(mm);
+        self.committed_pages -= self.mms[mm].committed_pages as i64;
+        debug_assert_eq!(self.mms[mm].rss_anon, 0, "exit_mmap left anonymous pages mapped");
+        self.mms.remove(mm);
+    }
+}

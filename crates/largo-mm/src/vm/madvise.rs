@@ -1,0 +1,152 @@
+//! madvise (mm/madvise.c, mm/huge_memory.c `madvise_free_huge_pmd`).
+
+use super::pgtable::Pte;
+use super::types::{Advice, Pid, VmError, VmFlags, VmaId};
+use super::{Ctx, Vm};
+use crate::memmap::PageFlags;
+use crate::stats::VmEvent;
+
+impl Vm {
+    /// `madvise(addr, len, advice)`. Unmapped holes in the range give
+    /// ENOMEM after the mapped parts are processed, as in the kernel.
+    pub fn madvise(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        if addr & (self.page_size() - 1) != 0 {
+            return Err(VmError::Invalid("madvise needs a page-aligned address"));
+        }
+        let len = (len + self.page_size() - 1) & !(self.page_size() - 1);
+        let end = addr.checked_add(len).ok_or(VmError::Invalid("range overflows"))?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut covered = addr;
+        let mut hole = false;
+        let ids = match advice {
+            Advice::HugePage | Advice::NoHugePage => self.isolate_range(mm, addr, end),
+            _ => self.mms[mm].vmas_in(addr, end, &self.vmas),
+        };
+        for id in ids {
+            let (s, e) = (self.vmas[id].start.max(addr), self.vmas[id].end.min(end));
+            hole |= s > covered;
+            covered = e;
+            match advice {
+                Advice::DontNeed => self.zap_range(ctx, id, s, e),
+                Advice::Free => self.madvise_free(ctx, id, s, e),
+                Advice::HugePage => self.set_hugepage_flags(id, VmFlags::HUGEPAGE, VmFlags::NOHUGEPAGE),
+                Advice::NoHugePage => self.set_hugepage_flags(id, VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE),
+            }
+        }
+        if hole || covered < end {
+            return Err(VmError::NoMem("range not fully mapped"));
+        }
+        Ok(())
+    }
+
+    /// `hugepage_madvise`: set one of VM_HUGEPAGE/VM_NOHUGEPAGE, clear the
+    /// other, then merge.
+    fn set_hugepage_flags(&mut self, id: VmaId, set: VmFlags, clear: VmFlags) {
+        let v = &mut self.vmas[id];
+        v.flags = (v.flags - clear) | set;
+        self.try_merge(id);
+    }
+
+    /// `madvise_free_single_vma`: exclusive anonymous folios wholly in the
+    /// range become lazyfree; a large folio only partly covered is split
+    /// first (skipped if it may be shared).
+    fn madvise_free(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) {
+        let mm = self.vmas[vma].mm;
+        let mut addr = start;
+        while addr < end {
+            let next = self.pmd_addr_end(addr, end);
+            let Some(pmd) = self.pmd_slot(mm, addr) else {
+                addr = next;
+                continue;
+            };
+            let entry = self.pt.entry(pmd);
+            if entry.present() && entry.is_huge() && !entry.is_special() {
+                let key = self.folio_key(ctx.pa, entry.pfn());
+                if self.folios[key].maybe_mapped_shared {
+                    addr = next;
+                    continue;
+                }
+                if next - addr == self.pmd_size() {
+                    self.pt.set_slot(pmd, entry.without(Pte::DIRTY | Pte::YOUNG));
+                    self.folio_mark_lazyfree(ctx, key);
+                    addr = next;
+                    continue;
+                }
+                self.split_anon_folio(ctx, key);
+            }
+            let entry = self.pt.entry(pmd);
+            if entry.is_table() {
+                self.madvise_free_ptes(ctx, entry.table_idx(), addr, next);
+            }
+            addr = next;
+        }
+    }
+
+    /// `madvise_free_pte_range` within one PTE table.
+    fn madvise_free_ptes(&mut self, ctx: &mut Ctx, table: usize, start: u64, end: u64) {
+        let shift = self.page_shift();
+        let first = self.pt.shape.index(0, start);
+        let last = first + ((end - start) >> shift) as usize;
+        let mut i = first;
+        while i < last {
+            let pte = self.pt.get(table, i);
+            if !pte.present() || pte.is_special() {
+                i += 1;
+                continue;
+            }
+            let pfn = pte.pfn();
+            let key = self.folio_key_of_pfn(ctx.pa, pfn).expect("mapped anonymous page");
+            let (folio_pfn, nr_pages, large) = {
+                let m = &self.folios[key];
+                (m.pfn, m.nr_pages(), m.is_large())
+            };
+            if large {
+                let nr = self.pt.folio_pte_batch(table, i, last, pfn, folio_pfn + nr_pages);
+                if (nr as u64) < nr_pages {
+                    if self.folios[key].maybe_mapped_shared || !self.split_anon_folio(ctx, key) {
+                        i += nr;
+                    }
+                    continue;
+                }
+                if self.folios[key].maybe_mapped_shared {
+                    i += nr;
+                    continue;
+                }
+                for j in i..i + nr {
+                    let e = self.pt.get(table, j);
+                    self.pt.set(table, j, e.without(Pte::DIRTY | Pte::YOUNG));
+                }
+                self.folio_mark_lazyfree(ctx, key);
+                i += nr;
+                continue;
+            }
+            if ctx.pa.memmap.page(pfn).mapcount() > 1 {
+                i += 1;
+                continue;
+            }
+            self.pt.set(table, i, pte.without(Pte::DIRTY | Pte::YOUNG));
+            self.folio_mark_lazyfree(ctx, key);
+            i += 1;
+        }
+    }
+
+    /// `folio_mark_lazyfree`: PG_swapbacked cleared, the folio moves to the
+    /// file LRU where reclaim may discard it if it stays clean.
+    fn folio_mark_lazyfree(&mut self, ctx: &mut Ctx, key: usize) {
+        let (pfn, nr) = (self.folios[key].pfn, self.folios[key].nr_pages());
+        let head = ctx.pa.memmap.page_mut(pfn);
+        if !head.flags().contains(PageFlags::SWAPBACKED) {
+            return;
+        }
+        head.remove_flags(PageFlags::SWAPBACKED);
+        self.folios[key].lazyfree = true;
+        self.lazyfree.push_back((key, pfn));
+        let nid = self.node_of(ctx.pa, pfn);
+        self.node_stat[nid].inactive_anon -= nr as i64;
+        self.node_stat[nid].inactive_file += nr as i64;
+        ctx.pa.events.count(VmEvent::Pglazyfree, nr);
+    }
+}

@@ -1,0 +1,609 @@
+//! Mapping syscalls (mm/mmap.c, mm/vma.c, mm/mprotect.c, mm/mremap.c) for
+//! private anonymous memory: placement, VMA split and merge, munmap,
+//! mprotect, mremap, brk, prctl(PR_SET_THP_DISABLE).
+
+use super::mm::{MMAP_MIN_ADDR, STACK_GUARD_GAP};
+use super::pgtable::{Pte, Slot};
+use super::types::{MapFlags, MmId, Pid, Prot, ThpDisable, VmError, VmFlags, VmaId};
+use super::vma::Vma;
+use super::{Ctx, Vm};
+use crate::memmap::PageFlags;
+
+/// `mremap` flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MremapFlags {
+    /// `MREMAP_MAYMOVE`.
+    pub may_move: bool,
+    /// `MREMAP_FIXED` (with a new address).
+    pub fixed: Option<u64>,
+}
+
+impl Vm {
+    fn page_align(&self, len: u64) -> Option<u64> {
+        let mask = self.page_size() - 1;
+        len.checked_add(mask).map(|l| l & !mask)
+    }
+
+    /// Creates a VMA (no merging) and links it into the mm.
+    pub(crate) fn insert_vma(&mut self, mm: MmId, start: u64, end: u64, pgoff: u64, flags: VmFlags) -> VmaId {
+        let id = self.vmas.insert(Vma {
+            mm,
+            start,
+            end,
+            pgoff,
+            flags,
+            anon_vma: None,
+            chain: Vec::new(),
+        });
+        self.mms[mm].vmas.insert(start, id);
+        id
+    }
+
+    /// Unlinks a VMA from its mm and anon_vmas (`unlink_anon_vmas`) and drops it.
+    pub(crate) fn remove_vma(&mut self, id: VmaId) {
+        let vma = self.vmas.remove(id);
+        self.mms[vma.mm].vmas.remove(&vma.start);
+        for av in vma.chain {
+            let a = &mut self.anon_vmas[av];
+            a.vmas.retain(|&v| v != id);
+            if a.vmas.is_empty() && a.nr_folios == 0 {
+                self.anon_vmas.remove(av);
+            }
+        }
+    }
+
+    /// `__split_vma`: `id` keeps `[start, at)`; returns the new VMA for `[at, end)`.
+    pub(crate) fn split_vma(&mut self, id: VmaId, at: u64) -> VmaId {
+        let shift = self.page_shift();
+        let old = self.vmas[id].clone();
+        debug_assert!(at > old.start && at < old.end);
+        self.vmas[id].end = at;
+        let new = self.vmas.insert(Vma {
+            start: at,
+            pgoff: old.pgoff + ((at - old.start) >> shift),
+            ..old.clone()
+        });
+        self.mms[old.mm].vmas.insert(at, new);
+        for &av in &old.chain {
+            self.anon_vmas[av].vmas.push(new);
+        }
+        new
+    }
+
+    /// `is_mergeable_anon_vma`: one side without an anon_vma merges with a
+    /// VMA whose chain is singular (not forked); otherwise they must share it.
+    fn anon_vma_mergeable(&self, a: VmaId, b: VmaId) -> bool {
+        let (va, vb) = (&self.vmas[a], &self.vmas[b]);
+        match (va.anon_vma, vb.anon_vma) {
+            (None, None) => true,
+            (Some(x), Some(y)) => x == y && va.chain.len() <= 1 && vb.chain.len() <= 1,
+            (None, Some(_)) => vb.chain.len() <= 1,
+            (Some(_), None) => va.chain.len() <= 1,
+        }
+    }
+
+    /// Can `a` (below) and `b` (directly above) merge?
+    fn can_merge(&self, a: VmaId, b: VmaId) -> bool {
+        let shift = self.page_shift();
+        let (va, vb) = (&self.vmas[a], &self.vmas[b]);
+        va.end == vb.start
+            && va.flags.mergeable_with(vb.flags)
+            && va.pgoff + ((va.end - va.start) >> shift) == vb.pgoff
+            && self.anon_vma_mergeable(a, b)
+    }
+
+    /// Merges `b` into `a` (`a` directly below `b`).
+    fn merge_into(&mut self, a: VmaId, b: VmaId) {
+        let vb = self.vmas[b].clone();
+        if self.vmas[a].anon_vma.is_none() && vb.anon_vma.is_some() {
+            for &av in &vb.chain {
+                self.anon_vmas[av].vmas.push(a);
+            }
+            self.vmas[a].anon_vma = vb.anon_vma;
+            self.vmas[a].chain = vb.chain.clone();
+        }
+        self.vmas[a].end = vb.end;
+        self.remove_vma(b);
+    }
+
+    /// `vma_merge`: merges `id` with its neighbours where compatible;
+    /// returns the surviving VMA.
+    pub(crate) fn try_merge(&mut self, id: VmaId) -> VmaId {
+        let (mm, start, end) = {
+            let v = &self.vmas[id];
+            (v.mm, v.start, v.end)
+        };
+        let (prev, next) = self.mms[mm].neighbours(start, end);
+        let mut cur = id;
+        if let Some(n) = next.filter(|&n| self.can_merge(cur, n)) {
+            self.merge_into(cur, n);
+        }
+        if let Some(p) = prev.filter(|&p| self.can_merge(p, cur)) {
+            self.merge_into(p, cur);
+            cur = p;
+        }
+        cur
+    }
+
+    /// `find_mergeable_anon_vma`: reuse an adjacent compatible VMA's
+    /// singular anon_vma.
+    pub(crate) fn find_mergeable_anon_vma(&self, id: VmaId) -> Option<usize> {
+        let v = &self.vmas[id];
+        let (prev, next) = self.mms[v.mm].neighbours(v.start, v.end);
+        let shift = self.page_shift();
+        let compatible = |a: &Vma, b: &Vma| {
+            a.end == b.start && a.flags.mergeable_with(b.flags) && a.pgoff + ((a.end - a.start) >> shift) == b.pgoff
+        };
+        if let Some(p) = prev.map(|p| &self.vmas[p]) {
+            if compatible(p, v) && p.chain.len() == 1 {
+                return p.anon_vma;
+            }
+        }
+        if let Some(n) = next.map(|n| &self.vmas[n]) {
+            if compatible(v, n) && n.chain.len() == 1 {
+                return n.anon_vma;
+            }
+        }
+        None
+    }
+
+    /// `unmapped_area_topdown`: the highest gap of `len` bytes below
+    /// `high`, above `MMAP_MIN_ADDR`, honouring stack guard gaps.
+    fn unmapped_area_topdown(&self, mm: MmId, len: u64, high: u64) -> Option<u64> {
+        let mut hi = high;
+        for (_, &id) in self.mms[mm].vmas.iter().rev() {
+            let v = &self.vmas[id];
+            let gap_start = v.end;
+            if gap_start < hi && hi - gap_start >= len {
+                return Some(hi - len);
+            }
+            hi = hi.min(v.start_gap(STACK_GUARD_GAP));
+        }
+        (hi >= MMAP_MIN_ADDR + len).then(|| hi - len)
+    }
+
+    /// Is `[addr, addr + len)` free of VMAs (and their guard gaps)?
+    fn range_free(&self, mm: MmId, addr: u64, len: u64) -> bool {
+        if addr < MMAP_MIN_ADDR || addr.checked_add(len).is_none_or(|e| e > self.pt.shape.task_size) {
+            return false;
+        }
+        let end = addr + len;
+        let m = &self.mms[mm];
+        let below_ok = m
+            .vmas
+            .range(..end)
+            .next_back()
+            .is_none_or(|(_, &id)| self.vmas[id].end <= addr);
+        let above_ok = m
+            .vmas
+            .range(end..)
+            .next()
+            .is_none_or(|(_, &id)| self.vmas[id].start_gap(STACK_GUARD_GAP) >= end);
+        below_ok && above_ok
+    }
+
+    /// `__get_unmapped_area` for a private anonymous mapping: a free hint
+    /// is taken as is; otherwise top-down from `mmap_base`, and lengths
+    /// that are a multiple of the PMD size are PMD-aligned
+    /// (`__thp_get_unmapped_area`: search `len + PMD`, align up, or take
+    /// the next PMD when the padded start is already aligned).
+    fn get_unmapped_area(&self, mm: MmId, hint: u64, len: u64) -> Result<u64, VmError> {
+        let no_mem = VmError::NoMem("no room in the address space");
+        if len > self.pt.shape.task_size - MMAP_MIN_ADDR {
+            return Err(no_mem);
+        }
+        if hint != 0 {
+            let hint = self.page_align(hint).ok_or(no_mem.clone())?;
+            if self.range_free(mm, hint, len) {
+                return Ok(hint);
+            }
+        }
+        let base = self.mms[mm].mmap_base;
+        let pmd = self.pmd_size();
+        if hint == 0 && len.is_multiple_of(pmd) {
+            if let Some(ret) = self.unmapped_area_topdown(mm, len + pmd, base) {
+                let off_sub = ret.wrapping_neg() & (pmd - 1);
+                return Ok(if off_sub == 0 { ret + pmd } else { ret + off_sub });
+            }
+        }
+        self.unmapped_area_topdown(mm, len, base).ok_or(no_mem)
+    }
+
+    /// `mmap` of private anonymous memory. Returns the address.
+    pub fn mmap(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+    ) -> Result<u64, VmError> {
+        let mm = self.task_mm(pid)?;
+        if flags.contains(MapFlags::SHARED) {
+            return Err(VmError::NotSupported("MAP_SHARED"));
+        }
+        if !flags.contains(MapFlags::ANONYMOUS) {
+            return Err(VmError::NotSupported("file mappings"));
+        }
+        if !flags.contains(MapFlags::PRIVATE) {
+            return Err(VmError::Invalid("mmap needs MAP_PRIVATE or MAP_SHARED"));
+        }
+        if len == 0 {
+            return Err(VmError::Invalid("zero length"));
+        }
+        let len = self.page_align(len).ok_or(VmError::NoMem("length overflows"))?;
+        let fixed = flags.intersects(MapFlags::FIXED | MapFlags::FIXED_NOREPLACE);
+        let addr = if fixed {
+            if addr & (self.page_size() - 1) != 0 {
+                return Err(VmError::Invalid("MAP_FIXED address not page-aligned"));
+            }
+            if addr < MMAP_MIN_ADDR || addr.checked_add(len).is_none_or(|e| e > self.pt.shape.task_size) {
+                return Err(VmError::NoMem("MAP_FIXED range outside the user address space"));
+            }
+            if !self.mms[mm].vmas_in(addr, addr + len, &self.vmas).is_empty() {
+                if flags.contains(MapFlags::FIXED_NOREPLACE) {
+                    return Err(VmError::Exists);
+                }
+                self.do_munmap(ctx, mm, addr, len);
+            }
+            addr
+        } else {
+            self.get_unmapped_area(mm, addr, len)?
+        };
+        let mut vm_flags = VmFlags::from_prot(prot);
+        if flags.contains(MapFlags::GROWSDOWN) {
+            vm_flags |= VmFlags::GROWSDOWN;
+        }
+        if flags.contains(MapFlags::NORESERVE) {
+            vm_flags |= VmFlags::NORESERVE;
+        } else if prot.contains(Prot::WRITE) {
+            vm_flags |= VmFlags::ACCOUNT;
+            self.account(mm, (len >> self.page_shift()) as i64);
+        }
+        let id = self.insert_vma(mm, addr, addr + len, addr >> self.page_shift(), vm_flags);
+        self.try_merge(id);
+        if flags.contains(MapFlags::POPULATE) {
+            self.populate(ctx, pid, addr, len, prot.contains(Prot::WRITE))?;
+        }
+        Ok(addr)
+    }
+
+    /// `MAP_POPULATE`: fault every page in.
+    fn populate(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, write: bool) -> Result<(), VmError> {
+        let mut a = addr;
+        while a < addr + len {
+            self.access(ctx, pid, a, write)?;
+            a += self.page_size();
+        }
+        Ok(())
+    }
+
+    /// `vm_committed_as` bookkeeping.
+    fn account(&mut self, mm: MmId, pages: i64) {
+        self.committed_pages += pages;
+        let m = &mut self.mms[mm];
+        m.committed_pages = (m.committed_pages as i64 + pages) as u64;
+    }
+
+    /// `munmap`.
+    pub fn munmap(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        if addr & (self.page_size() - 1) != 0 || len == 0 {
+            return Err(VmError::Invalid("munmap needs a page-aligned address and a length"));
+        }
+        let len = self.page_align(len).ok_or(VmError::Invalid("length overflows"))?;
+        if addr.checked_add(len).is_none_or(|e| e > self.pt.shape.task_size) {
+            return Err(VmError::Invalid("range outside the user address space"));
+        }
+        self.do_munmap(ctx, mm, addr, len);
+        Ok(())
+    }
+
+    /// `do_vmi_munmap`: split at the edges, zap, free page tables, unaccount.
+    pub(crate) fn do_munmap(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, len: u64) {
+        let end = addr + len;
+        let ids = self.isolate_range(mm, addr, end);
+        if ids.is_empty() {
+            return;
+        }
+        for &id in &ids {
+            let (s, e) = (self.vmas[id].start, self.vmas[id].end);
+            self.zap_range(ctx, id, s, e);
+        }
+        let (first_start, last_end) = (self.vmas[ids[0]].start, self.vmas[*ids.last().unwrap()].end);
+        for &id in &ids {
+            if self.vmas[id].flags.contains(VmFlags::ACCOUNT) {
+                let pages = (self.vmas[id].end - self.vmas[id].start) >> self.page_shift();
+                self.account(mm, -(pages as i64));
+            }
+            self.remove_vma(id);
+        }
+        let (prev, next) = self.mms[mm].neighbours(first_start, last_end);
+        let floor = prev.map_or(0, |p| self.vmas[p].end);
+        let ceiling = next.map_or(0, |n| self.vmas[n].start);
+        self.free_pgtables(ctx, mm, first_start, last_end, floor, ceiling);
+    }
+
+    /// Splits VMAs so `[start, end)` is covered by whole VMAs; returns them.
+    pub(crate) fn isolate_range(&mut self, mm: MmId, start: u64, end: u64) -> Vec<VmaId> {
+        let ids = self.mms[mm].vmas_in(start, end, &self.vmas);
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let mut id = id;
+            if self.vmas[id].start < start {
+                id = self.split_vma(id, start);
+            }
+            if self.vmas[id].end > end {
+                self.split_vma(id, end);
+            }
+            out.push(id);
+        }
+        out
+    }
+
+    /// `mprotect`: new permissions for `[addr, addr + len)`. Dropping write
+    /// write-protects the PTEs; adding it makes exclusive anonymous pages
+    /// writable again (`can_change_pte_writable`).
+    pub fn mprotect(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, prot: Prot) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        if addr & (self.page_size() - 1) != 0 {
+            return Err(VmError::Invalid("mprotect needs a page-aligned address"));
+        }
+        let len = self.page_align(len).ok_or(VmError::NoMem("length overflows"))?;
+        let end = addr + len;
+        if !self.range_mapped(mm, addr, end) {
+            return Err(VmError::NoMem("range not fully mapped"));
+        }
+        for id in self.isolate_range(mm, addr, end) {
+            let old = self.vmas[id].flags;
+            let perm = VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC;
+            let mut new = (old - perm) | (VmFlags::from_prot(prot) & perm);
+            if new.contains(VmFlags::WRITE)
+                && !old.intersects(VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE)
+            {
+                new |= VmFlags::ACCOUNT;
+                let pages = (self.vmas[id].end - self.vmas[id].start) >> self.page_shift();
+                self.account(mm, pages as i64);
+            }
+            self.vmas[id].flags = new;
+            self.change_protection(ctx, id, new.contains(VmFlags::WRITE));
+            self.try_merge(id);
+        }
+        Ok(())
+    }
+
+    /// Every page of `[start, end)` lies in some VMA.
+    fn range_mapped(&self, mm: MmId, start: u64, end: u64) -> bool {
+        let mut at = start;
+        for id in self.mms[mm].vmas_in(start, end, &self.vmas) {
+            if self.vmas[id].start > at {
+                return false;
+            }
+            at = self.vmas[id].end;
+        }
+        at >= end
+    }
+
+    /// `change_protection` over a whole VMA.
+    fn change_protection(&mut self, ctx: &mut Ctx, id: VmaId, writable: bool) {
+        let (mm, start, end) = (self.vmas[id].mm, self.vmas[id].start, self.vmas[id].end);
+        let root = self.mms[mm].pgd;
+        let mut addr = start;
+        while addr < end {
+            match self.pt.leaf(root, addr) {
+                Some((table, index, level)) => {
+                    let e = self.pt.get(table, index);
+                    if e.present() {
+                        let page = ctx.pa.memmap.page(e.pfn());
+                        let exclusive = !e.is_special() && page.flags().contains(PageFlags::ANON_EXCLUSIVE);
+                        let new = if !writable {
+                            e.without(Pte::WRITE)
+                        } else if exclusive && e.has(Pte::DIRTY) {
+                            e.with(Pte::WRITE)
+                        } else {
+                            e
+                        };
+                        self.pt.set(table, index, new);
+                    }
+                    addr += 1 << self.pt.shape.level_shift(level);
+                    addr &= !((1 << self.pt.shape.level_shift(level)) - 1);
+                }
+                None => addr += self.page_size(),
+            }
+        }
+    }
+
+    /// `mremap`: shrink in place, grow in place when the space above is
+    /// free, else move (with MREMAP_MAYMOVE) page tables and all.
+    pub fn mremap(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        old_addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: MremapFlags,
+    ) -> Result<u64, VmError> {
+        let mm = self.task_mm(pid)?;
+        if old_addr & (self.page_size() - 1) != 0 || new_len == 0 {
+            return Err(VmError::Invalid("mremap needs a page-aligned address and a new length"));
+        }
+        let old_len = self.page_align(old_len).ok_or(VmError::Invalid("length overflows"))?;
+        let new_len = self.page_align(new_len).ok_or(VmError::Invalid("length overflows"))?;
+        let vma = self.mms[mm]
+            .vma_at(old_addr, &self.vmas)
+            .ok_or(VmError::Fault(old_addr))?;
+        if old_addr + old_len > self.vmas[vma].end {
+            return Err(VmError::Fault(old_addr + old_len));
+        }
+        if flags.fixed.is_none() {
+            if new_len <= old_len {
+                if new_len < old_len {
+                    self.do_munmap(ctx, mm, old_addr + new_len, old_len - new_len);
+                }
+                return Ok(old_addr);
+            }
+            if old_addr + old_len == self.vmas[vma].end && self.range_free(mm, old_addr + old_len, new_len - old_len) {
+                self.vmas[vma].end = old_addr + new_len;
+                if self.vmas[vma].flags.contains(VmFlags::ACCOUNT) {
+                    self.account(mm, ((new_len - old_len) >> self.page_shift()) as i64);
+                }
+                self.try_merge(vma);
+                return Ok(old_addr);
+            }
+            if !flags.may_move {
+                return Err(VmError::NoMem("cannot grow in place without MREMAP_MAYMOVE"));
+            }
+        }
+        let new_addr = match flags.fixed {
+            Some(a) => {
+                if a & (self.page_size() - 1) != 0 {
+                    return Err(VmError::Invalid("MREMAP_FIXED address not page-aligned"));
+                }
+                self.do_munmap(ctx, mm, a, new_len);
+                a
+            }
+            None => self.get_unmapped_area(mm, 0, new_len)?,
+        };
+        self.move_vma(ctx, mm, vma, old_addr, old_len, new_addr, new_len);
+        Ok(new_addr)
+    }
+
+    /// `move_vma`: a VMA for the new range with the old page offset and
+    /// anon_vma, the page-table entries moved across, the old range gone.
+    #[allow(clippy::too_many_arguments)]
+    fn move_vma(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        vma: VmaId,
+        old_addr: u64,
+        old_len: u64,
+        new_addr: u64,
+        new_len: u64,
+    ) {
+        let mut old_len = old_len;
+        if new_len < old_len {
+            self.do_munmap(ctx, mm, old_addr + new_len, old_len - new_len);
+            old_len = new_len;
+        }
+        let mut src = vma;
+        if self.vmas[src].start < old_addr {
+            src = self.split_vma(src, old_addr);
+        }
+        if self.vmas[src].end > old_addr + old_len {
+            self.split_vma(src, old_addr + old_len);
+        }
+        let old = self.vmas[src].clone();
+        let new = self.vmas.insert(Vma {
+            start: new_addr,
+            end: new_addr + new_len,
+            ..old.clone()
+        });
+        self.mms[mm].vmas.insert(new_addr, new);
+        for &av in &old.chain {
+            self.anon_vmas[av].vmas.push(new);
+        }
+        self.move_page_tables(ctx, mm, old_addr, new_addr, old_len);
+        // The charge moves with the VMA; only the growth is new.
+        if old.flags.contains(VmFlags::ACCOUNT) {
+            let grown = ((new_len - old_len) >> self.page_shift()) as i64;
+            self.account(mm, grown);
+        }
+        self.remove_vma(src);
+        let (prev, next) = self.mms[mm].neighbours(old_addr, old_addr + old_len);
+        let floor = prev.map_or(0, |p| self.vmas[p].end);
+        let ceiling = next.map_or(0, |n| self.vmas[n].start);
+        self.free_pgtables(ctx, mm, old_addr, old_addr + old_len, floor, ceiling);
+        self.try_merge(new);
+    }
+
+    /// `move_page_tables`: PMD leaves and whole PTE tables move when both
+    /// sides are PMD-aligned (`move_huge_pmd`, `move_normal_pmd`); other
+    /// entries move one by one (`move_ptes`).
+    fn move_page_tables(&mut self, ctx: &mut Ctx, mm: MmId, old: u64, new: u64, len: u64) {
+        let pmd_size = self.pmd_size();
+        let root = self.mms[mm].pgd;
+        let mut off = 0;
+        while off < len {
+            let (from, to) = (old + off, new + off);
+            let aligned = from & (pmd_size - 1) == 0 && to & (pmd_size - 1) == 0 && len - off >= pmd_size;
+            if aligned {
+                if let Some(src_table) = self.pt.lookup(root, from, 1) {
+                    let src_idx = self.pt.shape.index(1, from);
+                    let e = self.pt.get(src_table, src_idx);
+                    if e.present() {
+                        if let Some(dst_table) = self.table_for(ctx, mm, to, 1) {
+                            let dst_idx = self.pt.shape.index(1, to);
+                            if self.pt.get(dst_table, dst_idx).is_none() {
+                                self.pt.set(src_table, src_idx, Pte::NONE);
+                                self.pt.set(dst_table, dst_idx, e);
+                                if let Some(dep) = self.deposits.remove(&Slot {
+                                    table: src_table,
+                                    index: src_idx,
+                                }) {
+                                    self.deposits.insert(
+                                        Slot {
+                                            table: dst_table,
+                                            index: dst_idx,
+                                        },
+                                        dep,
+                                    );
+                                }
+                                off += pmd_size;
+                                continue;
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some((table, index, level)) = self.pt.leaf(root, from) {
+                if level == 1 {
+                    // A PMD leaf the move does not cover whole: split it.
+                    self.split_huge_pmd(ctx, mm, Slot { table, index });
+                    continue;
+                }
+                let e = self.pt.get(table, index);
+                if e.present() {
+                    if let Some(dst) = self.table_for(ctx, mm, to, 0) {
+                        self.pt.set(table, index, Pte::NONE);
+                        self.pt.set(dst, self.pt.shape.index(0, to), e);
+                    }
+                }
+            }
+            off += self.page_size();
+        }
+    }
+
+    /// `brk`: returns the new break (unchanged on failure).
+    pub fn brk(&mut self, ctx: &mut Ctx, pid: Pid, new_brk: u64) -> Result<u64, VmError> {
+        let mm = self.task_mm(pid)?;
+        let (start_brk, brk) = (self.mms[mm].start_brk, self.mms[mm].brk);
+        if new_brk < start_brk {
+            return Ok(brk);
+        }
+        let old_end = self.page_align(brk).unwrap_or(brk);
+        let new_end = self.page_align(new_brk).unwrap_or(new_brk);
+        if new_end < old_end {
+            self.do_munmap(ctx, mm, new_end, old_end - new_end);
+        } else if new_end > old_end {
+            if !self.range_free(mm, old_end, new_end - old_end) {
+                return Ok(brk);
+            }
+            let flags = VmFlags::from_prot(Prot::READ | Prot::WRITE) | VmFlags::ACCOUNT;
+            self.account(mm, ((new_end - old_end) >> self.page_shift()) as i64);
+            let id = self.insert_vma(mm, old_end, new_end, old_end >> self.page_shift(), flags);
+            self.try_merge(id);
+        }
+        self.mms[mm].brk = new_brk;
+        Ok(new_brk)
+    }
+
+    /// `prctl(PR_SET_THP_DISABLE)`.
+    pub fn prctl_thp_disable(&mut self, pid: Pid, mode: ThpDisable) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        self.mms[mm].thp_disable = mode;
+        Ok(())
+    }
+}

@@ -1,0 +1,417 @@
+//! Anonymous memory: address spaces, VMAs, page tables, rmap, the fault
+//! path with multi-size THP, the large folio lifecycle (deferred split,
+//! underused THPs, MADV_FREE), fork and CoW, reclaim and OOM.
+//!
+//! One concept per file:
+//! - `types.rs`: syscall flags, `vm_flags`, advice, errors
+//! - `pgtable.rs`: the page-table tree; `vma.rs`, `mm.rs`: VMAs, anon_vmas, mms
+//! - `folio.rs`: anon folio metadata; `rmap.rs`: mapcounts and rmap walks
+//! - `order.rs`: which folio orders a fault may use (mm/huge_memory.c)
+//! - `fault.rs`: `handle_mm_fault`, `do_anonymous_page`, `do_wp_page`
+//! - `huge.rs`: the PMD paths (THP faults, the huge zero page, PMD splits)
+//! - `zap.rs`: unmapping ranges; `mmap.rs`: mmap, munmap, mprotect, mremap, brk
+//! - `madvise.rs`, `fork.rs`, `split.rs` (folio split, deferred split),
+//!   `reclaim.rs` (shrinkers, lazyfree, kswapd, drop_caches, OOM)
+//! - `stats.rs`: per-size mTHP stats and node counters; `check.rs`: invariants
+
+mod check;
+mod fault;
+pub mod folio;
+mod fork;
+mod huge;
+mod madvise;
+pub mod mm;
+mod mmap;
+mod order;
+pub mod pgtable;
+mod reclaim;
+mod rmap;
+mod split;
+pub mod stats;
+pub mod types;
+pub mod vma;
+mod zap;
+
+use std::collections::{BTreeMap, HashMap};
+
+use largo_physmem::Backing;
+use largo_types::{Arch, Geometry, Pfn};
+use slab::Slab;
+
+use crate::knobs::ThpKnobs;
+use crate::memmap::{Folio, PageFlags};
+use crate::page_alloc::gfp::{Gfp, GFP_KERNEL};
+use crate::page_alloc::PageAlloc;
+use folio::{AnonFolio, NO_LINK};
+use mm::Mm;
+use pgtable::{PageTables, Slot};
+use stats::{MthpStats, NodeVmStat};
+use types::{MmId, Pid, ThpDisable, VmFlags};
+use vma::{AnonVma, Vma};
+
+pub use check::VmInvariantError;
+pub use reclaim::OomKill;
+pub use types::{Access, Advice, MapFlags, Prot, VmError};
+
+/// `GFP_PGTABLE_USER`.
+const GFP_PGTABLE_USER: Gfp = GFP_KERNEL.union(Gfp::ZERO).union(Gfp::ACCOUNT);
+/// The x86_64 stack top without randomization (`STACK_TOP`), below `TASK_SIZE`.
+const INITIAL_STACK_BYTES: u64 = 132 << 10;
+/// `mmap_base` keeps at least this much room below the stack.
+const MMAP_GAP_MIN: u64 = 128 << 20;
+
+/// What a VM operation works with besides the VM itself.
+pub struct Ctx<'a> {
+    pub pa: &'a mut PageAlloc,
+    pub backing: &'a mut dyn Backing,
+    /// The cpu the operation runs on (its pcp lists are used).
+    pub cpu: usize,
+}
+
+/// A task: a process or a thread of one.
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub pid: Pid,
+    pub mm: MmId,
+    /// The process (thread group) this task belongs to.
+    pub tgid: Pid,
+    pub alive: bool,
+    /// The OOM killer picked it.
+    pub oom_killed: bool,
+}
+
+/// Huge zero folio state (`huge_zero_folio`, `huge_zero_refcount`).
+#[derive(Clone, Debug, Default)]
+pub struct HugeZero {
+    pub folio: Option<Folio>,
+    /// mms holding a reference (the global refcount minus its own 1).
+    pub mm_refs: u64,
+}
+
+/// The per-node deferred split queue (`struct deferred_split`).
+#[derive(Clone, Debug)]
+pub struct DeferredQueue {
+    pub head: usize,
+    pub tail: usize,
+    pub len: u64,
+}
+
+impl Default for DeferredQueue {
+    fn default() -> Self {
+        DeferredQueue {
+            head: NO_LINK,
+            tail: NO_LINK,
+            len: 0,
+        }
+    }
+}
+
+/// Lock acquisitions the VM counts (`split_queue_lock`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VmLockStats {
+    pub deferred_split: u64,
+}
+
+/// The anonymous-memory model of one machine.
+pub struct Vm {
+    pub(crate) geo: Geometry,
+    pub(crate) pt: PageTables,
+    pub(crate) mms: Slab<Mm>,
+    pub(crate) vmas: Slab<Vma>,
+    pub(crate) anon_vmas: Slab<AnonVma>,
+    pub(crate) folios: Slab<AnonFolio>,
+    pub(crate) tasks: BTreeMap<Pid, Task>,
+    next_pid: Pid,
+    next_mm_id: u32,
+    pub(crate) thp: ThpKnobs,
+    pub mthp: MthpStats,
+    pub(crate) node_stat: Vec<NodeVmStat>,
+    pub(crate) deferred: Vec<DeferredQueue>,
+    pub(crate) huge_zero: HugeZero,
+    /// The shared zero page (`empty_zero_page`): a page of the kernel image.
+    pub(crate) zero_pfn: u64,
+    /// Page tables deposited with PMD mappings, by (PMD table, index).
+    pub(crate) deposits: HashMap<Slot, usize>,
+    /// `vm_committed_as`, in pages.
+    pub(crate) committed_pages: i64,
+    /// Lazyfree folios (metadata key, head pfn) in the order reclaim meets them.
+    pub(crate) lazyfree: std::collections::VecDeque<(usize, u64)>,
+    pub locks: VmLockStats,
+    pub(crate) oom_kills: Vec<OomKill>,
+}
+
+impl Vm {
+    /// A VM with no tasks. `zero_pfn` is a reserved page used as the zero page.
+    pub fn new(geo: Geometry, nr_nodes: usize, zero_pfn: u64, thp: ThpKnobs) -> Vm {
+        Vm {
+            pt: PageTables::new(&geo),
+            geo,
+            mms: Slab::new(),
+            vmas: Slab::new(),
+            anon_vmas: Slab::new(),
+            folios: Slab::new(),
+            tasks: BTreeMap::new(),
+            next_pid: 1,
+            next_mm_id: 1,
+            mthp: MthpStats::new(thp.pmd_order),
+            thp,
+            node_stat: vec![NodeVmStat::default(); nr_nodes],
+            deferred: vec![DeferredQueue::default(); nr_nodes],
+            huge_zero: HugeZero::default(),
+            zero_pfn,
+            deposits: HashMap::new(),
+            committed_pages: 0,
+            lazyfree: std::collections::VecDeque::new(),
+            locks: VmLockStats::default(),
+            oom_kills: Vec::new(),
+        }
+    }
+
+    pub fn thp(&self) -> &ThpKnobs {
+        &self.thp
+    }
+
+    pub fn thp_mut(&mut self) -> &mut ThpKnobs {
+        &mut self.thp
+    }
+
+    pub fn node_stats(&self) -> &[NodeVmStat] {
+        &self.node_stat
+    }
+
+    pub fn committed_pages(&self) -> i64 {
+        self.committed_pages
+    }
+
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values()
+    }
+
+    pub fn task(&self, pid: Pid) -> Option<&Task> {
+        self.tasks.get(&pid)
+    }
+
+    /// The OOM kills so far, in order.
+    pub fn oom_kills(&self) -> &[OomKill] {
+        &self.oom_kills
+    }
+
+    /// `MM_ANONPAGES` of a task's mm.
+    pub fn rss_anon(&self, pid: Pid) -> Option<u64> {
+        let t = self.tasks.get(&pid)?;
+        Some(self.mms[t.mm].rss_anon)
+    }
+
+    /// Total deferred split queue length.
+    pub fn deferred_split_len(&self) -> u64 {
+        self.deferred.iter().map(|q| q.len).sum()
+    }
+
+    #[inline]
+    pub(crate) fn page_shift(&self) -> u32 {
+        self.geo.page_shift
+    }
+
+    #[inline]
+    pub(crate) fn page_size(&self) -> u64 {
+        self.geo.page_size()
+    }
+
+    #[inline]
+    pub(crate) fn pmd_order(&self) -> u32 {
+        self.geo.pmd_order
+    }
+
+    #[inline]
+    pub(crate) fn pmd_size(&self) -> u64 {
+        self.geo.pmd_size_bytes()
+    }
+
+    /// `pmd_addr_end`: the next PMD boundary after `addr`, or `end`.
+    #[inline]
+    pub(crate) fn pmd_addr_end(&self, addr: u64, end: u64) -> u64 {
+        let pmd_size = self.pmd_size();
+        ((addr & !(pmd_size - 1)) + pmd_size).min(end)
+    }
+
+    /// The PMD entry covering `addr` in `mm`, if the tables above it exist
+    /// (`pmd_offset` after a walk that allocates nothing).
+    pub(crate) fn pmd_slot(&self, mm: MmId, addr: u64) -> Option<Slot> {
+        let table = self.pt.lookup(self.mms[mm].pgd, addr, 1)?;
+        Some(Slot {
+            table,
+            index: self.pt.shape.index(1, addr),
+        })
+    }
+
+    // --- tasks and address spaces ---
+
+    /// A new process with an empty address space: a stack VMA at the top
+    /// and the mmap area below `mmap_base` (no randomization, as the host
+    /// with ASLR off). Allocates its PGD.
+    pub fn spawn(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
+        let mm = self.new_mm(ctx)?;
+        let stack_top = self.pt.shape.task_size;
+        let flags = VmFlags::from_prot(Prot::READ | Prot::WRITE) | VmFlags::GROWSDOWN | VmFlags::ACCOUNT;
+        let start = stack_top - INITIAL_STACK_BYTES;
+        self.insert_vma(mm, start, stack_top, start >> self.page_shift(), flags);
+        Ok(self.new_task(mm, None))
+    }
+
+    /// A thread sharing `pid`'s address space (`clone(CLONE_VM)`).
+    pub fn spawn_thread(&mut self, pid: Pid) -> Result<Pid, VmError> {
+        let parent = self.tasks.get(&pid).filter(|t| t.alive).ok_or(VmError::NoTask(pid))?;
+        let (mm, tgid) = (parent.mm, parent.tgid);
+        self.mms[mm].users += 1;
+        Ok(self.new_task(mm, Some(tgid)))
+    }
+
+    fn new_task(&mut self, mm: MmId, tgid: Option<Pid>) -> Pid {
+        let pid = self.next_pid;
+        self.next_pid += 1;
+        self.tasks.insert(
+            pid,
+            Task {
+                pid,
+                mm,
+                tgid: tgid.unwrap_or(pid),
+                alive: true,
+                oom_killed: false,
+            },
+        );
+        pid
+    }
+
+    /// `mm_alloc` + `pgd_alloc`: an empty mm with its root table.
+    fn new_mm(&mut self, ctx: &mut Ctx) -> Result<MmId, VmError> {
+        let task_size = self.pt.shape.task_size;
+        let mmap_base = (task_size - MMAP_GAP_MIN) & !(self.page_size() - 1);
+        let start_brk = match self.geo.arch {
+            Arch::X86_64 => 0x5555_5555_9000,
+            Arch::Arm64 => 0xaaaa_aaab_9000,
+        } & !(self.page_size() - 1);
+        let mm = self.mms.insert(Mm {
+            vmas: BTreeMap::new(),
+            pgd: usize::MAX,
+            mmap_base,
+            start_brk,
+            brk: start_brk,
+            mm_id: self.next_mm_id,
+            thp_disable: ThpDisable::Off,
+            huge_zero_ref: false,
+            rss_anon: 0,
+            nr_pgtables: 0,
+            committed_pages: 0,
+            users: 1,
+        });
+        self.next_mm_id += 1;
+        let top = self.pt.shape.levels - 1;
+        match self.alloc_table(ctx, mm, top) {
+            Some(pgd) => {
+                self.mms[mm].pgd = pgd;
+                Ok(mm)
+            }
+            None => {
+                self.mms.remove(mm);
+                Err(VmError::NoMem("no memory for the page tables"))
+            }
+        }
+    }
+
+    pub(crate) fn task_mm(&self, pid: Pid) -> Result<MmId, VmError> {
+        self.tasks
+            .get(&pid)
+            .filter(|t| t.alive)
+            .map(|t| t.mm)
+            .ok_or(VmError::NoTask(pid))
+    }
+
+    // --- allocation ---
+
+    /// Allocates a folio, entering direct reclaim through this VM when the
+    /// gfp allows, and zeroing it when asked. `None` is a failure after reclaim.
+    pub(crate) fn alloc_folio(&mut self, ctx: &mut Ctx, gfp: Gfp, order: u32) -> Option<Folio> {
+        let folio = {
+            let mut reclaimer = reclaim::VmReclaim {
+                vm: self,
+                backing: &mut *ctx.backing,
+            };
+            ctx.pa
+                .alloc_pages_reclaim(ctx.cpu, gfp, order, &mut reclaimer)
+                .unwrap_or_else(|e| unreachable!("the VM only makes valid requests: {e}"))
+        }?;
+        if gfp.contains(Gfp::ZERO) {
+            ctx.backing
+                .zero(folio.pfn, folio.nr_pages())
+                .unwrap_or_else(|e| unreachable!("allocated memory outside the backing: {e}"));
+        }
+        Some(folio)
+    }
+
+    /// Runs kswapd if an allocation woke it, with this VM as reclaimer.
+    pub(crate) fn run_pending_kswapd(&mut self, ctx: &mut Ctx) {
+        if ctx.pa.kswapd_pending() {
+            let mut reclaimer = reclaim::VmReclaim {
+                vm: self,
+                backing: &mut *ctx.backing,
+            };
+            ctx.pa.run_kswapd_with(&mut reclaimer);
+        }
+    }
+
+    /// `pte_alloc_one` / `pmd_alloc_one` / `pgd_alloc`: a zeroed unmovable
+    /// page becomes a table of `level`; `NR_PAGETABLE` and the mm's count grow.
+    pub(crate) fn alloc_table(&mut self, ctx: &mut Ctx, mm: MmId, level: u32) -> Option<usize> {
+        let f = self.alloc_folio(ctx, GFP_PGTABLE_USER, 0)?;
+        let idx = self.pt.insert(f.pfn.0, level);
+        let page = ctx.pa.memmap.page_mut(f.pfn.0);
+        page.insert_flags(PageFlags::PGTABLE);
+        page.set_private(idx as u32 + 1);
+        let nid = self.node_of(ctx.pa, f.pfn.0);
+        self.node_stat[nid].pagetable += 1;
+        self.mms[mm].nr_pgtables += 1;
+        Some(idx)
+    }
+
+    /// Frees a page-table page.
+    pub(crate) fn free_table(&mut self, ctx: &mut Ctx, mm: MmId, idx: usize) {
+        let page = self.pt.pages.remove(idx);
+        let pfn = page.pfn;
+        let nid = self.node_of(ctx.pa, pfn);
+        self.node_stat[nid].pagetable -= 1;
+        self.mms[mm].nr_pgtables -= 1;
+        let record = ctx.pa.memmap.page_mut(pfn);
+        record.remove_flags(PageFlags::PGTABLE);
+        record.set_private(0);
+        ctx.pa
+            .free_folio(
+                ctx.cpu,
+                Folio {
+                    pfn: Pfn(pfn),
+                    order: 0,
+                },
+            )
+            .unwrap_or_else(|e| unreachable!("page table page {pfn:#x} not freeable: {e}"));
+    }
+
+    /// The node a pfn belongs to.
+    #[inline]
+    pub(crate) fn node_of(&self, pa: &PageAlloc, pfn: u64) -> usize {
+        pa.page_zone_index(pfn).map_or(0, |zi| pa.zones()[zi].nid)
+    }
+
+    /// The metadata key of an anon folio from its head record.
+    #[inline]
+    pub(crate) fn folio_key(&self, pa: &PageAlloc, head_pfn: u64) -> usize {
+        let private = pa.memmap.page(head_pfn).private();
+        debug_assert!(private > 0, "pfn {head_pfn:#x} has no anon folio metadata");
+        private as usize - 1
+    }
+
+    /// The anon folio metadata key of the folio mapping `pfn`, if any.
+    pub(crate) fn folio_key_of_pfn(&self, pa: &PageAlloc, pfn: u64) -> Option<usize> {
+        let head = pa.memmap.folio_head(pfn)?;
+        let page = pa.memmap.page(head);
+        (page.flags().contains(PageFlags::ANON) && page.private() > 0).then(|| page.private() as usize - 1)
+    }
+}

@@ -1,0 +1,302 @@
+//! Page tables: a radix tree per address space with the geometry's levels
+//! (x86_64 and arm64 4K/16K: 4; arm64 64K: 3). Every table is a page of the
+//! modelled memory (an unmovable order-0 allocation, as `pte_alloc_one`
+//! makes it); its entries live in a slab, found from the entry above.
+
+use largo_types::{Arch, Geometry};
+use slab::Slab;
+
+/// One page-table entry. Leaf entries hold a pfn; table entries the slab
+/// index of the next-level table. Zero is `pte_none`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pte(pub u64);
+
+impl Pte {
+    pub const NONE: Pte = Pte(0);
+    pub const PRESENT: u64 = 1 << 0;
+    /// Points to a lower-level table (upper levels only).
+    pub const TABLE: u64 = 1 << 1;
+    pub const WRITE: u64 = 1 << 2;
+    pub const DIRTY: u64 = 1 << 3;
+    pub const YOUNG: u64 = 1 << 4;
+    /// A leaf above the PTE level (`pmd_trans_huge`).
+    pub const HUGE: u64 = 1 << 5;
+    /// Maps the zero page (`pte_special` / `is_zero_pfn`).
+    pub const SPECIAL: u64 = 1 << 6;
+    const VALUE_SHIFT: u32 = 12;
+
+    #[inline]
+    pub fn leaf(pfn: u64, flags: u64) -> Pte {
+        Pte((pfn << Self::VALUE_SHIFT) | flags | Self::PRESENT)
+    }
+
+    #[inline]
+    pub fn table(idx: usize) -> Pte {
+        Pte(((idx as u64) << Self::VALUE_SHIFT) | Self::TABLE | Self::PRESENT)
+    }
+
+    #[inline]
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    #[inline]
+    pub fn present(self) -> bool {
+        self.0 & Self::PRESENT != 0
+    }
+
+    #[inline]
+    pub fn is_table(self) -> bool {
+        self.0 & Self::TABLE != 0
+    }
+
+    #[inline]
+    pub fn is_huge(self) -> bool {
+        self.0 & Self::HUGE != 0
+    }
+
+    #[inline]
+    pub fn is_special(self) -> bool {
+        self.0 & Self::SPECIAL != 0
+    }
+
+    #[inline]
+    pub fn writable(self) -> bool {
+        self.0 & Self::WRITE != 0
+    }
+
+    #[inline]
+    pub fn has(self, flag: u64) -> bool {
+        self.0 & flag != 0
+    }
+
+    #[inline]
+    pub fn with(self, flag: u64) -> Pte {
+        Pte(self.0 | flag)
+    }
+
+    #[inline]
+    pub fn without(self, flag: u64) -> Pte {
+        Pte(self.0 & !flag)
+    }
+
+    /// The mapped pfn of a leaf.
+    #[inline]
+    pub fn pfn(self) -> u64 {
+        self.0 >> Self::VALUE_SHIFT
+    }
+
+    /// The slab index of the table a table entry points to.
+    #[inline]
+    pub fn table_idx(self) -> usize {
+        (self.0 >> Self::VALUE_SHIFT) as usize
+    }
+}
+
+/// One entry of one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slot {
+    /// The table's slab index.
+    pub table: usize,
+    /// The entry's index in it.
+    pub index: usize,
+}
+
+/// One page-table page.
+#[derive(Debug)]
+pub struct PtPage {
+    /// The page of modelled memory that holds this table.
+    pub pfn: u64,
+    /// 0 = PTE table, 1 = PMD table, ... up to the root.
+    pub level: u8,
+    pub entries: Box<[Pte]>,
+    /// Entries that are not none.
+    pub nr_used: u32,
+}
+
+/// The shape of the tree for a geometry.
+#[derive(Clone, Copy, Debug)]
+pub struct PtShape {
+    pub page_shift: u32,
+    pub bits_per_level: u32,
+    pub levels: u32,
+    /// Entries of the root table (user half only).
+    pub top_entries: usize,
+    /// One past the highest user address (`TASK_SIZE`).
+    pub task_size: u64,
+}
+
+impl PtShape {
+    pub fn new(geo: &Geometry) -> PtShape {
+        let bits_per_level = geo.page_shift - 3;
+        let levels = geo.pgtable_levels;
+        // x86_64 4-level: 47-bit user space; arm64: 48-bit.
+        let va_bits = match geo.arch {
+            Arch::X86_64 => 47,
+            Arch::Arm64 => 48,
+        };
+        let below_top = geo.page_shift + (levels - 1) * bits_per_level;
+        let task_size = match geo.arch {
+            Arch::X86_64 => (1u64 << va_bits) - geo.page_size(),
+            Arch::Arm64 => 1u64 << va_bits,
+        };
+        PtShape {
+            page_shift: geo.page_shift,
+            bits_per_level,
+            levels,
+            top_entries: 1 << (va_bits - below_top),
+            task_size,
+        }
+    }
+
+    #[inline]
+    pub fn entries_at(&self, level: u32) -> usize {
+        if level == self.levels - 1 {
+            self.top_entries
+        } else {
+            1 << self.bits_per_level
+        }
+    }
+
+    /// Address bits one entry at `level` maps.
+    #[inline]
+    pub fn level_shift(&self, level: u32) -> u32 {
+        self.page_shift + level * self.bits_per_level
+    }
+
+    #[inline]
+    pub fn index(&self, level: u32, va: u64) -> usize {
+        ((va >> self.level_shift(level)) as usize) & (self.entries_at(level) - 1)
+    }
+}
+
+/// Every page table of every address space.
+#[derive(Debug)]
+pub struct PageTables {
+    pub pages: Slab<PtPage>,
+    pub shape: PtShape,
+}
+
+impl PageTables {
+    pub fn new(geo: &Geometry) -> PageTables {
+        PageTables {
+            pages: Slab::new(),
+            shape: PtShape::new(geo),
+        }
+    }
+
+    /// Registers a table held in page `pfn`; returns its index.
+    pub fn insert(&mut self, pfn: u64, level: u32) -> usize {
+        let n = self.shape.entries_at(level);
+        self.pages.insert(PtPage {
+            pfn,
+            level: level as u8,
+            entries: vec![Pte::NONE; n].into_boxed_slice(),
+            nr_used: 0,
+        })
+    }
+
+    #[inline]
+    pub fn get(&self, table: usize, index: usize) -> Pte {
+        self.pages[table].entries[index]
+    }
+
+    #[inline]
+    pub fn entry(&self, slot: Slot) -> Pte {
+        self.get(slot.table, slot.index)
+    }
+
+    #[inline]
+    pub fn set_slot(&mut self, slot: Slot, pte: Pte) {
+        self.set(slot.table, slot.index, pte)
+    }
+
+    /// Sets an entry, keeping `nr_used` right.
+    #[inline]
+    pub fn set(&mut self, table: usize, index: usize, pte: Pte) {
+        let page = &mut self.pages[table];
+        let old = page.entries[index];
+        page.entries[index] = pte;
+        match (old.is_none(), pte.is_none()) {
+            (true, false) => page.nr_used += 1,
+            (false, true) => page.nr_used -= 1,
+            _ => {}
+        }
+    }
+
+    /// `folio_pte_batch`: how many entries from `index` (stopping before
+    /// `limit`) map consecutive pages starting at `pfn`, without passing
+    /// `folio_end` (the folio's end pfn). Dirty, young and write bits are
+    /// ignored. At least 1: the entry at `index` maps `pfn`.
+    pub fn folio_pte_batch(&self, table: usize, index: usize, limit: usize, pfn: u64, folio_end: u64) -> usize {
+        let entries = &self.pages[table].entries;
+        let mut nr = 1;
+        while index + nr < limit && pfn + (nr as u64) < folio_end {
+            let e = entries[index + nr];
+            if !e.present() || e.is_special() || e.pfn() != pfn + nr as u64 {
+                break;
+            }
+            nr += 1;
+        }
+        nr
+    }
+
+    /// Walks from `root` down to the table at `level` for `va` without
+    /// allocating. `None` if an entry above is none or a huge leaf.
+    pub fn lookup(&self, root: usize, va: u64, level: u32) -> Option<usize> {
+        let mut table = root;
+        for l in (level + 1..self.shape.levels).rev() {
+            let e = self.get(table, self.shape.index(l, va));
+            if !e.is_table() {
+                return None;
+            }
+            table = e.table_idx();
+        }
+        Some(table)
+    }
+
+    /// The leaf mapping `va`: (table, index, level) of a present leaf
+    /// entry, the PTE slot if the PTE table exists, or `None`.
+    pub fn leaf(&self, root: usize, va: u64) -> Option<(usize, usize, u32)> {
+        let mut table = root;
+        for l in (1..self.shape.levels).rev() {
+            let idx = self.shape.index(l, va);
+            let e = self.get(table, idx);
+            if e.is_table() {
+                table = e.table_idx();
+            } else if e.present() {
+                return Some((table, idx, l));
+            } else {
+                return None;
+            }
+        }
+        Some((table, self.shape.index(0, va), 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use largo_types::Preset;
+
+    #[test]
+    fn shapes_of_every_preset() {
+        let s = PtShape::new(&Preset::X86_64.geometry());
+        assert_eq!((s.levels, s.top_entries, s.entries_at(0)), (4, 256, 512));
+        assert_eq!(s.task_size, 0x7ffffffff000);
+        let s = PtShape::new(&Preset::Arm64_16k.geometry());
+        assert_eq!((s.levels, s.top_entries, s.entries_at(0)), (4, 2, 2048));
+        let s = PtShape::new(&Preset::Arm64_64k.geometry());
+        assert_eq!((s.levels, s.top_entries, s.entries_at(0)), (3, 64, 8192));
+        assert_eq!(s.level_shift(1), 29, "a 64K-granule PMD maps 512 MiB");
+    }
+
+    #[test]
+    fn entries_round_trip() {
+        let e = Pte::leaf(0x1234, Pte::WRITE | Pte::DIRTY);
+        assert!(e.present() && e.writable() && !e.is_table() && !e.is_huge());
+        assert_eq!(e.pfn(), 0x1234);
+        assert_eq!(Pte::table(77).table_idx(), 77);
+        assert!(Pte::NONE.is_none());
+    }
+}

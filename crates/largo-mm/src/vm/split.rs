@@ -1,0 +1,248 @@
+//! Splitting anonymous large folios and the deferred split queue
+//! (mm/huge_memory.c `deferred_split_folio`, `deferred_split_scan`,
+//! `thp_underused`, `split_huge_page_to_list_to_order`, v6.12+).
+
+use largo_physmem::BackingKind;
+
+use super::folio::{AnonFolio, NO_LINK};
+use super::pgtable::Pte;
+use super::stats::MthpStat;
+use super::{Ctx, Vm};
+use crate::memmap::{Folio, PageFlags};
+use crate::page_alloc::PageAlloc;
+use crate::stats::VmEvent;
+
+impl Vm {
+    /// `deferred_split_folio`: queue a large folio, marking it partially
+    /// mapped if it is (counted once), or as an underused-THP candidate.
+    pub(crate) fn deferred_split_folio(&mut self, pa: &mut PageAlloc, key: usize, partially_mapped: bool) {
+        let (pfn, order) = (self.folios[key].pfn, self.folios[key].order);
+        if order <= 1 || (!partially_mapped && !self.thp.shrink_underused) {
+            return;
+        }
+        self.locks.deferred_split += 1;
+        if partially_mapped {
+            let head = pa.memmap.page_mut(pfn);
+            if !head.flags().contains(PageFlags::PARTIALLY_MAPPED) {
+                head.insert_flags(PageFlags::PARTIALLY_MAPPED);
+                if order == self.pmd_order() {
+                    pa.events.count(VmEvent::ThpDeferredSplitPage, 1);
+                }
+                self.mthp.add(order, MthpStat::SplitDeferred, 1);
+                self.mthp.add(order, MthpStat::NrAnonPartiallyMapped, 1);
+            }
+        }
+        if self.folios[key].deferred.is_none() {
+            let nid = self.node_of(pa, pfn);
+            self.deferred_push_tail(nid, key);
+        }
+    }
+
+    fn deferred_push_tail(&mut self, nid: usize, key: usize) {
+        let q = &mut self.deferred[nid];
+        let tail = q.tail;
+        self.folios[key].deferred = Some((tail, NO_LINK));
+        if tail == NO_LINK {
+            q.head = key;
+        } else {
+            let t = self.folios[tail].deferred.as_mut().expect("queued");
+            t.1 = key;
+        }
+        q.tail = key;
+        q.len += 1;
+    }
+
+    fn deferred_unlink(&mut self, nid: usize, key: usize) {
+        let (prev, next) = self.folios[key].deferred.take().expect("queued");
+        let q = &mut self.deferred[nid];
+        if prev == NO_LINK {
+            q.head = next;
+        } else {
+            self.folios[prev].deferred.as_mut().expect("queued").1 = next;
+        }
+        if next == NO_LINK {
+            q.tail = prev;
+        } else {
+            self.folios[next].deferred.as_mut().expect("queued").0 = prev;
+        }
+        q.len -= 1;
+    }
+
+    /// Off the queue, clearing the partially mapped state
+    /// (`__folio_undo_large_rmappable`, the split's removal).
+    pub(crate) fn deferred_remove(&mut self, pa: &mut PageAlloc, key: usize) {
+        self.locks.deferred_split += 1;
+        let (pfn, order) = (self.folios[key].pfn, self.folios[key].order);
+        let nid = self.node_of(pa, pfn);
+        self.deferred_unlink(nid, key);
+        let head = pa.memmap.page_mut(pfn);
+        if head.flags().contains(PageFlags::PARTIALLY_MAPPED) {
+            head.remove_flags(PageFlags::PARTIALLY_MAPPED);
+            self.mthp.add(order, MthpStat::NrAnonPartiallyMapped, -1);
+        }
+    }
+
+    /// `deferred_split_scan` of node `nid` with `nr_to_scan`: partially
+    /// mapped folios are split; underused PMD THPs are split; used ones
+    /// leave the queue; others go back to its tail. Returns folios split.
+    pub(crate) fn deferred_split_scan(&mut self, ctx: &mut Ctx, nid: usize, nr_to_scan: u64) -> u64 {
+        self.locks.deferred_split += 1;
+        let mut batch = Vec::new();
+        let mut cur = self.deferred[nid].head;
+        while cur != NO_LINK && (batch.len() as u64) < nr_to_scan {
+            let next = self.folios[cur].deferred.expect("queued").1;
+            batch.push(cur);
+            cur = next;
+        }
+        let mut split = 0;
+        for key in batch {
+            let pfn = self.folios[key].pfn;
+            let partially = ctx.pa.memmap.page(pfn).flags().contains(PageFlags::PARTIALLY_MAPPED);
+            let underused = !partially && self.thp_underused(ctx.pa, &*ctx.backing, key);
+            if !partially && !underused {
+                self.deferred_remove(ctx.pa, key);
+                continue;
+            }
+            if self.split_anon_folio(ctx, key) {
+                if underused {
+                    ctx.pa.events.count(VmEvent::ThpUnderusedSplitPage, 1);
+                }
+                split += 1;
+            }
+        }
+        self.locks.deferred_split += 1;
+        split
+    }
+
+    /// `thp_underused`: with `max_ptes_none` below HPAGE_PMD_NR - 1, a PMD
+    /// THP with more than `max_ptes_none` zero-filled pages is underused.
+    fn thp_underused(&self, pa: &PageAlloc, backing: &dyn largo_physmem::Backing, key: usize) -> bool {
+        let pmd_nr = 1u64 << self.pmd_order();
+        let max_none = self.thp.max_ptes_none as u64;
+        if max_none >= pmd_nr - 1 {
+            return false;
+        }
+        let m = &self.folios[key];
+        let (mut zero, mut filled) = (0, 0);
+        for p in m.pfn..m.pfn + m.nr_pages() {
+            if self.page_is_zero(pa, backing, p) {
+                zero += 1;
+                if zero > max_none {
+                    return true;
+                }
+            } else {
+                filled += 1;
+                if filled >= pmd_nr - max_none {
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// Are the page's contents all zero? Real bytes on ram; on sim, pages
+    /// the user never wrote.
+    fn page_is_zero(&self, pa: &PageAlloc, backing: &dyn largo_physmem::Backing, pfn: u64) -> bool {
+        if backing.kind() == BackingKind::Ram {
+            let mut buf = vec![0u8; self.page_size() as usize];
+            return backing.read(largo_types::Pfn(pfn), 0, &mut buf).is_ok() && buf.iter().all(|&b| b == 0);
+        }
+        !pa.memmap.page(pfn).flags().contains(PageFlags::USER_WRITTEN)
+    }
+
+    /// `split_folio` of an anonymous folio to order 0 (`__split_huge_page`
+    /// with `RMP_USE_SHARED_ZEROPAGE`): PMD mappings become PTE mappings,
+    /// every page becomes its own folio, unmapped pages are freed, and
+    /// mapped pages that are all zero are remapped to the shared zero
+    /// page and freed. Counts `split` (and `thp_split_page` for PMD size).
+    pub(crate) fn split_anon_folio(&mut self, ctx: &mut Ctx, key: usize) -> bool {
+        let (pfn, order) = (self.folios[key].pfn, self.folios[key].order);
+        if order == 0 {
+            return false;
+        }
+        for m in self.rmap_walk(key) {
+            if m.level == 1 {
+                self.split_huge_pmd(ctx, m.mm, m.slot);
+            }
+        }
+        let mappings = self.rmap_walk(key);
+        if self.folios[key].deferred.is_some() {
+            self.deferred_remove(ctx.pa, key);
+        }
+        self.mthp.add(order, MthpStat::NrAnon, -1);
+        let old = self.folios.remove(key);
+        let nid = self.node_of(ctx.pa, pfn);
+        let keep = ctx.pa.memmap.page(pfn).flags() & (PageFlags::ANON | PageFlags::SWAPBACKED | PageFlags::LRU);
+        let mut kept_folios = 0;
+        for i in 0..old.nr_pages() {
+            let p = pfn + i;
+            let mapcount = ctx.pa.memmap.page(p).mapcount();
+            let zero_remap = mapcount > 0 && self.page_is_zero(ctx.pa, &*ctx.backing, p);
+            if zero_remap {
+                self.remap_to_zero_page(ctx.pa, &mappings, pfn, i);
+            }
+            if mapcount == 0 || zero_remap {
+                self.lru_del(nid, old.lazyfree, 1);
+                self.release_split_page(ctx, p);
+                continue;
+            }
+            let meta = AnonFolio {
+                maybe_mapped_shared: old.maybe_mapped_shared && mapcount > 1,
+                lazyfree: old.lazyfree,
+                ..AnonFolio::new(p, 0, old.anon_vma, old.index + i)
+            };
+            let new_key = self.folios.insert(meta);
+            if old.lazyfree {
+                self.lazyfree.push_back((new_key, p));
+            }
+            kept_folios += 1;
+            let page = ctx.pa.memmap.page_mut(p);
+            page.remove_flags(PageFlags::HEAD | PageFlags::PARTIALLY_MAPPED);
+            page.insert_flags(keep);
+            page.set_order(0);
+            page.set_refcount(mapcount as u32);
+            page.set_private(new_key as u32 + 1);
+        }
+        self.anon_vmas[old.anon_vma].nr_folios += kept_folios;
+        self.put_anon_vma_folio(old.anon_vma);
+        self.mthp.add(order, MthpStat::Split, 1);
+        if order == self.pmd_order() {
+            ctx.pa.events.count(VmEvent::ThpSplitPage, 1);
+        }
+        true
+    }
+
+    /// Replaces every PTE mapping page `offset` of the split folio with the
+    /// zero page (`try_to_map_unused_to_zeropage`).
+    fn remap_to_zero_page(&mut self, pa: &mut PageAlloc, mappings: &[super::rmap::Mapping], pfn: u64, offset: u64) {
+        for m in mappings.iter().filter(|m| m.level == 0) {
+            if offset < m.page_offset || offset >= m.page_offset + m.nr {
+                continue;
+            }
+            let index = m.slot.index + (offset - m.page_offset) as usize;
+            self.pt
+                .set(m.slot.table, index, Pte::leaf(self.zero_pfn, Pte::SPECIAL | Pte::YOUNG));
+            self.mms[m.mm].rss_anon -= 1;
+            let page = pa.memmap.page_mut(pfn + offset);
+            page.set_mapcount(page.mapcount() - 1);
+        }
+        let nid = self.node_of(pa, pfn);
+        self.node_stat[nid].anon_mapped -= 1;
+    }
+
+    /// Frees one page of a split folio.
+    fn release_split_page(&mut self, ctx: &mut Ctx, pfn: u64) {
+        let page = ctx.pa.memmap.page_mut(pfn);
+        page.clear();
+        page.set_refcount(1);
+        ctx.pa
+            .free_folio(
+                ctx.cpu,
+                Folio {
+                    pfn: largo_types::Pfn(pfn),
+                    order: 0,
+                },
+            )
+            .unwrap_or_else(|e| unreachable!("split page {pfn:#x} not freeable: {e}"));
+    }
+}

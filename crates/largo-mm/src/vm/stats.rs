@@ -1,0 +1,108 @@
+//! Per-size mTHP counters (`/sys/kernel/mm/transparent_hugepage/hugepages-<size>kB/stats/`)
+//! and the per-node anonymous-memory counters the VM keeps.
+
+macro_rules! mthp_stats {
+    ($($variant:ident => $name:literal,)*) => {
+        /// One per-size stat (`enum mthp_stat_item`), named as its sysfs file.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum MthpStat {
+            $($variant,)*
+        }
+
+        impl MthpStat {
+            pub const ALL: &'static [MthpStat] = &[$(MthpStat::$variant,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(MthpStat::$variant => $name,)*
+                }
+            }
+        }
+
+        pub const NR_MTHP_STATS: usize = MthpStat::ALL.len();
+    };
+}
+
+mthp_stats! {
+    AnonFaultAlloc => "anon_fault_alloc",
+    AnonFaultFallback => "anon_fault_fallback",
+    AnonFaultFallbackCharge => "anon_fault_fallback_charge",
+    AnonFaultDeclined => "anon_fault_declined",
+    Zswpout => "zswpout",
+    Swpin => "swpin",
+    SwpinFallback => "swpin_fallback",
+    SwpinFallbackCharge => "swpin_fallback_charge",
+    Swpout => "swpout",
+    SwpoutFallback => "swpout_fallback",
+    ShmemAlloc => "shmem_alloc",
+    ShmemFallback => "shmem_fallback",
+    ShmemFallbackCharge => "shmem_fallback_charge",
+    Split => "split",
+    SplitFailed => "split_failed",
+    SplitDeferred => "split_deferred",
+    NrAnon => "nr_anon",
+    NrAnonPartiallyMapped => "nr_anon_partially_mapped",
+}
+
+/// The per-size counters of every order (gauges may go down, so i64).
+#[derive(Clone, Debug)]
+pub struct MthpStats {
+    pmd_order: u32,
+    counts: Vec<[i64; NR_MTHP_STATS]>,
+}
+
+impl MthpStats {
+    pub fn new(pmd_order: u32) -> MthpStats {
+        MthpStats {
+            pmd_order,
+            counts: vec![[0; NR_MTHP_STATS]; pmd_order as usize + 1],
+        }
+    }
+
+    /// `count_mthp_stat` / `mod_mthp_stat`: orders 0 and above PMD are ignored.
+    #[inline]
+    pub fn add(&mut self, order: u32, stat: MthpStat, delta: i64) {
+        if order == 0 || order > self.pmd_order {
+            return;
+        }
+        self.counts[order as usize][stat as usize] += delta;
+    }
+
+    pub fn get(&self, order: u32, stat: MthpStat) -> i64 {
+        self.counts.get(order as usize).map_or(0, |c| c[stat as usize])
+    }
+}
+
+/// Anonymous-memory node counters (`enum node_stat_item` entries the VM owns).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NodeVmStat {
+    /// `NR_ANON_MAPPED` (nr_anon_pages, meminfo AnonPages).
+    pub anon_mapped: i64,
+    /// `NR_ANON_THPS` in pages (meminfo AnonHugePages; PMD-mapped only).
+    pub anon_thps: i64,
+    /// `NR_PAGETABLE` (nr_page_table_pages, meminfo PageTables).
+    pub pagetable: i64,
+    /// Anon folios on the LRU (`NR_INACTIVE_ANON`; the model adds new anon
+    /// folios to the inactive list, as the kernel does, and does not age them).
+    pub inactive_anon: i64,
+    /// Lazyfree anon folios, which the kernel keeps on the file LRU
+    /// (`NR_INACTIVE_FILE`).
+    pub inactive_file: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_outside_the_sysfs_range_are_ignored() {
+        let mut s = MthpStats::new(9);
+        s.add(0, MthpStat::AnonFaultAlloc, 1);
+        s.add(10, MthpStat::AnonFaultAlloc, 1);
+        s.add(4, MthpStat::AnonFaultAlloc, 2);
+        assert_eq!(s.get(0, MthpStat::AnonFaultAlloc), 0);
+        assert_eq!(s.get(4, MthpStat::AnonFaultAlloc), 2);
+        assert_eq!(s.get(10, MthpStat::AnonFaultAlloc), 0);
+    }
+}

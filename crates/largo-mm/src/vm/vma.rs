@@ -1,0 +1,59 @@
+//! Virtual memory areas and anon_vmas (mm/mmap.c, mm/rmap.c).
+
+use super::types::{AnonVmaId, MmId, VmFlags};
+
+/// One VMA (`struct vm_area_struct`).
+#[derive(Clone, Debug)]
+pub struct Vma {
+    pub mm: MmId,
+    pub start: u64,
+    pub end: u64,
+    /// Page offset of `start` (`vm_pgoff`); for anonymous memory the
+    /// address at creation >> PAGE_SHIFT, kept across mremap.
+    pub pgoff: u64,
+    pub flags: VmFlags,
+    /// The anon_vma new folios of this VMA get (`vma->anon_vma`).
+    pub anon_vma: Option<AnonVmaId>,
+    /// Every anon_vma this VMA is chained to (`anon_vma_chain`): its own
+    /// and those inherited from its ancestors by fork.
+    pub chain: Vec<AnonVmaId>,
+}
+
+impl Vma {
+    #[inline]
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.start && addr < self.end
+    }
+
+    /// `linear_page_index`: the page offset of `addr` in this VMA.
+    #[inline]
+    pub fn page_index(&self, addr: u64, page_shift: u32) -> u64 {
+        self.pgoff + ((addr - self.start) >> page_shift)
+    }
+
+    /// The address of page offset `index`, if this VMA maps it.
+    #[inline]
+    pub fn address_of(&self, index: u64, page_shift: u32) -> Option<u64> {
+        let off = index.checked_sub(self.pgoff)?;
+        let addr = self.start + (off << page_shift);
+        (addr < self.end).then_some(addr)
+    }
+
+    /// `vm_start_gap`: a stack keeps a guard gap below it.
+    pub fn start_gap(&self, stack_guard_gap: u64) -> u64 {
+        if self.flags.contains(VmFlags::GROWSDOWN) {
+            self.start.saturating_sub(stack_guard_gap)
+        } else {
+            self.start
+        }
+    }
+}
+
+/// An anon_vma: the VMAs whose page tables may map folios faulted in
+/// through it (its own VMA, and after fork the children's).
+#[derive(Clone, Debug, Default)]
+pub struct AnonVma {
+    pub vmas: Vec<usize>,
+    /// Folios whose `mapping` is this anon_vma.
+    pub nr_folios: u64,
+}

@@ -1,0 +1,119 @@
+//! Unmapping (mm/memory.c `zap_page_range_single`, `zap_pte_range`,
+//! `zap_present_ptes`, `free_pgtables`).
+
+use super::pgtable::Pte;
+use super::types::{MmId, VmaId};
+use super::{Ctx, Vm};
+
+impl Vm {
+    /// Unmaps `[start, end)` of one VMA: PTEs are cleared a folio batch at
+    /// a time (`folio_pte_batch`), PMD mappings zapped whole or split
+    /// first when the range covers only part of them. Page tables stay.
+    pub(crate) fn zap_range(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) {
+        let mm = self.vmas[vma].mm;
+        let mut addr = start;
+        while addr < end {
+            let next = self.pmd_addr_end(addr, end);
+            if let Some(pmd) = self.pmd_slot(mm, addr) {
+                let entry = self.pt.entry(pmd);
+                if entry.present() && entry.is_huge() {
+                    if next - addr == self.pmd_size() {
+                        self.zap_huge_pmd(ctx, mm, pmd);
+                    } else {
+                        self.split_huge_pmd(ctx, mm, pmd);
+                        self.zap_ptes(ctx, mm, self.pt.entry(pmd).table_idx(), addr, next);
+                    }
+                } else if entry.is_table() {
+                    self.zap_ptes(ctx, mm, entry.table_idx(), addr, next);
+                }
+            }
+            addr = next;
+        }
+    }
+
+    /// `zap_pte_range` within one PTE table.
+    fn zap_ptes(&mut self, ctx: &mut Ctx, mm: MmId, table: usize, start: u64, end: u64) {
+        let shift = self.page_shift();
+        let first = self.pt.shape.index(0, start);
+        let count = ((end - start) >> shift) as usize;
+        let mut i = first;
+        while i < first + count {
+            let pte = self.pt.get(table, i);
+            if pte.is_none() {
+                i += 1;
+                continue;
+            }
+            if pte.is_special() {
+                self.pt.set(table, i, Pte::NONE);
+                i += 1;
+                continue;
+            }
+            let pfn = pte.pfn();
+            let key = self.folio_key_of_pfn(ctx.pa, pfn).expect("mapped anonymous page");
+            let (folio_pfn, folio_nr) = (self.folios[key].pfn, self.folios[key].nr_pages());
+            let nr = self
+                .pt
+                .folio_pte_batch(table, i, first + count, pfn, folio_pfn + folio_nr);
+            for j in i..i + nr {
+                self.pt.set(table, j, Pte::NONE);
+            }
+            self.mms[mm].rss_anon -= nr as u64;
+            self.remove_rmap_ptes(ctx.pa, key, pfn, nr as u64, mm);
+            self.folio_put_refs(ctx, key, nr as u32);
+            i += nr;
+        }
+    }
+
+    /// `free_pgtables` after unmapping `[start, end)`: frees every table
+    /// whose whole range lies in `[floor, ceiling)`, the span no remaining
+    /// VMA reaches into. `ceiling == 0` means the top of the address space.
+    pub(crate) fn free_pgtables(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, end: u64, floor: u64, ceiling: u64) {
+        let top = self.pt.shape.levels - 1;
+        let root = self.mms[mm].pgd;
+        self.free_tables_below(ctx, mm, root, top, 0, start, end, floor, ceiling);
+    }
+
+    /// Recursive part of [`Self::free_pgtables`]: returns whether `table`
+    /// (covering `[base, base + span)`) is now empty and freeable.
+    #[allow(clippy::too_many_arguments)]
+    fn free_tables_below(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        table: usize,
+        level: u32,
+        base: u64,
+        start: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+    ) {
+        let entry_span = 1u64 << self.pt.shape.level_shift(level);
+        let n = self.pt.shape.entries_at(level);
+        let first = if start > base {
+            ((start - base) / entry_span) as usize
+        } else {
+            0
+        };
+        for i in first..n {
+            let lo = base + i as u64 * entry_span;
+            if lo >= end {
+                break;
+            }
+            let e = self.pt.get(table, i);
+            if !e.is_table() {
+                continue;
+            }
+            let child = e.table_idx();
+            if level > 1 {
+                self.free_tables_below(ctx, mm, child, level - 1, lo, start, end, floor, ceiling);
+            }
+            let hi = lo + entry_span;
+            let inside = lo >= floor && (ceiling == 0 || hi <= ceiling);
+            if inside && self.pt.pages[child].nr_used == 0 {
+                self.pt.set(table, i, Pte::NONE);
+                self.free_table(ctx, mm, child);
+            }
+        }
+    }
+}
