@@ -106,7 +106,7 @@ impl Machine {
             .find(|(_, kind)| *kind == ReservedKind::Kernel)
             .map(|(r, _)| r.start)
             .ok_or(MachineError::NoKernelImage)?;
-        let vm = Vm::new(geo, layout.nodes.len(), zero_pfn, thp);
+        let vm = Vm::new(geo, layout.nodes.len(), page_alloc.zones().len(), zero_pfn, thp);
         let knobs = config.knobs.clone();
         let mut machine = Machine {
             config,

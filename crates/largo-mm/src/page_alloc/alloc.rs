@@ -261,6 +261,13 @@ impl PageAlloc {
         if let Some(pfn) = self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
             return Some(pfn);
         }
+        // __gfp_pfmemalloc_flags: __GFP_MEMALLOC may use every free page.
+        if gfp.contains(Gfp::MEMALLOC) && !gfp.contains(Gfp::NOMEMALLOC) {
+            let reserve = (alloc_flags & AllocFlags::KSWAPD) | AllocFlags::NO_WATERMARKS;
+            if let Some(pfn) = self.get_page_from_freelist(cpu, order, reserve, ac) {
+                return Some(pfn);
+            }
+        }
         if !gfp.contains(Gfp::DIRECT_RECLAIM) {
             return None;
         }

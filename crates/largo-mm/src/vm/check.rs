@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use super::pgtable::Slot;
-use super::stats::MthpStat;
+use super::stats::{LruStat, MthpStat};
 use super::Vm;
 use crate::memmap::PageFlags;
 use crate::page_alloc::PageAlloc;
@@ -229,6 +229,7 @@ impl Vm {
         let mut nr_anon = vec![0i64; self.pmd_order() as usize + 1];
         let mut partial = vec![0i64; self.pmd_order() as usize + 1];
         let mut queued = vec![0u64; nodes];
+        let mut lru = vec![LruStat::default(); self.zone_lru.len()];
         for &p in mapped_once.keys() {
             anon_mapped[self.node_of(pa, p)] += 1;
         }
@@ -238,6 +239,12 @@ impl Vm {
                 anon_thps[nid] += meta.nr_pages() as i64;
             }
             nr_anon[meta.order as usize] += 1;
+            let zi = pa.page_zone_index(meta.pfn).expect("anon folio in a zone");
+            if meta.lazyfree {
+                lru[zi].inactive_file += meta.nr_pages() as i64;
+            } else {
+                lru[zi].inactive_anon += meta.nr_pages() as i64;
+            }
             if pa.memmap.page(meta.pfn).flags().contains(PageFlags::PARTIALLY_MAPPED) {
                 partial[meta.order as usize] += 1;
             }
@@ -264,6 +271,12 @@ impl Vm {
                 "node {nid}: deferred queue length {} but {} queued",
                 self.deferred[nid].len,
                 queued[nid]
+            );
+        }
+        for (zi, (&got, want)) in self.zone_lru.iter().zip(&lru).enumerate() {
+            ensure!(
+                got == *want,
+                "zone {zi}: LRU counts {got:?} but the folios add up to {want:?}"
             );
         }
         for order in 2..=self.pmd_order() {

@@ -77,8 +77,11 @@ impl Vm {
             if let Some(pmd) = self.pmd_slot(src_mm, addr) {
                 let entry = self.pt.entry(pmd);
                 if entry.present() && entry.is_huge() {
-                    if !self.copy_huge_pmd(ctx, dst_mm, pmd, addr) {
-                        return false;
+                    match self.copy_huge_pmd(ctx, dst_mm, pmd, addr) {
+                        Some(true) => {}
+                        Some(false) => return false,
+                        // The PMD changed while allocating: copy what is there now.
+                        None => continue,
                     }
                 } else if entry.is_table() && !self.copy_ptes(ctx, dst, entry.table_idx(), addr, next) {
                     return false;
@@ -89,23 +92,30 @@ impl Vm {
         true
     }
 
-    /// `copy_huge_pmd`.
-    fn copy_huge_pmd(&mut self, ctx: &mut Ctx, dst_mm: MmId, src: Slot, addr: u64) -> bool {
+    /// `copy_huge_pmd`: `Some(false)` when out of memory, `None` when the
+    /// source PMD stopped being a huge mapping while the tables were
+    /// allocated (reclaim split or discarded it; the kernel rechecks under
+    /// the lock and retries at the PTE level).
+    fn copy_huge_pmd(&mut self, ctx: &mut Ctx, dst_mm: MmId, src: Slot, addr: u64) -> Option<bool> {
         let Some(table) = self.table_for(ctx, dst_mm, addr, 1) else {
-            return false;
+            return Some(false);
         };
         let dst = Slot {
             table,
             index: src.index,
         };
         let Some(pgtable) = self.alloc_table(ctx, dst_mm, 0) else {
-            return false;
+            return Some(false);
         };
         let pmd = self.pt.entry(src);
+        if !(pmd.present() && pmd.is_huge()) {
+            self.free_table(ctx, dst_mm, pgtable);
+            return None;
+        }
         if pmd.is_special() {
             if self.mm_get_huge_zero_folio(ctx, dst_mm).is_none() {
                 self.free_table(ctx, dst_mm, pgtable);
-                return false;
+                return Some(false);
             }
         } else {
             let key = self.folio_key(ctx.pa, pmd.pfn());
@@ -117,7 +127,7 @@ impl Vm {
         let ro = pmd.without(Pte::WRITE);
         self.pt.set_slot(src, ro);
         self.pt.set_slot(dst, ro.without(Pte::YOUNG));
-        true
+        Some(true)
     }
 
     /// `copy_pte_range` / `copy_present_ptes`: one batch per folio.

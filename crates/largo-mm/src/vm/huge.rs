@@ -166,6 +166,20 @@ impl Vm {
         }
     }
 
+    /// `split_huge_pmd_address`: split the PMD mapping covering `addr`
+    /// if `addr` falls inside it.
+    pub(crate) fn split_huge_pmd_address(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64) {
+        if addr & (self.pmd_size() - 1) == 0 {
+            return;
+        }
+        if let Some(pmd) = self.pmd_slot(mm, addr) {
+            let entry = self.pt.entry(pmd);
+            if entry.present() && entry.is_huge() {
+                self.split_huge_pmd(ctx, mm, pmd);
+            }
+        }
+    }
+
     /// `zap_huge_pmd`: the whole PMD mapping goes; its deposited table is freed.
     pub(crate) fn zap_huge_pmd(&mut self, ctx: &mut Ctx, mm: MmId, pmd: Slot) {
         let entry = self.pt.entry(pmd);

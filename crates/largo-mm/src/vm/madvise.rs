@@ -22,10 +22,10 @@ impl Vm {
         let mut covered = addr;
         let mut hole = false;
         let ids = match advice {
-            Advice::HugePage | Advice::NoHugePage => self.isolate_range(mm, addr, end),
+            Advice::HugePage | Advice::NoHugePage => self.isolate_range(ctx, mm, addr, end),
             _ => self.mms[mm].vmas_in(addr, end, &self.vmas),
         };
-        for id in ids {
+        for &id in &ids {
             let (s, e) = (self.vmas[id].start.max(addr), self.vmas[id].end.min(end));
             hole |= s > covered;
             covered = e;
@@ -36,6 +36,9 @@ impl Vm {
                 Advice::NoHugePage => self.set_hugepage_flags(id, VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE),
             }
         }
+        if matches!(advice, Advice::HugePage | Advice::NoHugePage) {
+            self.merge_all(&ids);
+        }
         if hole || covered < end {
             return Err(VmError::NoMem("range not fully mapped"));
         }
@@ -43,11 +46,10 @@ impl Vm {
     }
 
     /// `hugepage_madvise`: set one of VM_HUGEPAGE/VM_NOHUGEPAGE, clear the
-    /// other, then merge.
+    /// other (the caller merges afterwards).
     fn set_hugepage_flags(&mut self, id: VmaId, set: VmFlags, clear: VmFlags) {
         let v = &mut self.vmas[id];
         v.flags = (v.flags - clear) | set;
-        self.try_merge(id);
     }
 
     /// `madvise_free_single_vma`: exclusive anonymous folios wholly in the
@@ -144,9 +146,8 @@ impl Vm {
         head.remove_flags(PageFlags::SWAPBACKED);
         self.folios[key].lazyfree = true;
         self.lazyfree.push_back((key, pfn));
-        let nid = self.node_of(ctx.pa, pfn);
-        self.node_stat[nid].inactive_anon -= nr as i64;
-        self.node_stat[nid].inactive_file += nr as i64;
+        self.lru_del(ctx.pa, pfn, false, nr as i64);
+        self.lru_add(ctx.pa, pfn, true, nr as i64);
         ctx.pa.events.count(VmEvent::Pglazyfree, nr);
     }
 }

@@ -52,8 +52,11 @@ impl Vm {
         }
     }
 
-    /// `__split_vma`: `id` keeps `[start, at)`; returns the new VMA for `[at, end)`.
-    pub(crate) fn split_vma(&mut self, id: VmaId, at: u64) -> VmaId {
+    /// `__split_vma`: `id` keeps `[start, at)`; returns the new VMA for
+    /// `[at, end)`. A PMD mapping across `at` is split first
+    /// (`vma_adjust_trans_huge`): no PMD maps across two VMAs.
+    pub(crate) fn split_vma(&mut self, ctx: &mut Ctx, id: VmaId, at: u64) -> VmaId {
+        self.split_huge_pmd_address(ctx, self.vmas[id].mm, at);
         let shift = self.page_shift();
         let old = self.vmas[id].clone();
         debug_assert!(at > old.start && at < old.end);
@@ -303,7 +306,7 @@ impl Vm {
     /// `do_vmi_munmap`: split at the edges, zap, free page tables, unaccount.
     pub(crate) fn do_munmap(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, len: u64) {
         let end = addr + len;
-        let ids = self.isolate_range(mm, addr, end);
+        let ids = self.isolate_range(ctx, mm, addr, end);
         if ids.is_empty() {
             return;
         }
@@ -326,20 +329,32 @@ impl Vm {
     }
 
     /// Splits VMAs so `[start, end)` is covered by whole VMAs; returns them.
-    pub(crate) fn isolate_range(&mut self, mm: MmId, start: u64, end: u64) -> Vec<VmaId> {
+    pub(crate) fn isolate_range(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, end: u64) -> Vec<VmaId> {
         let ids = self.mms[mm].vmas_in(start, end, &self.vmas);
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             let mut id = id;
             if self.vmas[id].start < start {
-                id = self.split_vma(id, start);
+                id = self.split_vma(ctx, id, start);
             }
             if self.vmas[id].end > end {
-                self.split_vma(id, end);
+                self.split_vma(ctx, id, end);
             }
             out.push(id);
         }
         out
+    }
+
+    /// After changing the flags of `ids` (split to the range first), merge
+    /// each survivor with its neighbours (`vma_modify` merges as it goes;
+    /// merging afterwards reaches the same VMAs). Merging only removes
+    /// VMAs, so ids gone by then were merged into an earlier one.
+    pub(crate) fn merge_all(&mut self, ids: &[VmaId]) {
+        for &id in ids {
+            if self.vmas.contains(id) {
+                self.try_merge(id);
+            }
+        }
     }
 
     /// `mprotect`: new permissions for `[addr, addr + len)`. Dropping write
@@ -351,11 +366,12 @@ impl Vm {
             return Err(VmError::Invalid("mprotect needs a page-aligned address"));
         }
         let len = self.page_align(len).ok_or(VmError::NoMem("length overflows"))?;
-        let end = addr + len;
+        let end = addr.checked_add(len).ok_or(VmError::NoMem("range overflows"))?;
         if !self.range_mapped(mm, addr, end) {
             return Err(VmError::NoMem("range not fully mapped"));
         }
-        for id in self.isolate_range(mm, addr, end) {
+        let ids = self.isolate_range(ctx, mm, addr, end);
+        for &id in &ids {
             let old = self.vmas[id].flags;
             let perm = VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC;
             let mut new = (old - perm) | (VmFlags::from_prot(prot) & perm);
@@ -368,8 +384,8 @@ impl Vm {
             }
             self.vmas[id].flags = new;
             self.change_protection(ctx, id, new.contains(VmFlags::WRITE));
-            self.try_merge(id);
         }
+        self.merge_all(&ids);
         Ok(())
     }
 
@@ -434,8 +450,12 @@ impl Vm {
         let vma = self.mms[mm]
             .vma_at(old_addr, &self.vmas)
             .ok_or(VmError::Fault(old_addr))?;
-        if old_addr + old_len > self.vmas[vma].end {
-            return Err(VmError::Fault(old_addr + old_len));
+        let task_size = self.pt.shape.task_size;
+        if old_addr.checked_add(old_len).is_none_or(|e| e > self.vmas[vma].end) {
+            return Err(VmError::Fault(old_addr.saturating_add(old_len)));
+        }
+        if new_len > task_size || old_addr.checked_add(new_len).is_none() {
+            return Err(VmError::Invalid("new length outside the user address space"));
         }
         if flags.fixed.is_none() {
             if new_len <= old_len {
@@ -466,7 +486,7 @@ impl Vm {
             }
             None => self.get_unmapped_area(mm, 0, new_len)?,
         };
-        self.move_vma(ctx, mm, vma, old_addr, old_len, new_addr, new_len);
+        self.move_vma(ctx, mm, vma, old_addr, old_len, new_addr, new_len)?;
         Ok(new_addr)
     }
 
@@ -482,7 +502,7 @@ impl Vm {
         old_len: u64,
         new_addr: u64,
         new_len: u64,
-    ) {
+    ) -> Result<(), VmError> {
         let mut old_len = old_len;
         if new_len < old_len {
             self.do_munmap(ctx, mm, old_addr + new_len, old_len - new_len);
@@ -490,10 +510,10 @@ impl Vm {
         }
         let mut src = vma;
         if self.vmas[src].start < old_addr {
-            src = self.split_vma(src, old_addr);
+            src = self.split_vma(ctx, src, old_addr);
         }
         if self.vmas[src].end > old_addr + old_len {
-            self.split_vma(src, old_addr + old_len);
+            self.split_vma(ctx, src, old_addr + old_len);
         }
         let old = self.vmas[src].clone();
         let new = self.vmas.insert(Vma {
@@ -505,7 +525,19 @@ impl Vm {
         for &av in &old.chain {
             self.anon_vmas[av].vmas.push(new);
         }
-        self.move_page_tables(ctx, mm, old_addr, new_addr, old_len);
+        let moved = self.move_page_tables(ctx, mm, old_addr, new_addr, old_len);
+        if moved < old_len {
+            // Out of memory for page tables: move back what moved (the
+            // source tables are all still there) and drop the new VMA.
+            let back = self.move_page_tables(ctx, mm, new_addr, old_addr, moved);
+            debug_assert_eq!(back, moved, "moving back needs no new page tables");
+            self.remove_vma(new);
+            let (prev, next) = self.mms[mm].neighbours(new_addr, new_addr + new_len);
+            let floor = prev.map_or(0, |p| self.vmas[p].end);
+            let ceiling = next.map_or(0, |n| self.vmas[n].start);
+            self.free_pgtables(ctx, mm, new_addr, new_addr + new_len, floor, ceiling);
+            return Err(VmError::NoMem("no memory for the moved page tables"));
+        }
         // The charge moves with the VMA; only the growth is new.
         if old.flags.contains(VmFlags::ACCOUNT) {
             let grown = ((new_len - old_len) >> self.page_shift()) as i64;
@@ -517,47 +549,30 @@ impl Vm {
         let ceiling = next.map_or(0, |n| self.vmas[n].start);
         self.free_pgtables(ctx, mm, old_addr, old_addr + old_len, floor, ceiling);
         self.try_merge(new);
+        Ok(())
     }
 
     /// `move_page_tables`: PMD leaves and whole PTE tables move when both
     /// sides are PMD-aligned (`move_huge_pmd`, `move_normal_pmd`); other
-    /// entries move one by one (`move_ptes`).
-    fn move_page_tables(&mut self, ctx: &mut Ctx, mm: MmId, old: u64, new: u64, len: u64) {
+    /// entries move one by one (`move_ptes`). Returns the bytes moved: less
+    /// than `len` when a destination table could not be allocated.
+    fn move_page_tables(&mut self, ctx: &mut Ctx, mm: MmId, old: u64, new: u64, len: u64) -> u64 {
         let pmd_size = self.pmd_size();
-        let root = self.mms[mm].pgd;
         let mut off = 0;
         while off < len {
             let (from, to) = (old + off, new + off);
             let aligned = from & (pmd_size - 1) == 0 && to & (pmd_size - 1) == 0 && len - off >= pmd_size;
             if aligned {
-                if let Some(src_table) = self.pt.lookup(root, from, 1) {
-                    let src_idx = self.pt.shape.index(1, from);
-                    let e = self.pt.get(src_table, src_idx);
-                    if e.present() {
-                        if let Some(dst_table) = self.table_for(ctx, mm, to, 1) {
-                            let dst_idx = self.pt.shape.index(1, to);
-                            if self.pt.get(dst_table, dst_idx).is_none() {
-                                self.pt.set(src_table, src_idx, Pte::NONE);
-                                self.pt.set(dst_table, dst_idx, e);
-                                if let Some(dep) = self.deposits.remove(&Slot {
-                                    table: src_table,
-                                    index: src_idx,
-                                }) {
-                                    self.deposits.insert(
-                                        Slot {
-                                            table: dst_table,
-                                            index: dst_idx,
-                                        },
-                                        dep,
-                                    );
-                                }
-                                off += pmd_size;
-                                continue;
-                            }
-                        }
+                match self.move_pmd_entry(ctx, mm, from, to) {
+                    Some(true) => {
+                        off += pmd_size;
+                        continue;
                     }
+                    Some(false) => {}
+                    None => return off,
                 }
             }
+            let root = self.mms[mm].pgd;
             if let Some((table, index, level)) = self.pt.leaf(root, from) {
                 if level == 1 {
                     // A PMD leaf the move does not cover whole: split it.
@@ -566,14 +581,45 @@ impl Vm {
                 }
                 let e = self.pt.get(table, index);
                 if e.present() {
-                    if let Some(dst) = self.table_for(ctx, mm, to, 0) {
-                        self.pt.set(table, index, Pte::NONE);
-                        self.pt.set(dst, self.pt.shape.index(0, to), e);
-                    }
+                    let Some(dst) = self.table_for(ctx, mm, to, 0) else {
+                        return off;
+                    };
+                    // Reclaim may have changed the source while allocating.
+                    let e = self.pt.get(table, index);
+                    self.pt.set(table, index, Pte::NONE);
+                    self.pt.set(dst, self.pt.shape.index(0, to), e);
                 }
             }
             off += self.page_size();
         }
+        len
+    }
+
+    /// Moves the PMD-level entry (a huge leaf or a whole PTE table) at
+    /// `from` to `to`, with its deposited table. `Some(false)`: nothing
+    /// there to move this way; `None`: out of memory for the destination.
+    fn move_pmd_entry(&mut self, ctx: &mut Ctx, mm: MmId, from: u64, to: u64) -> Option<bool> {
+        let Some(src) = self.pmd_slot(mm, from) else {
+            return Some(false);
+        };
+        if !self.pt.entry(src).present() {
+            return Some(false);
+        }
+        let table = self.table_for(ctx, mm, to, 1)?;
+        let dst = Slot {
+            table,
+            index: self.pt.shape.index(1, to),
+        };
+        let e = self.pt.entry(src);
+        if !e.present() || !self.pt.entry(dst).is_none() {
+            return Some(false);
+        }
+        self.pt.set_slot(src, Pte::NONE);
+        self.pt.set_slot(dst, e);
+        if let Some(dep) = self.deposits.remove(&src) {
+            self.deposits.insert(dst, dep);
+        }
+        Some(true)
     }
 
     /// `brk`: returns the new break (unchanged on failure).

@@ -9,7 +9,8 @@
 //! - `order.rs`: which folio orders a fault may use (mm/huge_memory.c)
 //! - `fault.rs`: `handle_mm_fault`, `do_anonymous_page`, `do_wp_page`
 //! - `huge.rs`: the PMD paths (THP faults, the huge zero page, PMD splits)
-//! - `zap.rs`: unmapping ranges; `mmap.rs`: mmap, munmap, mprotect, mremap, brk
+//! - `zap.rs`: unmapping ranges; `mmap.rs`: mmap, munmap, mprotect, mremap, brk;
+//!   `maps.rs`: the address space as `/proc/PID/maps` shows it
 //! - `madvise.rs`, `fork.rs`, `split.rs` (folio split, deferred split),
 //!   `reclaim.rs` (shrinkers, lazyfree, kswapd, drop_caches, OOM)
 //! - `stats.rs`: per-size mTHP stats and node counters; `check.rs`: invariants
@@ -20,6 +21,7 @@ pub mod folio;
 mod fork;
 mod huge;
 mod madvise;
+pub mod maps;
 pub mod mm;
 mod mmap;
 mod order;
@@ -45,13 +47,15 @@ use crate::page_alloc::PageAlloc;
 use folio::{AnonFolio, NO_LINK};
 use mm::Mm;
 use pgtable::{PageTables, Slot};
-use stats::{MthpStats, NodeVmStat};
-use types::{MmId, Pid, ThpDisable, VmFlags};
+use stats::{LruStat, MthpStats, NodeVmStat};
+use types::{MmId, Pid, VmFlags};
 use vma::{AnonVma, Vma};
 
 pub use check::VmInvariantError;
+pub use maps::MapEntry;
+pub use mmap::MremapFlags;
 pub use reclaim::OomKill;
-pub use types::{Access, Advice, MapFlags, Prot, VmError};
+pub use types::{Access, Advice, MapFlags, Prot, ThpDisable, VmError};
 
 /// `GFP_PGTABLE_USER`.
 const GFP_PGTABLE_USER: Gfp = GFP_KERNEL.union(Gfp::ZERO).union(Gfp::ACCOUNT);
@@ -126,6 +130,8 @@ pub struct Vm {
     pub(crate) thp: ThpKnobs,
     pub mthp: MthpStats,
     pub(crate) node_stat: Vec<NodeVmStat>,
+    /// LRU sizes by zone index.
+    pub(crate) zone_lru: Vec<LruStat>,
     pub(crate) deferred: Vec<DeferredQueue>,
     pub(crate) huge_zero: HugeZero,
     /// The shared zero page (`empty_zero_page`): a page of the kernel image.
@@ -142,7 +148,7 @@ pub struct Vm {
 
 impl Vm {
     /// A VM with no tasks. `zero_pfn` is a reserved page used as the zero page.
-    pub fn new(geo: Geometry, nr_nodes: usize, zero_pfn: u64, thp: ThpKnobs) -> Vm {
+    pub fn new(geo: Geometry, nr_nodes: usize, nr_zones: usize, zero_pfn: u64, thp: ThpKnobs) -> Vm {
         Vm {
             pt: PageTables::new(&geo),
             geo,
@@ -156,6 +162,7 @@ impl Vm {
             mthp: MthpStats::new(thp.pmd_order),
             thp,
             node_stat: vec![NodeVmStat::default(); nr_nodes],
+            zone_lru: vec![LruStat::default(); nr_zones],
             deferred: vec![DeferredQueue::default(); nr_nodes],
             huge_zero: HugeZero::default(),
             zero_pfn,
@@ -177,6 +184,19 @@ impl Vm {
 
     pub fn node_stats(&self) -> &[NodeVmStat] {
         &self.node_stat
+    }
+
+    /// LRU sizes of zone index `zi`.
+    pub fn zone_lru(&self, zi: usize) -> LruStat {
+        self.zone_lru[zi]
+    }
+
+    /// LRU sizes summed over every zone.
+    pub fn total_lru(&self) -> LruStat {
+        self.zone_lru.iter().fold(LruStat::default(), |a, z| LruStat {
+            inactive_anon: a.inactive_anon + z.inactive_anon,
+            inactive_file: a.inactive_file + z.inactive_file,
+        })
     }
 
     pub fn committed_pages(&self) -> i64 {
@@ -253,7 +273,7 @@ impl Vm {
         let mm = self.new_mm(ctx)?;
         let stack_top = self.pt.shape.task_size;
         let flags = VmFlags::from_prot(Prot::READ | Prot::WRITE) | VmFlags::GROWSDOWN | VmFlags::ACCOUNT;
-        let start = stack_top - INITIAL_STACK_BYTES;
+        let start = stack_top - INITIAL_STACK_BYTES.next_multiple_of(self.page_size());
         self.insert_vma(mm, start, stack_top, start >> self.page_shift(), flags);
         Ok(self.new_task(mm, None))
     }

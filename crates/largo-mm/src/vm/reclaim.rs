@@ -81,6 +81,12 @@ impl Vm {
                 self.lazyfree.push_back((key, pfn));
                 continue;
             }
+            if self.folio_has_extra_refs(ctx.pa, key) {
+                // Someone holds a reference (a CoW fault in progress): the
+                // discard would fail its refcount check; try again later.
+                self.lazyfree.push_back((key, pfn));
+                continue;
+            }
             let nr = self.folios[key].nr_pages();
             let (scan, steal) = if kswapd {
                 (VmEvent::PgscanKswapd, VmEvent::PgstealKswapd)
@@ -98,9 +104,8 @@ impl Vm {
                 // try_to_unmap_one found a dirty PTE: folio_set_swapbacked.
                 self.folios[key].lazyfree = false;
                 ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::SWAPBACKED);
-                let stat = &mut self.node_stat[nid];
-                stat.inactive_file -= nr as i64;
-                stat.inactive_anon += nr as i64;
+                self.lru_del(ctx.pa, pfn, true, nr as i64);
+                self.lru_add(ctx.pa, pfn, false, nr as i64);
                 continue;
             }
             for m in mappings {

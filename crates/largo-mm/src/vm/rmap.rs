@@ -70,7 +70,7 @@ impl Vm {
         let stat = &mut self.node_stat[nid];
         stat.anon_mapped += nr;
         stat.anon_thps += nr_pmdmapped;
-        stat.inactive_anon += nr;
+        self.lru_add(ctx.pa, folio.pfn.0, false, nr);
         self.mthp.add(folio.order, MthpStat::NrAnon, 1);
         key
     }
@@ -242,6 +242,21 @@ impl Vm {
         pa.memmap.page(self.folios[key].pfn).refcount()
     }
 
+    /// `folio_mapcount`: PTE mappings plus PMD mappings.
+    pub(crate) fn folio_mapcount(&self, pa: &PageAlloc, key: usize) -> i32 {
+        let meta = &self.folios[key];
+        if meta.is_large() {
+            meta.large_mapcount
+        } else {
+            pa.memmap.page(meta.pfn).mapcount()
+        }
+    }
+
+    /// References beyond the mappings: a caller holds the folio.
+    pub(crate) fn folio_has_extra_refs(&self, pa: &PageAlloc, key: usize) -> bool {
+        self.folio_refcount(pa, key) as i32 != self.folio_mapcount(pa, key)
+    }
+
     /// `folio_ref_add`.
     #[inline]
     pub(crate) fn folio_ref_add(&self, pa: &mut PageAlloc, key: usize, n: u32) {
@@ -270,8 +285,7 @@ impl Vm {
         if self.folios[key].deferred.is_some() {
             self.deferred_remove(ctx.pa, key);
         }
-        let nid = self.node_of(ctx.pa, pfn);
-        self.lru_del(nid, self.folios[key].lazyfree, 1 << order);
+        self.lru_del(ctx.pa, pfn, self.folios[key].lazyfree, 1 << order);
         self.mthp.add(order, MthpStat::NrAnon, -1);
         for p in pfn..pfn + (1 << order) {
             let page = ctx.pa.memmap.page_mut(p);
@@ -293,12 +307,18 @@ impl Vm {
     }
 
     /// Pages leave the LRU list they are on (lazyfree ones sit on the file LRU).
-    pub(crate) fn lru_del(&mut self, nid: usize, lazyfree: bool, nr: i64) {
-        let stat = &mut self.node_stat[nid];
+    pub(crate) fn lru_del(&mut self, pa: &PageAlloc, pfn: u64, lazyfree: bool, nr: i64) {
+        self.lru_add(pa, pfn, lazyfree, -nr);
+    }
+
+    /// Pages join the LRU list of their zone (`lruvec_add_folio`).
+    pub(crate) fn lru_add(&mut self, pa: &PageAlloc, pfn: u64, lazyfree: bool, nr: i64) {
+        let zi = pa.page_zone_index(pfn).expect("anon folio in a zone");
+        let stat = &mut self.zone_lru[zi];
         if lazyfree {
-            stat.inactive_file -= nr;
+            stat.inactive_file += nr;
         } else {
-            stat.inactive_anon -= nr;
+            stat.inactive_anon += nr;
         }
     }
 

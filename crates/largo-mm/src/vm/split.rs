@@ -108,6 +108,13 @@ impl Vm {
                     ctx.pa.events.count(VmEvent::ThpUnderusedSplitPage, 1);
                 }
                 split += 1;
+            } else if partially {
+                // Still partially mapped: back to the tail of the queue.
+                let nid = self.node_of(ctx.pa, pfn);
+                self.deferred_unlink(nid, key);
+                self.deferred_push_tail(nid, key);
+            } else {
+                self.deferred_remove(ctx.pa, key);
             }
         }
         self.locks.deferred_split += 1;
@@ -160,6 +167,13 @@ impl Vm {
         if order == 0 {
             return false;
         }
+        if !self.can_split_folio(ctx.pa, key) {
+            self.mthp.add(order, MthpStat::SplitFailed, 1);
+            if order == self.pmd_order() {
+                ctx.pa.events.count(VmEvent::ThpSplitPageFailed, 1);
+            }
+            return false;
+        }
         for m in self.rmap_walk(key) {
             if m.level == 1 {
                 self.split_huge_pmd(ctx, m.mm, m.slot);
@@ -171,7 +185,6 @@ impl Vm {
         }
         self.mthp.add(order, MthpStat::NrAnon, -1);
         let old = self.folios.remove(key);
-        let nid = self.node_of(ctx.pa, pfn);
         let keep = ctx.pa.memmap.page(pfn).flags() & (PageFlags::ANON | PageFlags::SWAPBACKED | PageFlags::LRU);
         let mut kept_folios = 0;
         for i in 0..old.nr_pages() {
@@ -182,7 +195,7 @@ impl Vm {
                 self.remap_to_zero_page(ctx.pa, &mappings, pfn, i);
             }
             if mapcount == 0 || zero_remap {
-                self.lru_del(nid, old.lazyfree, 1);
+                self.lru_del(ctx.pa, p, old.lazyfree, 1);
                 self.release_split_page(ctx, p);
                 continue;
             }
@@ -210,6 +223,12 @@ impl Vm {
             ctx.pa.events.count(VmEvent::ThpSplitPage, 1);
         }
         true
+    }
+
+    /// `can_split_folio`: every reference is a mapping (no pins; the
+    /// model's callers hold no extra reference of their own).
+    fn can_split_folio(&self, pa: &PageAlloc, key: usize) -> bool {
+        !self.folio_has_extra_refs(pa, key)
     }
 
     /// Replaces every PTE mapping page `offset` of the split folio with the

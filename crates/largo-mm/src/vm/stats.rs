@@ -83,11 +83,15 @@ pub struct NodeVmStat {
     pub anon_thps: i64,
     /// `NR_PAGETABLE` (nr_page_table_pages, meminfo PageTables).
     pub pagetable: i64,
-    /// Anon folios on the LRU (`NR_INACTIVE_ANON`; the model adds new anon
-    /// folios to the inactive list, as the kernel does, and does not age them).
+}
+
+/// Pages on a zone's LRU lists (`NR_ZONE_INACTIVE_ANON`, ...; the node's
+/// `NR_INACTIVE_ANON` is the sum over its zones). New anon folios go on
+/// the inactive anon list, as the kernel adds them; the model does not age
+/// them. Lazyfree folios sit on the inactive file list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LruStat {
     pub inactive_anon: i64,
-    /// Lazyfree anon folios, which the kernel keeps on the file LRU
-    /// (`NR_INACTIVE_FILE`).
     pub inactive_file: i64,
 }
 

@@ -30,7 +30,15 @@ pub fn meminfo_kb(m: &Machine, label: &str) -> u64 {
     let pa = m.page_alloc();
     let kb = |pages: u64| pages << (m.geometry().page_shift - 10);
     let totalram = pa.managed_pages();
+    let node = |name: &str| super::global_node_item(m, name).unwrap_or(0);
     match label {
+        "Inactive" => kb(node("nr_inactive_anon") + node("nr_inactive_file")),
+        "Inactive(anon)" => kb(node("nr_inactive_anon")),
+        "Inactive(file)" => kb(node("nr_inactive_file")),
+        "AnonPages" => kb(node("nr_anon_pages")),
+        "PageTables" => kb(node("nr_page_table_pages")),
+        "AnonHugePages" => kb(node("nr_anon_transparent_hugepages") << m.geometry().pmd_order),
+        "Committed_AS" => kb(m.vm().committed_pages().max(0) as u64),
         "MemTotal" => kb(totalram),
         "MemFree" => kb(pa.nr_free_pages()),
         "MemAvailable" => kb(mem_available(m)),
@@ -41,10 +49,14 @@ pub fn meminfo_kb(m: &Machine, label: &str) -> u64 {
     }
 }
 
-/// `si_mem_available`: free pages above the reserves, plus the part of
-/// page cache and reclaimable slab that could be freed (none modelled yet).
+/// `si_mem_available`: free pages above the reserves, plus the file LRU
+/// (here only lazyfree anon folios) less what the low watermarks keep.
+/// Reclaimable slab is not modelled.
 fn mem_available(m: &Machine) -> u64 {
     let pa = m.page_alloc();
     let available = pa.nr_free_pages() as i64 - pa.totalreserve_pages() as i64;
-    available.max(0) as u64
+    let wmark_low: u64 = pa.zones().iter().map(|z| z.low_wmark_pages()).sum();
+    let pagecache = super::global_node_item(m, "nr_inactive_file").unwrap_or(0);
+    let pagecache = pagecache - (pagecache / 2).min(wmark_low);
+    (available + pagecache as i64).max(0) as u64
 }

@@ -4,12 +4,14 @@
 
 mod buddyinfo;
 mod meminfo;
+mod node;
 mod pagetypeinfo;
 mod vmstat;
 mod zoneinfo;
 
 pub use buddyinfo::buddyinfo;
 pub use meminfo::{meminfo, meminfo_kb};
+pub use node::{global_node_item, node_item, zone_lru_item};
 pub use pagetypeinfo::pagetypeinfo;
 pub use vmstat::{vmstat, vmstat_value};
 pub use zoneinfo::zoneinfo;

@@ -16,9 +16,9 @@ pub fn zoneinfo(m: &Machine) -> String {
             let _ = write!(out, "Node {}, zone {:>8}", zone.nid, zone.name());
             if Some(i) == first_populated {
                 out.push_str("\n  per-node stats");
-                // No per-node counter is modelled by the allocator layer yet.
                 for name in NODE_STAT_ITEMS {
-                    let _ = write!(out, "\n      {name:<12} 0");
+                    let value = super::node_item(m, node.nid, name).unwrap_or(0);
+                    let _ = write!(out, "\n      {name:<12} {value}");
                 }
             }
             zone_header(&mut out, zone);
@@ -26,11 +26,12 @@ pub fn zoneinfo(m: &Machine) -> String {
                 out.push('\n');
                 continue;
             }
+            let zi = crate::page_alloc::zone_index(zone.nid, zone.zone_type);
             for name in ZONE_STAT_ITEMS.iter().chain(NUMA_EVENT_ITEMS) {
-                let _ = write!(out, "\n      {name:<12} {}", zone_stat(zone, name));
+                let value = super::zone_lru_item(m, zi, name).unwrap_or_else(|| zone_stat(zone, name));
+                let _ = write!(out, "\n      {name:<12} {value}");
             }
             out.push_str("\n  pagesets");
-            let zi = crate::page_alloc::zone_index(zone.nid, zone.zone_type);
             for cpu in 0..pa.nr_cpus() {
                 let pcp = pa.pcp(zi, cpu);
                 let _ = write!(

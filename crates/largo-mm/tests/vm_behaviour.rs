@@ -1,0 +1,460 @@
+//! Behaviour of the anonymous-memory model in the scenarios the host
+//! kernel (6.18, CONFIG_MM_ID) was observed in, and the lifecycle rules of
+//! the kernel's large folios: zero page, CoW, reuse, partial unmap and the
+//! deferred split queue, underused THPs, MADV_FREE, OOM, prctl, and the
+//! host's `anon_beside_full` policy. Counts are exact.
+
+use largo_mm::gfp::{Gfp, GFP_KERNEL};
+use largo_mm::stats::render::{meminfo_kb, vmstat_value};
+use largo_mm::vm::stats::MthpStat;
+use largo_mm::vm::{Access, Advice, MapFlags, Prot, ThpDisable};
+use largo_mm::{Machine, MachineConfig};
+use largo_physmem::BackingKind;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const PAGE: u64 = 4096;
+
+#[track_caller]
+fn machine_with(config: MachineConfig, knobs: &[(&str, &str)]) -> Machine {
+    let mut m = Machine::new(config).unwrap();
+    for (k, v) in knobs {
+        m.set_knob(k, v).unwrap();
+    }
+    m
+}
+
+#[track_caller]
+fn machine(knobs: &[(&str, &str)]) -> Machine {
+    machine_with(MachineConfig::default(), knobs)
+}
+
+fn size_knob(kb: u64) -> String {
+    format!("transparent_hugepage/hugepages-{kb}kB/enabled")
+}
+
+/// One process of the machine, with the calls tests need.
+struct Proc<'m> {
+    m: &'m mut Machine,
+    pid: u32,
+}
+
+impl<'m> Proc<'m> {
+    fn spawn(m: &'m mut Machine) -> Proc<'m> {
+        let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+        Proc { m, pid }
+    }
+
+    fn mmap(&mut self, len: u64) -> u64 {
+        let pid = self.pid;
+        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        self.m
+            .with_vm(0, |vm, ctx| vm.mmap(ctx, pid, 0, len, Prot::READ | Prot::WRITE, flags))
+            .unwrap()
+    }
+
+    /// Touches every page of `[addr, addr + len)`; returns the faults taken.
+    #[track_caller]
+    fn touch(&mut self, pid: u32, addr: u64, len: u64, write: bool) -> u64 {
+        self.m.with_vm(0, |vm, ctx| {
+            let mut faults = 0;
+            for a in (addr..addr + len).step_by(PAGE as usize) {
+                match vm.access(ctx, pid, a, write).unwrap() {
+                    Access::Faulted => faults += 1,
+                    Access::Hit => {}
+                    other => panic!("access at {a:#x}: {other:?}"),
+                }
+            }
+            faults
+        })
+    }
+
+    fn write(&mut self, addr: u64, len: u64) -> u64 {
+        self.touch(self.pid, addr, len, true)
+    }
+
+    fn read(&mut self, addr: u64, len: u64) -> u64 {
+        self.touch(self.pid, addr, len, false)
+    }
+
+    fn fork(&mut self) -> u32 {
+        let pid = self.pid;
+        self.m.with_vm(0, |vm, ctx| vm.fork(ctx, pid)).unwrap()
+    }
+
+    fn exit(&mut self, pid: u32) {
+        self.m.with_vm(0, |vm, ctx| vm.exit(ctx, pid)).unwrap();
+    }
+
+    fn munmap(&mut self, addr: u64, len: u64) {
+        let pid = self.pid;
+        self.m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, addr, len)).unwrap();
+    }
+
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) {
+        let pid = self.pid;
+        self.m
+            .with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice))
+            .unwrap();
+    }
+
+    fn drop_caches(&mut self) {
+        self.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 2));
+    }
+
+    fn stat(&self, name: &str) -> u64 {
+        vmstat_value(self.m, name)
+    }
+
+    fn mthp(&self, kb: u64, stat: MthpStat) -> i64 {
+        let order = (kb * KIB / PAGE).trailing_zeros();
+        self.m.vm().mthp.get(order, stat)
+    }
+
+    #[track_caller]
+    fn check(&self) {
+        self.m.check().unwrap();
+    }
+}
+
+#[test]
+fn read_then_write_maps_the_zero_page_then_copies_4k_pages() {
+    // Host: 16 MiB, only 64K always: 4096 read faults on the zero page,
+    // then 4096 write faults each CoW one 4K page; no 64K folio.
+    let mut m = machine(&[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(16 * MIB);
+    assert_eq!(p.read(addr, 16 * MIB), 4096);
+    assert_eq!(p.stat("nr_anon_pages"), 0, "the zero page is not anonymous memory");
+    assert_eq!(p.write(addr, 16 * MIB), 4096);
+    assert_eq!(p.stat("pgfault"), 8192);
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 0);
+    assert_eq!(p.stat("nr_anon_pages"), 4096);
+    p.check();
+}
+
+#[test]
+fn fork_then_child_writes_copies_each_page_at_order_0() {
+    let mut m = machine(&[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(16 * MIB);
+    assert_eq!(p.write(addr, 16 * MIB), 256);
+    let child = p.fork();
+    p.check();
+    assert_eq!(p.touch(child, addr, 16 * MIB, true), 4096);
+    assert_eq!(
+        p.mthp(64, MthpStat::AnonFaultAlloc),
+        256,
+        "CoW never allocates a large folio"
+    );
+    assert_eq!(p.stat("pgreuse"), 0);
+    assert_eq!(p.stat("nr_anon_pages"), 2 * 4096);
+    p.check();
+    // The parent's folios are exclusive again: its writes reuse them.
+    assert_eq!(p.write(addr, 16 * MIB), 4096);
+    assert_eq!(p.stat("pgreuse"), 4096);
+    p.check();
+}
+
+#[test]
+fn after_the_child_exits_every_write_reuses_the_large_folio() {
+    // Host: pgreuse grows by about 4096, one per PTE (MM_ID reuse path).
+    let mut m = machine(&[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(16 * MIB);
+    p.write(addr, 16 * MIB);
+    let child = p.fork();
+    p.exit(child);
+    let before = p.stat("pgreuse");
+    assert_eq!(p.write(addr, 16 * MIB), 4096);
+    assert_eq!(p.stat("pgreuse") - before, 4096);
+    assert_eq!(p.stat("nr_anon_pages"), 4096, "no copy was made");
+    p.check();
+}
+
+#[test]
+fn a_write_to_the_huge_zero_page_allocates_a_thp() {
+    // 6.18 (do_huge_zero_wp_pmd): the write replaces the huge zero PMD
+    // with a new THP; no PMD split.
+    let mut m = machine(&[(&size_knob(2048), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(4 * MIB);
+    assert_eq!(p.read(addr, 4 * MIB), 2);
+    assert_eq!(p.stat("thp_zero_page_alloc"), 1);
+    assert_eq!(p.stat("thp_fault_alloc"), 0);
+    assert_eq!(p.write(addr, 2 * MIB), 1);
+    assert_eq!(p.stat("thp_fault_alloc"), 1);
+    assert_eq!(p.stat("thp_split_pmd"), 0);
+    assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 2048);
+    p.check();
+}
+
+#[test]
+fn without_the_zero_page_knob_a_read_fault_allocates_a_thp() {
+    let mut m = machine(&[
+        (&size_knob(2048), "always"),
+        ("transparent_hugepage/use_zero_page", "0"),
+    ]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(2 * MIB);
+    assert_eq!(p.read(addr, 2 * MIB), 1, "a read fault allocates the THP");
+    assert_eq!(p.stat("thp_zero_page_alloc"), 0);
+    assert_eq!(p.stat("thp_fault_alloc"), 1);
+    p.check();
+}
+
+#[test]
+fn partial_munmap_of_mthp_queues_then_drop_caches_splits() {
+    let mut m = machine(&[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    // PMD-multiple lengths are PMD-aligned, so every 64K block is whole.
+    let addr = p.mmap(2 * MIB);
+    p.write(addr, MIB);
+    assert_eq!(p.mthp(64, MthpStat::NrAnon), 16);
+    // Unmap the first 4K of every other folio.
+    for i in (0..16).step_by(2) {
+        p.munmap(addr + i * 64 * KIB, PAGE);
+    }
+    assert_eq!(p.mthp(64, MthpStat::SplitDeferred), 8);
+    assert_eq!(p.mthp(64, MthpStat::NrAnonPartiallyMapped), 8);
+    assert_eq!(p.m.vm().deferred_split_len(), 8);
+    assert_eq!(p.stat("nr_anon_pages"), 256 - 8);
+    p.check();
+    let free_before = p.stat("nr_free_pages") + p.m.page_alloc().nr_pcp_pages();
+    p.drop_caches();
+    assert_eq!(p.mthp(64, MthpStat::Split), 8);
+    assert_eq!(p.mthp(64, MthpStat::NrAnon), 8);
+    assert_eq!(p.mthp(64, MthpStat::NrAnonPartiallyMapped), 0);
+    assert_eq!(p.m.vm().deferred_split_len(), 0);
+    let free_after = p.stat("nr_free_pages") + p.m.page_alloc().nr_pcp_pages();
+    assert_eq!(
+        free_after - free_before,
+        8,
+        "the unmapped page of each split folio is freed"
+    );
+    assert_eq!(p.stat("thp_split_page"), 0, "only PMD-sized splits count in vmstat");
+    p.check();
+}
+
+#[test]
+fn partial_munmap_of_a_pmd_thp_splits_the_pmd_and_queues_the_folio() {
+    let mut m = machine(&[(&size_knob(2048), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(2 * MIB);
+    p.write(addr, 2 * MIB);
+    assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 2048);
+    p.munmap(addr + MIB, MIB);
+    assert_eq!(p.stat("thp_split_pmd"), 1);
+    assert_eq!(p.stat("thp_deferred_split_page"), 1);
+    assert_eq!(p.mthp(2048, MthpStat::SplitDeferred), 1);
+    assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 0, "no longer PMD-mapped");
+    assert_eq!(meminfo_kb(p.m, "AnonPages"), 1024);
+    p.check();
+    p.drop_caches();
+    assert_eq!(p.stat("thp_split_page"), 1);
+    assert_eq!(p.mthp(2048, MthpStat::Split), 1);
+    assert_eq!(meminfo_kb(p.m, "AnonPages"), 1024);
+    p.check();
+}
+
+#[test]
+fn madv_dontneed_of_part_of_a_folio_makes_it_partially_mapped() {
+    let mut m = machine(&[(&size_knob(32), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(2 * MIB);
+    p.write(addr, 256 * KIB);
+    p.madvise(addr + 8 * KIB, 8 * KIB, Advice::DontNeed);
+    assert_eq!(p.mthp(32, MthpStat::SplitDeferred), 1);
+    // Unmapping a whole folio frees it: no deferred split.
+    p.madvise(addr + 32 * KIB, 32 * KIB, Advice::DontNeed);
+    assert_eq!(p.mthp(32, MthpStat::SplitDeferred), 1);
+    assert_eq!(p.mthp(32, MthpStat::NrAnon), 7);
+    p.check();
+}
+
+#[test]
+fn underused_thps_are_split_when_max_ptes_none_allows() {
+    // Real bytes decide what is zero-filled: the ram backing.
+    let config = MachineConfig {
+        mem_bytes: 512 * MIB,
+        backing: BackingKind::Ram,
+        ..MachineConfig::default()
+    };
+    let knobs = [
+        (size_knob(2048), "always".to_string()),
+        ("transparent_hugepage/khugepaged/max_ptes_none".into(), "64".into()),
+    ];
+    let knobs: Vec<(&str, &str)> = knobs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut m = machine_with(config, &knobs);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(4 * MIB);
+    // First THP: one page written. Second: every page written.
+    p.write(addr, PAGE);
+    p.write(addr + 2 * MIB, 2 * MIB);
+    assert_eq!(p.m.vm().deferred_split_len(), 2, "fresh THPs are underused candidates");
+    p.drop_caches();
+    assert_eq!(p.stat("thp_underused_split_page"), 1);
+    assert_eq!(p.stat("thp_split_page"), 1);
+    assert_eq!(p.m.vm().deferred_split_len(), 0, "the used THP left the queue");
+    // The 511 zero-filled pages now map the shared zero page.
+    assert_eq!(p.stat("nr_anon_pages"), 1 + 512);
+    assert_eq!(p.m.vm().rss_anon(p.pid), Some(1 + 512));
+    p.check();
+}
+
+#[test]
+fn default_max_ptes_none_never_splits_underused_thps() {
+    let mut m = machine(&[(&size_knob(2048), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(2 * MIB);
+    p.write(addr, PAGE);
+    p.drop_caches();
+    assert_eq!(p.stat("thp_underused_split_page"), 0);
+    assert_eq!(p.m.vm().deferred_split_len(), 0, "dropped from the queue as used");
+    p.check();
+}
+
+#[test]
+fn madv_free_folios_are_discarded_under_pressure_unless_written_again() {
+    let config = MachineConfig {
+        mem_bytes: 256 * MIB,
+        ..MachineConfig::default()
+    };
+    let mut m = machine_with(config, &[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let a = p.mmap(32 * MIB);
+    p.write(a, 32 * MIB);
+    p.madvise(a, 32 * MIB, Advice::Free);
+    assert_eq!(p.stat("pglazyfree"), 8192);
+    assert_eq!(meminfo_kb(p.m, "Inactive(file)"), 32 * 1024);
+    // Write again to the first MiB: those folios are dirty and stay.
+    p.write(a, MIB);
+    // Fill memory: reclaim discards the clean lazyfree folios.
+    let b = p.mmap(200 * MIB);
+    p.write(b, 200 * MIB);
+    assert!(p.stat("pglazyfreed") > 0, "reclaim discarded lazyfree folios");
+    assert_eq!(p.stat("oom_kill"), 0);
+    assert_eq!(p.read(a, MIB), 0, "the rewritten MiB is still mapped");
+    p.check();
+}
+
+#[test]
+fn running_out_of_memory_kills_the_biggest_process() {
+    let config = MachineConfig {
+        mem_bytes: 128 * MIB,
+        ..MachineConfig::default()
+    };
+    let mut m = machine_with(config, &[]);
+    let small = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let big = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let (results, killed) = m.with_vm(0, |vm, ctx| {
+        let a = vm
+            .mmap(ctx, small, 0, 4 * MIB, Prot::READ | Prot::WRITE, flags)
+            .unwrap();
+        for off in (0..4 * MIB).step_by(PAGE as usize) {
+            vm.access(ctx, small, a + off, true).unwrap();
+        }
+        let b = vm
+            .mmap(ctx, big, 0, 256 * MIB, Prot::READ | Prot::WRITE, flags)
+            .unwrap();
+        let mut results = Vec::new();
+        for off in (0..256 * MIB).step_by(PAGE as usize) {
+            match vm.access(ctx, big, b + off, true) {
+                Ok(Access::Faulted) => {}
+                other => {
+                    results.push(other);
+                    break;
+                }
+            }
+        }
+        (results, vm.oom_kills().to_vec())
+    });
+    assert_eq!(results, vec![Ok(Access::Oom)]);
+    assert_eq!(killed.len(), 1);
+    assert_eq!(killed[0].victim, big);
+    assert!(!m.vm().task(big).unwrap().alive);
+    assert!(m.vm().task(small).unwrap().alive);
+    assert_eq!(vmstat_value(&m, "oom_kill"), 1);
+    assert_eq!(vmstat_value(&m, "nr_anon_pages"), 1024, "the victim's memory came back");
+    m.check().unwrap();
+}
+
+#[test]
+fn prctl_thp_disable_and_its_except_advised_mode() {
+    let mut m = machine(&[
+        (&size_knob(64), "madvise"),
+        (&size_knob(32), "always"),
+        (&size_knob(2048), "never"),
+    ]);
+    let mut p = Proc::spawn(&mut m);
+    let pid = p.pid;
+    p.m.with_vm(0, |vm, _| vm.prctl_thp_disable(pid, ThpDisable::Completely))
+        .unwrap();
+    let a = p.mmap(2 * MIB);
+    p.madvise(a, 2 * MIB, Advice::HugePage);
+    assert_eq!(p.write(a, MIB), 256, "no large folio at all");
+    p.m.with_vm(0, |vm, _| vm.prctl_thp_disable(pid, ThpDisable::ExceptAdvised))
+        .unwrap();
+    let b = p.mmap(2 * MIB);
+    assert_eq!(p.write(b, MIB), 256, "not advised: still disabled");
+    let c = p.mmap(2 * MIB);
+    p.madvise(c, 2 * MIB, Advice::HugePage);
+    assert_eq!(p.write(c, MIB), 16, "advised: 64K folios");
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 16);
+    p.check();
+}
+
+#[test]
+fn anon_beside_full_declines_a_size_until_a_neighbour_block_is_full() {
+    // Host kernel knob: per 2 MiB page table, the first 64K block is
+    // faulted 4K at a time (64K declined once), every later block gets a
+    // 64K folio because the block beside it is full.
+    let mut m = machine(&[
+        (&size_knob(64), "always"),
+        ("transparent_hugepage/anon_beside_full", "1"),
+    ]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(128 * MIB);
+    let faults = p.write(addr, 128 * MIB);
+    assert_eq!(faults, 64 * (16 + 31));
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 64 * 31);
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultDeclined), 64);
+    assert_eq!(
+        p.mthp(64, MthpStat::AnonFaultFallback),
+        0,
+        "declining is not a fallback"
+    );
+    p.check();
+}
+
+#[test]
+fn mthp_sizes_fall_back_order_by_order_when_memory_is_fragmented() {
+    // A machine whose free memory is all order-0 fragments: every size
+    // falls back, each counted once per fault.
+    let config = MachineConfig {
+        mem_bytes: 64 * MIB,
+        kernel_reserved_bytes: MIB,
+        ..MachineConfig::default()
+    };
+    let mut m = machine_with(config, &[(&size_knob(16), "always"), (&size_knob(64), "always")]);
+    // Take every free page (ignoring watermarks), then give back every
+    // other one by pfn: no free block above order 0 remains.
+    let mut pinned = Vec::new();
+    let pin = GFP_KERNEL | Gfp::NORETRY | Gfp::MEMALLOC;
+    while let Ok(Some(f)) = m.alloc_pages(0, pin, 0) {
+        pinned.push(f);
+    }
+    pinned.sort_by_key(|f| f.pfn);
+    for f in pinned.iter().skip(1).step_by(2).take(4000) {
+        m.free_folio(0, *f).unwrap();
+    }
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(2 * MIB);
+    let before = p.mthp(64, MthpStat::AnonFaultFallback);
+    p.write(addr, PAGE);
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultFallback) - before, 1);
+    assert_eq!(p.mthp(16, MthpStat::AnonFaultFallback), 1);
+    assert_eq!(p.mthp(16, MthpStat::AnonFaultAlloc), 0);
+    p.check();
+}

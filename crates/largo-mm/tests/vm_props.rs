@@ -1,0 +1,454 @@
+//! Property tests of the VM: random sequences of mmap, munmap, mprotect,
+//! mremap, brk, madvise, prctl, fork, exit, threads, page accesses,
+//! drop_caches and knob writes, on tiny machines of every preset, under
+//! random THP settings, with both invariant checkers (allocator, and page
+//! tables / rmap / mapcounts / VM counters) after every step.
+//!
+//! `PROPTEST_CASES=N` changes the number of sequences (default 400).
+
+use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, ThpDisable};
+use largo_mm::{Machine, MachineConfig};
+use largo_types::Preset;
+use proptest::prelude::*;
+
+/// A syscall or event; indices pick a live task, one of its VMAs and a
+/// page range in it at run time (modulo what exists then).
+#[derive(Clone, Debug)]
+enum Op {
+    Spawn,
+    Thread {
+        task: usize,
+    },
+    Fork {
+        task: usize,
+    },
+    Exit {
+        task: usize,
+    },
+    Mmap {
+        task: usize,
+        pages: u64,
+        write: bool,
+        populate: bool,
+        noreserve: bool,
+    },
+    Munmap {
+        task: usize,
+        range: Range,
+    },
+    Mprotect {
+        task: usize,
+        range: Range,
+        write: bool,
+    },
+    Mremap {
+        task: usize,
+        range: Range,
+        new_pages: u64,
+        may_move: bool,
+    },
+    Madvise {
+        task: usize,
+        range: Range,
+        advice: usize,
+    },
+    Touch {
+        task: usize,
+        range: Range,
+        write: bool,
+        stride: u64,
+    },
+    /// Map and write a large share of memory (pressure, reclaim, OOM).
+    Hog {
+        task: usize,
+        percent: u64,
+    },
+    Brk {
+        task: usize,
+        delta_pages: i64,
+    },
+    Prctl {
+        task: usize,
+        mode: usize,
+    },
+    DropCaches,
+    Knob {
+        path: usize,
+        value: usize,
+    },
+}
+
+/// A page range inside one VMA of a task, chosen by indices.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    vma: usize,
+    first: u64,
+    pages: u64,
+}
+
+const ADVICE: [Advice; 4] = [Advice::DontNeed, Advice::Free, Advice::HugePage, Advice::NoHugePage];
+const PRCTL: [ThpDisable; 3] = [ThpDisable::Off, ThpDisable::Completely, ThpDisable::ExceptAdvised];
+const MODES: [&str; 4] = ["always", "inherit", "madvise", "never"];
+
+fn range() -> impl Strategy<Value = Range> {
+    (
+        any::<usize>(),
+        any::<u64>(),
+        prop_oneof![3 => 1u64..8, 2 => 8u64..600, 1 => Just(512u64), 1 => 512u64..2000],
+    )
+        .prop_map(|(vma, first, pages)| Range { vma, first, pages })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let task = any::<usize>();
+    let pages = prop_oneof![3 => 1u64..64, 2 => 64u64..1100, 2 => Just(512u64), 1 => Just(1024u64), 1 => Just(16u64)];
+    prop_oneof![
+        2 => Just(Op::Spawn),
+        1 => task.prop_map(|task| Op::Thread { task }),
+        3 => task.prop_map(|task| Op::Fork { task }),
+        2 => task.prop_map(|task| Op::Exit { task }),
+        12 => (task, pages, any::<bool>(), prop::bool::weighted(0.05), prop::bool::weighted(0.1))
+            .prop_map(|(task, pages, write, populate, noreserve)| Op::Mmap { task, pages, write, populate, noreserve }),
+        5 => (task, range()).prop_map(|(task, range)| Op::Munmap { task, range }),
+        3 => (task, range(), any::<bool>()).prop_map(|(task, range, write)| Op::Mprotect { task, range, write }),
+        3 => (task, range(), 1u64..1100, any::<bool>())
+            .prop_map(|(task, range, new_pages, may_move)| Op::Mremap { task, range, new_pages, may_move }),
+        6 => (task, range(), 0..ADVICE.len()).prop_map(|(task, range, advice)| Op::Madvise { task, range, advice }),
+        30 => (task, range(), prop::bool::weighted(0.8), prop_oneof![4 => Just(1u64), 1 => 2u64..20])
+            .prop_map(|(task, range, write, stride)| Op::Touch { task, range, write, stride }),
+        2 => (task, 10u64..90).prop_map(|(task, percent)| Op::Hog { task, percent }),
+        2 => (task, -300i64..600).prop_map(|(task, delta_pages)| Op::Brk { task, delta_pages }),
+        1 => (task, 0..PRCTL.len()).prop_map(|(task, mode)| Op::Prctl { task, mode }),
+        2 => Just(Op::DropCaches),
+        4 => (any::<usize>(), any::<usize>()).prop_map(|(path, value)| Op::Knob { path, value }),
+    ]
+}
+
+/// Knob writes the sequence may make: (path template, accepted values).
+/// `{size}` is replaced by one of the machine's anon mTHP size directories.
+fn knob_write(m: &Machine, path: usize, value: usize) -> (String, String) {
+    let sizes: Vec<String> = m
+        .geometry()
+        .anon_orders()
+        .map(|o| largo_mm::knobs::size_dir(m.geometry().page_shift, o))
+        .collect();
+    let max_none = (1u64 << m.geometry().pmd_order) - 1;
+    match path % 7 {
+        0..=2 => (
+            format!("transparent_hugepage/{}/enabled", sizes[value % sizes.len()]),
+            MODES[(value / sizes.len()) % MODES.len()].to_string(),
+        ),
+        3 => (
+            "transparent_hugepage/enabled".into(),
+            ["always", "madvise", "never"][value % 3].into(),
+        ),
+        4 => (
+            "transparent_hugepage/defrag".into(),
+            ["always", "defer", "defer+madvise", "madvise", "never"][value % 5].into(),
+        ),
+        5 => (
+            "transparent_hugepage/khugepaged/max_ptes_none".into(),
+            [0, 64, max_none][value % 3].to_string(),
+        ),
+        _ => (
+            [
+                "transparent_hugepage/use_zero_page",
+                "transparent_hugepage/shrink_underused",
+                "transparent_hugepage/anon_beside_full",
+            ][value % 3]
+                .into(),
+            ((value / 3) % 2).to_string(),
+        ),
+    }
+}
+
+fn machine() -> impl Strategy<Value = MachineConfig> {
+    let x86 = (prop_oneof![Just(32u64), Just(64), Just(96)], 1usize..=3).prop_map(|(mem_mb, cpus)| MachineConfig {
+        mem_bytes: mem_mb << 20,
+        nr_cpus: cpus,
+        kernel_reserved_bytes: 1 << 20,
+        ..MachineConfig::default()
+    });
+    let arm = (
+        prop_oneof![Just(Preset::Arm64_4k), Just(Preset::Arm64_16k), Just(Preset::Arm64_64k)],
+        1usize..=2,
+    )
+        .prop_map(|(preset, cpus)| MachineConfig {
+            preset,
+            mem_bytes: 128 << 20,
+            nr_cpus: cpus,
+            kernel_reserved_bytes: 1 << 20,
+            ..MachineConfig::default()
+        });
+    prop_oneof![3 => x86, 1 => arm]
+}
+
+/// Initial THP settings: every size gets a random mode.
+fn initial_knobs() -> impl Strategy<Value = Vec<(usize, usize)>> {
+    prop::collection::vec((any::<usize>(), any::<usize>()), 0..12)
+}
+
+struct Runner {
+    m: Machine,
+    pids: Vec<u32>,
+    step: usize,
+}
+
+impl Runner {
+    /// A live task chosen by index, spawning one if none is alive.
+    fn task(&mut self, idx: usize) -> Option<u32> {
+        let live: Vec<u32> = self.m.vm().tasks().filter(|t| t.alive).map(|t| t.pid).collect();
+        if live.is_empty() {
+            let pid = self.m.with_vm(0, |vm, ctx| vm.spawn(ctx)).ok()?;
+            self.pids.push(pid);
+            return Some(pid);
+        }
+        Some(live[idx % live.len()])
+    }
+
+    /// The address range a `Range` picks in `pid`'s VMAs.
+    fn resolve(&self, pid: u32, r: Range) -> Option<(u64, u64)> {
+        let maps = self.m.vm().maps(pid).ok()?;
+        if maps.is_empty() {
+            return None;
+        }
+        let v = maps[r.vma % maps.len()];
+        let page = self.m.geometry().page_size();
+        let nr = v.len() / page;
+        let first = r.first % nr;
+        Some((v.start + first * page, r.pages * page))
+    }
+
+    fn cpu(&self, pid: u32) -> usize {
+        pid as usize % self.m.config().nr_cpus
+    }
+
+    fn apply(&mut self, op: &Op) {
+        let page = self.m.geometry().page_size();
+        match *op {
+            Op::Spawn => {
+                if let Ok(pid) = self.m.with_vm(0, |vm, ctx| vm.spawn(ctx)) {
+                    self.pids.push(pid);
+                }
+            }
+            Op::Thread { task } => {
+                let Some(pid) = self.task(task) else { return };
+                if let Ok(tid) = self.m.with_vm(0, |vm, _| vm.spawn_thread(pid)) {
+                    self.pids.push(tid);
+                }
+            }
+            Op::Fork { task } => {
+                let Some(pid) = self.task(task) else { return };
+                let cpu = self.cpu(pid);
+                if let Ok(child) = self.m.with_vm(cpu, |vm, ctx| vm.fork(ctx, pid)) {
+                    self.pids.push(child);
+                }
+            }
+            Op::Exit { task } => {
+                let Some(pid) = self.task(task) else { return };
+                let cpu = self.cpu(pid);
+                self.m.with_vm(cpu, |vm, ctx| vm.exit(ctx, pid)).unwrap();
+            }
+            Op::Mmap {
+                task,
+                pages,
+                write,
+                populate,
+                noreserve,
+            } => {
+                let Some(pid) = self.task(task) else { return };
+                let prot = if write { Prot::READ | Prot::WRITE } else { Prot::READ };
+                let mut flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                if populate {
+                    flags |= MapFlags::POPULATE;
+                }
+                if noreserve {
+                    flags |= MapFlags::NORESERVE;
+                }
+                let cpu = self.cpu(pid);
+                let _ = self
+                    .m
+                    .with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, 0, pages * page, prot, flags));
+            }
+            Op::Munmap { task, range } => {
+                let Some(pid) = self.task(task) else { return };
+                let Some((addr, len)) = self.resolve(pid, range) else {
+                    return;
+                };
+                let cpu = self.cpu(pid);
+                let _ = self.m.with_vm(cpu, |vm, ctx| vm.munmap(ctx, pid, addr, len));
+            }
+            Op::Mprotect { task, range, write } => {
+                let Some(pid) = self.task(task) else { return };
+                let Some((addr, len)) = self.resolve(pid, range) else {
+                    return;
+                };
+                let prot = if write { Prot::READ | Prot::WRITE } else { Prot::READ };
+                let cpu = self.cpu(pid);
+                let _ = self.m.with_vm(cpu, |vm, ctx| vm.mprotect(ctx, pid, addr, len, prot));
+            }
+            Op::Mremap {
+                task,
+                range,
+                new_pages,
+                may_move,
+            } => {
+                let Some(pid) = self.task(task) else { return };
+                let Some((addr, len)) = self.resolve(pid, range) else {
+                    return;
+                };
+                let flags = MremapFlags { may_move, fixed: None };
+                let cpu = self.cpu(pid);
+                let _ = self
+                    .m
+                    .with_vm(cpu, |vm, ctx| vm.mremap(ctx, pid, addr, len, new_pages * page, flags));
+            }
+            Op::Madvise { task, range, advice } => {
+                let Some(pid) = self.task(task) else { return };
+                let Some((addr, len)) = self.resolve(pid, range) else {
+                    return;
+                };
+                let cpu = self.cpu(pid);
+                let _ = self
+                    .m
+                    .with_vm(cpu, |vm, ctx| vm.madvise(ctx, pid, addr, len, ADVICE[advice]));
+            }
+            Op::Touch {
+                task,
+                range,
+                write,
+                stride,
+            } => {
+                let Some(pid) = self.task(task) else { return };
+                let Some((addr, len)) = self.resolve(pid, range) else {
+                    return;
+                };
+                let cpu = self.cpu(pid);
+                self.m.with_vm(cpu, |vm, ctx| {
+                    let mut a = addr;
+                    while a < addr + len {
+                        match vm.access(ctx, pid, a, write) {
+                            Ok(Access::Oom) | Err(_) => break,
+                            _ => {}
+                        }
+                        a += stride * page;
+                    }
+                });
+            }
+            Op::Hog { task, percent } => {
+                let Some(pid) = self.task(task) else { return };
+                let len = (self.m.config().mem_bytes * percent / 100).next_multiple_of(page);
+                let cpu = self.cpu(pid);
+                let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                self.m.with_vm(cpu, |vm, ctx| {
+                    let Ok(addr) = vm.mmap(ctx, pid, 0, len, Prot::READ | Prot::WRITE, flags) else {
+                        return;
+                    };
+                    let mut a = addr;
+                    while a < addr + len {
+                        if !matches!(vm.access(ctx, pid, a, true), Ok(Access::Faulted | Access::Hit)) {
+                            break;
+                        }
+                        a += page;
+                    }
+                });
+            }
+            Op::Brk { task, delta_pages } => {
+                let Some(pid) = self.task(task) else { return };
+                let Ok(cur) = self.m.vm().brk_of(pid) else { return };
+                let new = cur.saturating_add_signed(delta_pages * page as i64);
+                let cpu = self.cpu(pid);
+                let _ = self.m.with_vm(cpu, |vm, ctx| vm.brk(ctx, pid, new));
+            }
+            Op::Prctl { task, mode } => {
+                let Some(pid) = self.task(task) else { return };
+                self.m
+                    .with_vm(0, |vm, _| vm.prctl_thp_disable(pid, PRCTL[mode]))
+                    .unwrap();
+            }
+            Op::DropCaches => self.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 3)),
+            Op::Knob { path, value } => {
+                let (p, v) = knob_write(&self.m, path, value);
+                self.m.set_knob(&p, &v).unwrap();
+            }
+        }
+        self.step += 1;
+    }
+}
+
+/// Free pages, on the buddy lists and the pcp lists.
+fn free_pages(m: &Machine) -> u64 {
+    m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages()
+}
+
+fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut m = Machine::new(config).unwrap();
+    for (path, value) in knobs {
+        let (p, v) = knob_write(&m, path, value);
+        m.set_knob(&p, &v).unwrap();
+    }
+    let free_at_boot = free_pages(&m);
+    let mut r = Runner {
+        m,
+        pids: Vec::new(),
+        step: 0,
+    };
+    for op in &ops {
+        r.apply(op);
+        if let Err(e) = r.m.check() {
+            return Err(TestCaseError::fail(format!("after step {} ({op:?}): {e}", r.step)));
+        }
+    }
+    if std::env::var("VM_PROPS_DEBUG").is_ok() {
+        let v = |n| largo_mm::stats::render::vmstat_value(&r.m, n);
+        eprintln!(
+            "{} steps {} pgfault {} thp_fault_alloc {} thp_split_page {} pgreuse {} oom {} anon_mapped {} dsplit {}",
+            r.m.config().preset.name(),
+            r.step,
+            v("pgfault"),
+            v("thp_fault_alloc"),
+            v("thp_split_page"),
+            v("pgreuse"),
+            v("oom_kill"),
+            r.m.vm().node_stats()[0].anon_mapped,
+            r.m.vm().deferred_split_len()
+        );
+    }
+    // Everything exits: all anonymous memory and page tables come back.
+    let live: Vec<u32> = r.m.vm().tasks().filter(|t| t.alive).map(|t| t.pid).collect();
+    for pid in live {
+        r.m.with_vm(0, |vm, ctx| vm.exit(ctx, pid)).unwrap();
+    }
+    r.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 2));
+    r.m.check()
+        .map_err(|e| TestCaseError::fail(format!("after exit: {e}")))?;
+    let stats = r.m.vm().node_stats();
+    prop_assert!(stats
+        .iter()
+        .all(|s| s.anon_mapped == 0 && s.pagetable == 0 && s.anon_thps == 0));
+    prop_assert_eq!(r.m.vm().total_lru(), Default::default());
+    prop_assert_eq!(r.m.vm().deferred_split_len(), 0);
+    prop_assert_eq!(
+        free_pages(&r.m),
+        free_at_boot,
+        "every page comes back once all tasks exit"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(400),
+        max_shrink_iters: 2000,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn random_vm_sequences_keep_every_invariant(
+        config in machine(),
+        knobs in initial_knobs(),
+        ops in prop::collection::vec(op(), 1..100),
+    ) {
+        run(config, knobs, ops)?;
+    }
+}
