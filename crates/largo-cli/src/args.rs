@@ -38,15 +38,33 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Print a /proc file of the modelled machine in the kernel's format.
+    /// Run workloads under named configurations and compare them (with no
+    /// arguments: the default suite).
+    Run(crate::cmd::run::RunArgs),
+    /// Run workloads on the model and natively on this host under the same
+    /// THP settings (root) and compare the counters (exit 1 if any differ).
+    Validate(crate::cmd::validate::ValidateArgs),
+    /// Measure this host's kernel on page_fault1 at every folio size (root)
+    /// and fit the kernel-time cost model.
+    Calibrate(crate::cmd::calibrate::CalibrateArgs),
+    /// Print a /proc file of the modelled machine in the kernel's format,
+    /// after running WORKLOAD if given (its memory still mapped).
     Show {
         /// Which file.
         #[arg(value_enum)]
         file: ShowFile,
+        /// A workload to run first, e.g. anon-w-seq:size=256M.
+        workload: Option<String>,
         #[command(flatten)]
         machine: MachineArgs,
         #[command(flatten)]
         policy: PolicyArgs,
+        /// Tasks running the workload.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        tasks: u32,
+        /// Seed of the workload's random choices.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// List presets or knobs.
     List {
@@ -77,10 +95,15 @@ pub enum ShowFile {
     Zoneinfo,
     Vmstat,
     Meminfo,
+    /// Per-size mTHP stats, as `grep . hugepages-*/stats/*` prints them.
+    Mthp,
+    /// Mapped anonymous memory by folio size (tools/mm/thpmaps --rollup).
+    Thpmaps,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ListWhat {
+    Workloads,
     Presets,
     Knobs,
 }
@@ -95,9 +118,9 @@ pub enum ThpEnabledArg {
 /// MACHINE: what hardware and kernel build to model.
 #[derive(Args, Debug, Clone)]
 pub struct MachineArgs {
-    /// Architecture preset: x86_64, arm64-4k, arm64-16k, arm64-64k.
-    #[arg(long, default_value = "x86_64", value_parser = parse_preset)]
-    pub machine: Preset,
+    /// Architecture preset: x86_64 (default), arm64-4k, arm64-16k, arm64-64k.
+    #[arg(long, value_parser = parse_preset)]
+    pub machine: Option<Preset>,
     /// Memory size, with K/M/G/T suffix.
     #[arg(long, default_value = "16G", value_parser = parse_size_arg, value_name = "SIZE")]
     pub mem: u64,
@@ -127,6 +150,10 @@ pub struct MachineArgs {
 /// POLICY: knob settings applied after boot.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PolicyArgs {
+    /// Anonymous folio sizes to enable: `16K,32K,64K` (always), `2M=madvise`;
+    /// modes always, inherit, madvise, never (repeatable).
+    #[arg(long, value_name = "SIZES[=MODE]")]
+    pub thp: Vec<String>,
     /// Top-level transparent_hugepage/enabled.
     #[arg(long, value_enum)]
     pub thp_enabled: Option<ThpEnabledArg>,
@@ -135,22 +162,86 @@ pub struct PolicyArgs {
     pub set: Vec<String>,
 }
 
-impl MachineArgs {
-    /// The machine configuration these options describe, with `policy`'s knob writes.
-    pub fn config(&self, policy: &PolicyArgs) -> Result<MachineConfig, UsageError> {
+impl PolicyArgs {
+    /// Any policy flag given.
+    pub fn is_set(&self) -> bool {
+        !self.thp.is_empty() || self.thp_enabled.is_some() || !self.set.is_empty()
+    }
+
+    /// The knob writes, in order: `--thp-enabled`, `--thp`, `--set`.
+    pub fn knobs(&self) -> Result<Vec<(String, String)>, UsageError> {
         let mut knobs = Vec::new();
-        if let Some(mode) = policy.thp_enabled {
+        if let Some(mode) = self.thp_enabled {
             let value = mode
                 .to_possible_value()
                 .map(|v| v.get_name().to_string())
                 .unwrap_or_default();
             knobs.push(("transparent_hugepage/enabled".to_string(), value));
         }
-        for s in &policy.set {
+        for spec in &self.thp {
+            knobs.extend(parse_thp(spec)?);
+        }
+        for s in &self.set {
             knobs.push(parse_assignment(s).map_err(|e| UsageError(e.to_string()))?);
         }
+        Ok(knobs)
+    }
+
+    /// The flags again, for merging with a `--config` SPEC.
+    pub fn to_tokens(&self) -> Vec<String> {
+        let mut t = Vec::new();
+        for s in &self.thp {
+            t.extend(["--thp".to_string(), s.clone()]);
+        }
+        if let Some(mode) = self.thp_enabled {
+            let value = mode
+                .to_possible_value()
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default();
+            t.extend(["--thp-enabled".to_string(), value]);
+        }
+        for s in &self.set {
+            t.extend(["--set".to_string(), s.clone()]);
+        }
+        t
+    }
+}
+
+/// `--thp SIZES[=MODE]`: per-size `enabled` writes. Sizes are checked
+/// against the machine when the knobs are applied.
+pub fn parse_thp(spec: &str) -> Result<Vec<(String, String)>, UsageError> {
+    let (sizes, mode) = spec.split_once('=').unwrap_or((spec, "always"));
+    let mode = mode.trim();
+    if !["always", "inherit", "madvise", "never"].contains(&mode) {
+        return Err(UsageError(format!(
+            "--thp {spec}: unknown mode '{mode}': expected always, inherit, madvise or never"
+        )));
+    }
+    let mut out = Vec::new();
+    for size in sizes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let bytes = parse_size(size).map_err(|e| UsageError(format!("--thp {spec}: {e}")))?;
+        if bytes < 1024 || !bytes.is_power_of_two() {
+            return Err(UsageError(format!(
+                "--thp {spec}: {size} is not a power-of-two size of at least 1K"
+            )));
+        }
+        out.push((
+            format!("transparent_hugepage/hugepages-{}kB/enabled", bytes >> 10),
+            mode.to_string(),
+        ));
+    }
+    if out.is_empty() {
+        return Err(UsageError(format!("--thp {spec}: no size given, e.g. --thp 16K,64K")));
+    }
+    Ok(out)
+}
+
+impl MachineArgs {
+    /// The machine configuration these options describe, with `policy`'s knob writes.
+    pub fn config(&self, policy: &PolicyArgs) -> Result<MachineConfig, UsageError> {
+        let knobs = policy.knobs()?;
         Ok(MachineConfig {
-            preset: self.machine,
+            preset: self.machine.unwrap_or(Preset::X86_64),
             overrides: GeometryOverrides {
                 max_page_order: self.max_page_order,
                 pageblock_order: self.pageblock_order,
@@ -164,6 +255,31 @@ impl MachineArgs {
             knobs,
             ..MachineConfig::default()
         })
+    }
+}
+
+impl MachineArgs {
+    /// The flags again (every value explicit), for merging with a `--config` SPEC.
+    pub fn to_tokens(&self) -> Vec<String> {
+        let mut t = Vec::new();
+        if let Some(p) = self.machine {
+            t.extend(["--machine".to_string(), p.name().to_string()]);
+        }
+        t.extend(["--mem".to_string(), self.mem.to_string()]);
+        t.extend(["--nodes".to_string(), self.nodes.to_string()]);
+        t.extend(["--cpus".to_string(), self.cpus.to_string()]);
+        t.extend(["--backing".to_string(), self.backing.name().to_string()]);
+        for (flag, v) in [
+            ("--max-page-order", self.max_page_order),
+            ("--pageblock-order", self.pageblock_order),
+            ("--section-bits", self.section_bits),
+        ] {
+            if let Some(v) = v {
+                t.extend([flag.to_string(), v.to_string()]);
+            }
+        }
+        t.extend(["--movable".to_string(), self.movable.to_string()]);
+        t
     }
 }
 
@@ -192,14 +308,19 @@ pub fn report_parse_error(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let rendered = e.render().to_string();
-            let line = rendered
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
-            eprintln!("largo: {line}");
+            eprintln!("largo: {}", first_error_line(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The first line of a clap error, without its `error: ` prefix.
+pub fn first_error_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    rendered
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string()
 }

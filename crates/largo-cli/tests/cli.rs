@@ -126,7 +126,14 @@ fn arm64_64k_has_512m_pageblocks() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_status_2() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 14] = [
+        (&["run", "page_fault2"], "page_fault2"),
+        (&["run", "page_fault1:pages=3"], "pages"),
+        (&["run", "page_fault1:size=lots"], "lots"),
+        (&["run", "page_fault1", "--thp", "48K"], "48K"),
+        (&["run", "page_fault1", "--thp", "64K=sometimes"], "sometimes"),
+        (&["run", "page_fault1", "--thp", "8M"], "hugepages-8192kB"),
+        (&["run", "page_fault1", "--config", "a:--mem 1Q"], "1Q"),
         (&["show", "buddyinfo", "--mem", "12X"], "12X"),
         (&["show", "buddyinfo", "--machine", "sparc"], "sparc"),
         (&["show", "buddyinfo", "--max-page-order", "20"], "--section-bits"),
@@ -216,4 +223,151 @@ fn bench_alloc_json_has_the_documented_keys() {
         assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
     }
     assert_eq!(v["largo_failures"], 0);
+}
+
+fn run_json(args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["run", "--json"];
+    all.extend_from_slice(args);
+    stdout(&all)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+#[test]
+fn run_json_has_the_kernels_exact_counts() {
+    let cases: [(&[&str], &str, u64, u64); 3] = [
+        (&["--thp", "64K"], "64kB", 4096, 4096),
+        (&["--thp", "16K,32K,64K"], "64kB", 4096, 4096),
+        (&["--thp-enabled", "madvise"], "64kB", 0, 65536),
+    ];
+    for (flags, size, allocs, faults) in cases {
+        let mut args = vec!["page_fault1:iterations=2"];
+        args.extend_from_slice(flags);
+        let lines = run_json(&args);
+        assert_eq!(lines.len(), 1, "{flags:?}: one configuration, one workload");
+        let j = &lines[0];
+        assert_eq!(j["mthp"][size]["anon_fault_alloc"], allocs, "{flags:?}");
+        assert_eq!(j["vmstat"]["pgfault"], faults, "{flags:?}");
+        let per_size: u64 = j["mthp"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|s| s["anon_fault_alloc"].as_u64().unwrap())
+            .sum();
+        assert_eq!(per_size, allocs, "{flags:?}: no other size allocated");
+        for key in [
+            "vmstat",
+            "mthp",
+            "meminfo",
+            "buddyinfo",
+            "cost",
+            "peak",
+            "config",
+            "workload",
+            "machine",
+            "seed",
+            "largo_version",
+        ] {
+            assert!(!j[key].is_null(), "{flags:?}: no {key}");
+        }
+        assert!(j["cost"]["kernel_ns"].as_u64().unwrap() > 0);
+    }
+    let j = &run_json(&["page_fault1:iterations=2", "--thp", "2M=always"])[0];
+    assert_eq!(j["vmstat"]["thp_fault_alloc"], 128);
+}
+
+#[test]
+fn run_without_arguments_compares_the_six_configurations() {
+    let out = stdout(&["run"]);
+    let header = out.lines().find(|l| l.contains("16K-pages")).expect("a table header");
+    for name in ["4K", "16K-pages", "64K-pages", "4K+16K", "4K+16K+32K", "4K+16K+32K+64K"] {
+        assert!(header.contains(name), "{name} missing from {header}");
+    }
+    for w in [
+        "page_fault1:",
+        "malloc1:",
+        "anon-w-seq:",
+        "anon-r-seq:",
+        "anon-cow-seq:",
+        "sparse:",
+        "munmap-partial:",
+    ] {
+        assert!(out.lines().any(|l| l.starts_with(w)), "no table for {w}");
+    }
+    // Every non-baseline cell carries its change against the baseline.
+    let faults = out.lines().find(|l| l.contains("page faults")).unwrap();
+    assert_eq!(faults.matches('%').count(), 5, "{faults}");
+}
+
+#[test]
+fn run_configs_and_tasks() {
+    let lines = run_json(&[
+        "anon-w-seq:size=8M",
+        "--tasks",
+        "3",
+        "--mode",
+        "thread",
+        "--config",
+        "base:",
+        "--config",
+        "big:--thp 64K",
+    ]);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["config"], "base");
+    assert_eq!(lines[0]["vmstat"]["pgfault"], 3 * 2048);
+    assert_eq!(lines[1]["mthp"]["64kB"]["anon_fault_alloc"], 3 * 128);
+    assert!(
+        lines[1]["locks"]["zone_lock"].as_u64().unwrap() >= 2 * 3 * 128,
+        "order-4 folios go through the zone lock"
+    );
+}
+
+#[test]
+fn show_after_a_workload_has_its_memory_mapped() {
+    let meminfo = stdout(&["show", "meminfo", "anon-w-seq:size=64M"]);
+    let anon = meminfo.lines().find(|l| l.starts_with("AnonPages:")).unwrap();
+    assert!(anon.ends_with(" 65536 kB"), "{anon}");
+    let thp = stdout(&["show", "thpmaps", "page_fault1:iterations=1,size=32M", "--thp", "64K"]);
+    assert!(
+        thp.lines().any(
+            |l| l.split_whitespace().collect::<Vec<_>>() == ["anon-thp-pte-aligned-64kB:", "32768", "kB", "(100%)"]
+        ),
+        "{thp}"
+    );
+    assert!(
+        thp.contains("anon-thp-pte-partial:                  0 kB ( 0%)"),
+        "thpmaps column layout: {thp}"
+    );
+    let pmd = stdout(&["show", "meminfo", "anon-w-seq:size=64M", "--thp", "2M=always"]);
+    assert!(
+        pmd.lines()
+            .any(|l| l.starts_with("AnonHugePages:") && l.ends_with(" 65536 kB")),
+        "{pmd}"
+    );
+    let stats = stdout(&["show", "mthp", "page_fault1:iterations=1,size=32M", "--thp", "32K"]);
+    assert!(
+        stats.lines().any(|l| l == "hugepages-32kB/stats/anon_fault_alloc:1024"),
+        "{stats}"
+    );
+}
+
+#[test]
+fn list_workloads_shows_parameters() {
+    let out = stdout(&["list", "workloads"]);
+    for w in [
+        "page_fault1",
+        "malloc1",
+        "mmap1",
+        "anon-w-seq",
+        "anon-w-rand",
+        "anon-r-seq",
+        "anon-cow-seq",
+        "sparse",
+        "memhog",
+        "munmap-partial",
+    ] {
+        assert!(out.contains(w), "{w} not listed");
+    }
+    assert!(out.contains("iterations=4"));
 }

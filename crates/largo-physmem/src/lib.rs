@@ -5,10 +5,14 @@
 //! maps one host arena so zeroing, copying and discarding are real work that
 //! can be timed and checked, and discarded memory really goes back to the host.
 //!
+//! [`host`] holds the native memory operations used to run workloads on
+//! the host kernel itself (validation and calibration).
+//!
 //! This is the only crate of the workspace with `unsafe` code; every unsafe
 //! block carries a `// SAFETY:` comment.
 
 mod backing;
+pub mod host;
 mod ram;
 mod sim;
 

@@ -1,4 +1,4 @@
-//! `largo list presets|knobs`.
+//! `largo list workloads|presets|knobs`.
 
 use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
@@ -9,10 +9,32 @@ use crate::args::{ListWhat, MachineArgs, PolicyArgs};
 
 pub fn run(what: ListWhat, machine: &MachineArgs) -> Result<()> {
     match what {
+        ListWhat::Workloads => print_workloads(),
         ListWhat::Presets => print_presets(),
         ListWhat::Knobs => print_knobs(machine)?,
     }
     Ok(())
+}
+
+fn print_workloads() {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["workload", "parameters (default)", "what it does"]);
+    for def in largo_workloads::catalog() {
+        let params: Vec<String> = def
+            .params
+            .iter()
+            .map(|p| format!("{}={}  {}", p.name, p.default_text(), p.help))
+            .collect();
+        let name = if def.default_suite {
+            format!("{} *", def.name)
+        } else {
+            def.name.to_string()
+        };
+        t.add_row([name, params.join("\n"), def.summary.to_string()]);
+    }
+    println!("{t}");
+    println!("* in the default suite of `largo run`. Give parameters as NAME:KEY=VALUE,... e.g. page_fault1:iterations=2,size=64M");
 }
 
 fn print_presets() {

@@ -1,8 +1,12 @@
 //! One module per command.
 
 pub mod bench;
+pub mod calibrate;
 mod list;
+pub mod run;
 mod show;
+mod table;
+pub mod validate;
 
 use anyhow::Result;
 
@@ -10,7 +14,17 @@ use crate::args::{BenchCommand, Cli, Command};
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Show { file, machine, policy } => show::run(file, &machine, &policy),
+        Command::Run(args) => run::run(&args),
+        Command::Validate(args) => validate::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
+        Command::Show {
+            file,
+            workload,
+            machine,
+            policy,
+            tasks,
+            seed,
+        } => show::run(file, workload.as_deref(), &machine, &policy, tasks, seed),
         Command::List { what, machine } => list::run(what, &machine),
         Command::Bench { bench } => match bench {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),

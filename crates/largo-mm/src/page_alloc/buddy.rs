@@ -165,6 +165,8 @@ impl PageAlloc {
     pub(crate) fn free_one_page(&mut self, zi: usize, pfn: u64, order: u32, fpi: Fpi) {
         self.split_large_buddy(zi, pfn, order, fpi);
         self.count_event(VmEvent::Pgfree, 1 << order);
+        self.work.zone_lock += 1;
+        self.work.free_buddy += 1;
     }
 
     /// `expand`: returns the upper halves of a block split from `high`

@@ -108,6 +108,29 @@ pub struct PageAlloc {
     /// `page_group_by_mobility_disabled`: too little memory to group pages by mobility.
     pub(crate) mobility_disabled: bool,
     pub events: VmEvents,
+    /// Work counted for the cost model and the lock report.
+    pub work: AllocWork,
+    /// Successful allocations by order (boot excluded).
+    pub allocs_by_order: Vec<u64>,
+}
+
+/// What the allocator did, in the units its cost depends on. Boot work is
+/// not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AllocWork {
+    /// `zone->lock` acquisitions (`rmqueue_bulk`, `rmqueue_buddy`,
+    /// `free_pcppages_bulk`, `free_one_page`).
+    pub zone_lock: u64,
+    /// Allocations served from a pcp list.
+    pub alloc_pcp: u64,
+    /// Allocations taken from the buddy lists directly (`rmqueue_buddy`).
+    pub alloc_buddy: u64,
+    /// Frees onto a pcp list.
+    pub free_pcp: u64,
+    /// Frees straight to the buddy lists (`free_one_page`).
+    pub free_buddy: u64,
+    /// Blocks moved between pcp and buddy lists by bulk refills and drains.
+    pub pcp_bulk_blocks: u64,
 }
 
 /// `section_zone` entry of a section shared by two zones (or a hole and a zone).
@@ -169,6 +192,8 @@ impl PageAlloc {
             mobility_disabled: false,
             kswapd_pending: false,
             events: VmEvents::default(),
+            work: AllocWork::default(),
+            allocs_by_order: vec![0; geo.max_page_order as usize + 1],
         };
         pa.build_all_zonelists();
         pa.build_section_zones(layout.max_pfn);
@@ -179,6 +204,8 @@ impl PageAlloc {
         }
         pa.memblock_free_all(&layout.free_ranges());
         pa.init_per_zone_wmark_min();
+        pa.work = AllocWork::default();
+        pa.allocs_by_order.iter_mut().for_each(|n| *n = 0);
         pa
     }
 

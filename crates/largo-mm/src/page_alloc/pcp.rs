@@ -193,6 +193,7 @@ impl PageAlloc {
         let pfn = pcp.lists[pindex].first()?;
         Self::pcp_list_del(pcp, pages, pindex, pfn);
         pcp.count -= 1 << order;
+        self.work.alloc_pcp += 1;
         self.count_alloc(cpu, preferred_zi, zi, order);
         Some(pfn)
     }
@@ -268,6 +269,7 @@ impl PageAlloc {
     pub(crate) fn free_frozen_page_commit(&mut self, cpu: usize, zi: usize, pfn: u64, mt: MigrateType, order: u32) {
         let idx = self.pcp_index(zi, cpu);
         self.count_event(VmEvent::Pgfree, 1 << order);
+        self.work.free_pcp += 1;
         let pindex = self.order_to_pindex(mt, order);
         let (pcp, pages) = (&mut self.pcp[idx], &mut self.memmap.pages);
         Self::pcp_list_add(pcp, pages, pindex, pfn, order, false);
@@ -310,6 +312,10 @@ impl PageAlloc {
     /// round-robin over the lists starting after `pindex - 1`, oldest first.
     pub(crate) fn free_pcppages_bulk(&mut self, zi: usize, pcp_idx: usize, count: i32, pindex: usize) {
         let mut count = count.min(self.pcp[pcp_idx].count);
+        if count <= 0 {
+            return;
+        }
+        self.work.zone_lock += 1;
         let mut pindex = pindex.wrapping_sub(1);
         while count > 0 {
             loop {
@@ -329,6 +335,7 @@ impl PageAlloc {
                 count -= nr_pages;
                 self.pcp[pcp_idx].count -= nr_pages;
                 self.__free_one_page(zi, pfn, order, mt, super::Fpi::NONE);
+                self.work.pcp_bulk_blocks += 1;
                 if count <= 0 {
                     break;
                 }

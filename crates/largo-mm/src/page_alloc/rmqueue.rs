@@ -73,6 +73,7 @@ impl PageAlloc {
         let pindex = self.order_to_pindex(mt, order);
         let mut mode = RmqueueMode::Normal;
         let mut got = 0;
+        self.work.zone_lock += 1;
         while got < count {
             let Some(pfn) = self.__rmqueue(zi, order, mt, alloc_flags, &mut mode) else {
                 break;
@@ -80,6 +81,7 @@ impl PageAlloc {
             Self::pcp_list_add(&mut self.pcp[pcp_idx], &mut self.memmap.pages, pindex, pfn, order, true);
             got += 1;
         }
+        self.work.pcp_bulk_blocks += got as u64;
         got
     }
 
@@ -95,6 +97,7 @@ impl PageAlloc {
         mt: MigrateType,
     ) -> Option<u64> {
         let mut pfn = None;
+        self.work.zone_lock += 1;
         if alloc_flags.contains(AllocFlags::HIGHATOMIC) {
             pfn = self.__rmqueue_smallest(zi, order, MigrateType::HighAtomic);
         }
@@ -106,6 +109,7 @@ impl PageAlloc {
             }
         }
         let pfn = pfn?;
+        self.work.alloc_buddy += 1;
         self.count_alloc(cpu, preferred_zi, zi, order);
         Some(pfn)
     }
@@ -115,6 +119,7 @@ impl PageAlloc {
     pub(crate) fn count_alloc(&mut self, cpu: usize, preferred_zi: usize, zi: usize, order: u32) {
         let zone_type = self.zones[zi].zone_type;
         self.count_event(VmEvent::pgalloc(zone_type), 1 << order);
+        self.allocs_by_order[order as usize] += 1;
         let nid = self.zones[zi].nid;
         if nid == self.zones[preferred_zi].nid {
             self.zones[zi].stat.numa_hit += 1;

@@ -86,7 +86,7 @@ impl Vm {
         }
         let bits = access_bits(write);
         if !e.has(bits) {
-            self.pt.set(table, index, e.with(bits));
+            self.pt.set_hw(table, index, e.with(bits));
         }
         self.user_store(ctx, mm, addr, write);
         true
@@ -336,6 +336,7 @@ impl Vm {
             return Fault::Oom;
         };
         if let Some((_, pfn)) = old {
+            self.work.pages_copied += 1;
             ctx.backing
                 .copy(largo_types::Pfn(pfn), new.pfn, 1)
                 .unwrap_or_else(|e| unreachable!("page copy outside the backing: {e}"));

@@ -13,7 +13,8 @@
 //!   `maps.rs`: the address space as `/proc/PID/maps` shows it
 //! - `madvise.rs`, `fork.rs`, `split.rs` (folio split, deferred split),
 //!   `reclaim.rs` (shrinkers, lazyfree, kswapd, drop_caches, OOM)
-//! - `stats.rs`: per-size mTHP stats and node counters; `check.rs`: invariants
+//! - `stats.rs`: per-size mTHP stats and node counters; `check.rs`: invariants;
+//!   `thpmaps.rs`: mapped memory by folio size (tools/mm/thpmaps)
 
 mod check;
 mod fault;
@@ -30,6 +31,7 @@ mod reclaim;
 mod rmap;
 mod split;
 pub mod stats;
+mod thpmaps;
 pub mod types;
 pub mod vma;
 mod zap;
@@ -47,7 +49,7 @@ use crate::page_alloc::PageAlloc;
 use folio::{AnonFolio, NO_LINK};
 use mm::Mm;
 use pgtable::{PageTables, Slot};
-use stats::{LruStat, MthpStats, NodeVmStat};
+use stats::{LruStat, MthpStats, NodeVmStat, VmWork};
 use types::{MmId, Pid, VmFlags};
 use vma::{AnonVma, Vma};
 
@@ -55,6 +57,7 @@ pub use check::VmInvariantError;
 pub use maps::MapEntry;
 pub use mmap::MremapFlags;
 pub use reclaim::OomKill;
+pub use thpmaps::ThpMaps;
 pub use types::{Access, Advice, MapFlags, Prot, ThpDisable, VmError};
 
 /// `GFP_PGTABLE_USER`.
@@ -143,6 +146,7 @@ pub struct Vm {
     /// Lazyfree folios (metadata key, head pfn) in the order reclaim meets them.
     pub(crate) lazyfree: std::collections::VecDeque<(usize, u64)>,
     pub locks: VmLockStats,
+    pub work: VmWork,
     pub(crate) oom_kills: Vec<OomKill>,
 }
 
@@ -170,6 +174,7 @@ impl Vm {
             committed_pages: 0,
             lazyfree: std::collections::VecDeque::new(),
             locks: VmLockStats::default(),
+            work: VmWork::default(),
             oom_kills: Vec::new(),
         }
     }
@@ -180,6 +185,11 @@ impl Vm {
 
     pub fn thp_mut(&mut self) -> &mut ThpKnobs {
         &mut self.thp
+    }
+
+    /// Page-table entry writes so far.
+    pub fn pt_work(&self) -> pgtable::PtWork {
+        self.pt.work
     }
 
     pub fn node_stats(&self) -> &[NodeVmStat] {
@@ -361,6 +371,7 @@ impl Vm {
                 .unwrap_or_else(|e| unreachable!("the VM only makes valid requests: {e}"))
         }?;
         if gfp.contains(Gfp::ZERO) {
+            self.work.pages_zeroed += folio.nr_pages();
             ctx.backing
                 .zero(folio.pfn, folio.nr_pages())
                 .unwrap_or_else(|e| unreachable!("allocated memory outside the backing: {e}"));
@@ -384,6 +395,7 @@ impl Vm {
     pub(crate) fn alloc_table(&mut self, ctx: &mut Ctx, mm: MmId, level: u32) -> Option<usize> {
         let f = self.alloc_folio(ctx, GFP_PGTABLE_USER, 0)?;
         let idx = self.pt.insert(f.pfn.0, level);
+        self.work.pgtable_alloc += 1;
         let page = ctx.pa.memmap.page_mut(f.pfn.0);
         page.insert_flags(PageFlags::PGTABLE);
         page.set_private(idx as u32 + 1);
@@ -396,6 +408,7 @@ impl Vm {
     /// Frees a page-table page.
     pub(crate) fn free_table(&mut self, ctx: &mut Ctx, mm: MmId, idx: usize) {
         let page = self.pt.pages.remove(idx);
+        self.work.pgtable_free += 1;
         let pfn = page.pfn;
         let nid = self.node_of(ctx.pa, pfn);
         self.node_stat[nid].pagetable -= 1;

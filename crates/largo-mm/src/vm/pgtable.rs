@@ -170,11 +170,25 @@ impl PtShape {
     }
 }
 
+/// Entry writes the kernel makes, by level (the hardware's accessed and
+/// dirty bit updates on a TLB miss are not counted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PtWork {
+    /// PTEs made non-none or changed (`set_ptes`, `ptep_set_wrprotect`, ...).
+    pub pte_set: u64,
+    /// PTEs cleared (`ptep_get_and_clear` in zaps).
+    pub pte_clear: u64,
+    /// PMD entries set or changed (huge leaves and table links).
+    pub pmd_set: u64,
+    pub pmd_clear: u64,
+}
+
 /// Every page table of every address space.
 #[derive(Debug)]
 pub struct PageTables {
     pub pages: Slab<PtPage>,
     pub shape: PtShape,
+    pub work: PtWork,
 }
 
 impl PageTables {
@@ -182,6 +196,7 @@ impl PageTables {
         PageTables {
             pages: Slab::new(),
             shape: PtShape::new(geo),
+            work: PtWork::default(),
         }
     }
 
@@ -211,9 +226,25 @@ impl PageTables {
         self.set(slot.table, slot.index, pte)
     }
 
-    /// Sets an entry, keeping `nr_used` right.
+    /// Sets an entry, keeping `nr_used` right, counting the write.
     #[inline]
     pub fn set(&mut self, table: usize, index: usize, pte: Pte) {
+        let level = self.pages[table].level;
+        let w = &mut self.work;
+        match (level, pte.is_none()) {
+            (0, false) => w.pte_set += 1,
+            (0, true) => w.pte_clear += 1,
+            (1, false) => w.pmd_set += 1,
+            (1, true) => w.pmd_clear += 1,
+            _ => {}
+        }
+        self.set_hw(table, index, pte);
+    }
+
+    /// Sets an entry the way the MMU does (accessed/dirty bits): not
+    /// counted as kernel work.
+    #[inline]
+    pub fn set_hw(&mut self, table: usize, index: usize, pte: Pte) {
         let page = &mut self.pages[table];
         let old = page.entries[index];
         page.entries[index] = pte;

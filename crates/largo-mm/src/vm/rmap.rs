@@ -32,6 +32,7 @@ impl Vm {
     /// becomes anonymous, exclusively mapped by PTEs, or by one PMD when it
     /// is PMD-sized. Creates the folio's metadata; returns its key.
     pub(crate) fn add_new_anon_rmap(&mut self, ctx: &mut Ctx, folio: Folio, vma: VmaId, addr: u64, pmd: bool) -> usize {
+        self.count_rmap(if pmd { 1 } else { folio.nr_pages() });
         let v = &self.vmas[vma];
         let anon_vma = v.anon_vma.expect("anon_vma_prepare ran");
         let index = v.page_index(addr, self.page_shift());
@@ -129,6 +130,7 @@ impl Vm {
         mm: MmId,
         exclusive: bool,
     ) {
+        self.count_rmap(nr);
         let mm_id = self.mms[mm].mm_id;
         let meta = &mut self.folios[key];
         let mut first = 0;
@@ -162,6 +164,7 @@ impl Vm {
     /// `folio_try_dup_anon_rmap_ptes` for fork: the child maps the same
     /// pages; they stop being exclusive. No counter changes.
     pub(crate) fn dup_rmap_ptes(&mut self, pa: &mut PageAlloc, key: usize, first_pfn: u64, nr: u64, child_mm: MmId) {
+        self.count_rmap(nr);
         let mm_id = self.mms[child_mm].mm_id;
         for p in first_pfn..first_pfn + nr {
             let page = pa.memmap.page_mut(p);
@@ -176,6 +179,7 @@ impl Vm {
 
     /// `folio_try_dup_anon_rmap_pmd`.
     pub(crate) fn dup_rmap_pmd(&mut self, pa: &mut PageAlloc, key: usize, child_mm: MmId) {
+        self.count_rmap(1);
         let mm_id = self.mms[child_mm].mm_id;
         let meta = &mut self.folios[key];
         meta.entire_mapcount += 1;
@@ -188,6 +192,7 @@ impl Vm {
     /// others stay mapped becomes partially mapped and is queued for
     /// deferred split.
     pub(crate) fn remove_rmap_ptes(&mut self, pa: &mut PageAlloc, key: usize, first_pfn: u64, nr: u64, mm: MmId) {
+        self.count_rmap(nr);
         let mm_id = self.mms[mm].mm_id;
         let nid = self.node_of(pa, first_pfn);
         let meta = &mut self.folios[key];
@@ -217,6 +222,7 @@ impl Vm {
 
     /// `folio_remove_rmap_pmd`.
     pub(crate) fn remove_rmap_pmd(&mut self, pa: &mut PageAlloc, key: usize, mm: MmId) {
+        self.count_rmap(1);
         let mm_id = self.mms[mm].mm_id;
         let nid = self.node_of(pa, self.folios[key].pfn);
         let meta = &mut self.folios[key];
@@ -240,6 +246,13 @@ impl Vm {
     #[inline]
     pub(crate) fn folio_refcount(&self, pa: &PageAlloc, key: usize) -> u32 {
         pa.memmap.page(self.folios[key].pfn).refcount()
+    }
+
+    /// One rmap call touching `pages` mapcounts (cost-model work).
+    #[inline]
+    fn count_rmap(&mut self, pages: u64) {
+        self.work.rmap_calls += 1;
+        self.work.rmap_pages += pages;
     }
 
     /// `folio_mapcount`: PTE mappings plus PMD mappings.

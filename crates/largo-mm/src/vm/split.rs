@@ -219,6 +219,7 @@ impl Vm {
         self.anon_vmas[old.anon_vma].nr_folios += kept_folios;
         self.put_anon_vma_folio(old.anon_vma);
         self.mthp.add(order, MthpStat::Split, 1);
+        self.work.split_pages += old.nr_pages();
         if order == self.pmd_order() {
             ctx.pa.events.count(VmEvent::ThpSplitPage, 1);
         }

@@ -74,6 +74,25 @@ impl MthpStats {
     }
 }
 
+/// VM work in the units its kernel cost depends on (page-table writes are
+/// in [`super::pgtable::PtWork`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VmWork {
+    /// Base pages cleared for new folios and page tables (`folio_zero_user`, `__GFP_ZERO`).
+    pub pages_zeroed: u64,
+    /// Base pages copied (CoW in `wp_page_copy`).
+    pub pages_copied: u64,
+    /// rmap calls on a folio (add, dup, remove; one per batch of PTEs or per PMD).
+    pub rmap_calls: u64,
+    /// Per-page mapcount updates inside those calls.
+    pub rmap_pages: u64,
+    /// Base pages of folios split (`__split_huge_page` work).
+    pub split_pages: u64,
+    /// Page-table pages allocated and freed.
+    pub pgtable_alloc: u64,
+    pub pgtable_free: u64,
+}
+
 /// Anonymous-memory node counters (`enum node_stat_item` entries the VM owns).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NodeVmStat {

@@ -6,6 +6,7 @@ mod buddyinfo;
 mod meminfo;
 mod node;
 mod pagetypeinfo;
+mod thpmaps;
 mod vmstat;
 mod zoneinfo;
 
@@ -13,6 +14,7 @@ pub use buddyinfo::buddyinfo;
 pub use meminfo::{meminfo, meminfo_kb};
 pub use node::{global_node_item, node_item, zone_lru_item};
 pub use pagetypeinfo::pagetypeinfo;
+pub use thpmaps::{mthp, thpmaps};
 pub use vmstat::{vmstat, vmstat_value};
 pub use zoneinfo::zoneinfo;
 
@@ -24,15 +26,21 @@ pub enum ProcFile {
     Zoneinfo,
     Vmstat,
     Meminfo,
+    /// Per-size mTHP stats (sysfs).
+    Mthp,
+    /// Mapped anonymous memory by folio size (tools/mm/thpmaps).
+    Thpmaps,
 }
 
 impl ProcFile {
-    pub const ALL: [ProcFile; 5] = [
+    pub const ALL: [ProcFile; 7] = [
         ProcFile::Buddyinfo,
         ProcFile::Pagetypeinfo,
         ProcFile::Zoneinfo,
         ProcFile::Vmstat,
         ProcFile::Meminfo,
+        ProcFile::Mthp,
+        ProcFile::Thpmaps,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +50,8 @@ impl ProcFile {
             ProcFile::Zoneinfo => "zoneinfo",
             ProcFile::Vmstat => "vmstat",
             ProcFile::Meminfo => "meminfo",
+            ProcFile::Mthp => "mthp",
+            ProcFile::Thpmaps => "thpmaps",
         }
     }
 
@@ -52,6 +62,8 @@ impl ProcFile {
             ProcFile::Zoneinfo => zoneinfo(m),
             ProcFile::Vmstat => vmstat(m),
             ProcFile::Meminfo => meminfo(m),
+            ProcFile::Mthp => mthp(m),
+            ProcFile::Thpmaps => thpmaps(m),
         }
     }
 }

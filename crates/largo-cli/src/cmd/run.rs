@@ -1,0 +1,362 @@
+//! `largo run`: workloads under named configurations, compared in mmtests
+//! style tables (one column per configuration, the first the baseline,
+//! cells `value (+x.x%)`) or as JSON lines.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use largo_mm::{Machine, MachineConfig};
+use largo_workloads::builtin::{self, WorkloadDef};
+use largo_workloads::cost::{Estimate, Profile};
+use largo_workloads::{RunOptions, RunOutcome, TaskMode, WorkloadSpec};
+
+use super::table;
+use crate::args::{MachineArgs, PolicyArgs, UsageError};
+
+/// What to run, shared by `largo run` and `largo validate`.
+#[derive(Args, Debug)]
+pub struct Selection {
+    /// Workloads, `NAME[:KEY=VALUE,...]` (`largo list workloads`); default:
+    /// the command's suite.
+    pub workloads: Vec<String>,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// A named configuration, `NAME:FLAGS` with MACHINE and POLICY flags
+    /// separated by spaces, e.g. `--config '64K:--thp 64K'`; the first is
+    /// the baseline; repeatable. Flags given outside apply to every one.
+    #[arg(long = "config", value_name = "NAME:SPEC")]
+    pub configs: Vec<String>,
+    /// One JSON object per (configuration, workload) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Tasks running each workload.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub tasks: u32,
+    /// Tasks are processes or threads of one process.
+    #[arg(long, value_enum, default_value = "process")]
+    pub mode: ModeArg,
+    /// Seed of the workloads' random choices.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Run the invariant checkers every N scheduling rounds (0: never).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub check: u64,
+    /// A cost profile (JSON from `largo calibrate`); default: the
+    /// checked-in profile of this machine kind.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeArg {
+    Process,
+    Thread,
+}
+
+/// The seed paper's configuration set: 4K base pages as the baseline,
+/// 16K and 64K base pages, and 4K pages with 16K, 16K+32K, 16K+32K+64K
+/// anonymous folios.
+pub const DEFAULT_SUITE: [(&str, &str); 6] = [
+    ("4K", "--machine x86_64"),
+    ("16K-pages", "--machine arm64-16k"),
+    ("64K-pages", "--machine arm64-64k"),
+    ("4K+16K", "--machine x86_64 --thp 16K"),
+    ("4K+16K+32K", "--machine x86_64 --thp 16K,32K"),
+    ("4K+16K+32K+64K", "--machine x86_64 --thp 16K,32K,64K"),
+];
+
+/// MACHINE and POLICY flags of one `--config` SPEC.
+#[derive(Parser, Debug)]
+#[command(name = "--config", no_binary_name = true, args_override_self = true)]
+struct ConfigFlags {
+    #[command(flatten)]
+    machine: MachineArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// A named configuration, resolved.
+pub struct NamedConfig {
+    pub name: String,
+    pub config: MachineConfig,
+}
+
+/// The configurations of a run: `--config`s; else one from the flags if a
+/// machine or policy flag was given; else the default suite.
+pub fn resolve_configs(
+    configs: &[String],
+    machine: &MachineArgs,
+    policy: &PolicyArgs,
+) -> Result<Vec<NamedConfig>, UsageError> {
+    let specs: Vec<(String, String)> = if !configs.is_empty() {
+        configs
+            .iter()
+            .map(|c| {
+                let (name, spec) = c.split_once(':').unwrap_or((c, ""));
+                if name.trim().is_empty() {
+                    return Err(UsageError(format!(
+                        "--config '{c}': expected NAME:FLAGS, e.g. '64K:--thp 64K'"
+                    )));
+                }
+                Ok((name.trim().to_string(), spec.to_string()))
+            })
+            .collect::<Result<_, _>>()?
+    } else if machine.machine.is_some() || policy.is_set() {
+        vec![("config".to_string(), String::new())]
+    } else {
+        DEFAULT_SUITE
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .collect()
+    };
+    let mut seen = std::collections::HashSet::new();
+    specs
+        .into_iter()
+        .map(|(name, spec)| {
+            if !seen.insert(name.clone()) {
+                return Err(UsageError(format!("--config: the name '{name}' is used twice")));
+            }
+            let mut tokens = machine.to_tokens();
+            tokens.extend(policy.to_tokens());
+            tokens.extend(spec.split_whitespace().map(str::to_string));
+            let flags = ConfigFlags::try_parse_from(&tokens).map_err(|e| {
+                let msg = e.render().to_string();
+                let line = msg
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("invalid flags")
+                    .trim_start_matches("error: ");
+                UsageError(format!("--config {name}: {line}"))
+            })?;
+            Ok(NamedConfig {
+                config: flags.machine.config(&flags.policy)?,
+                name,
+            })
+        })
+        .collect()
+}
+
+/// The workloads of a run: those named, or the default suite.
+pub fn resolve_workloads(names: &[String]) -> Result<Vec<(&'static WorkloadDef, WorkloadSpec)>, UsageError> {
+    if names.is_empty() {
+        return Ok(builtin::catalog()
+            .iter()
+            .filter(|d| d.default_suite)
+            .map(|d| (d, d.parse(d.name).expect("defaults parse")))
+            .collect());
+    }
+    names
+        .iter()
+        .map(|n| builtin::parse(n).map_err(|e| UsageError(e.to_string())))
+        .collect()
+}
+
+/// One finished (configuration, workload) run.
+pub struct Record {
+    pub config: usize,
+    pub workload: usize,
+    pub machine: String,
+    pub outcome: RunOutcome,
+    pub estimate: Estimate,
+}
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let sel = &args.sel;
+    let configs = resolve_configs(&sel.configs, &sel.machine, &sel.policy)?;
+    let workloads = resolve_workloads(&sel.workloads)?;
+    let profile = match &args.profile {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Profile::from_json(&text).map_err(UsageError)?
+        }
+        None => Profile::default_profile(),
+    };
+    // Boot every configuration once up front: bad knobs fail before any work.
+    for c in &configs {
+        Machine::new(c.config.clone()).map_err(|e| UsageError(format!("configuration {}: {e}", c.name)))?;
+    }
+    let opts = RunOptions {
+        nr_tasks: args.tasks as usize,
+        mode: match args.mode {
+            ModeArg::Process => TaskMode::Process,
+            ModeArg::Thread => TaskMode::Thread,
+        },
+        seed: args.seed,
+        check_every: args.check,
+        ..RunOptions::default()
+    };
+    let records = run_all(&configs, &workloads, &opts, &profile, !sel.json)?;
+    let mut out = std::io::stdout().lock();
+    let text = if sel.json {
+        json_lines(&configs, &workloads, &records, &profile, args)
+    } else {
+        tables(&configs, &workloads, &records, &profile)
+    };
+    // A closed pipe is not an error.
+    let _ = out.write_all(text.as_bytes());
+    Ok(())
+}
+
+/// Runs every (configuration, workload) pair, in parallel on the host's
+/// CPUs; results come back in (configuration, workload) order.
+fn run_all(
+    configs: &[NamedConfig],
+    workloads: &[(&'static WorkloadDef, WorkloadSpec)],
+    opts: &RunOptions,
+    profile: &Profile,
+    show_progress: bool,
+) -> Result<Vec<Record>> {
+    let jobs: Vec<(usize, usize)> = (0..configs.len())
+        .flat_map(|c| (0..workloads.len()).map(move |w| (c, w)))
+        .collect();
+    let bar = progress_bar(jobs.len() as u64, show_progress);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Record>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len())
+        .max(1);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(c, w)) = jobs.get(i) else { break };
+                let r = run_one(&configs[c], workloads[w].0, &workloads[w].1, opts, profile).map(
+                    |(machine, outcome, estimate)| Record {
+                        config: c,
+                        workload: w,
+                        machine,
+                        outcome,
+                        estimate,
+                    },
+                );
+                results.lock().expect("no worker panics")[i] = Some(r);
+                bar.inc(1);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    results
+        .into_inner()
+        .expect("no worker panics")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+fn run_one(
+    c: &NamedConfig,
+    def: &'static WorkloadDef,
+    spec: &WorkloadSpec,
+    opts: &RunOptions,
+    profile: &Profile,
+) -> Result<(String, RunOutcome, Estimate)> {
+    let mut m = Machine::new(c.config.clone())?;
+    let outcome = largo_workloads::run(&mut m, def, spec, opts, &mut |_, _| {})
+        .with_context(|| format!("{} under {}", spec, c.name))?;
+    let estimate = profile.estimate(&outcome.counters);
+    Ok((m.describe(), outcome, estimate))
+}
+
+fn progress_bar(len: u64, enabled: bool) -> ProgressBar {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} running {pos}/{len} [{bar:30}] {elapsed}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// One table per workload.
+fn tables(
+    configs: &[NamedConfig],
+    workloads: &[(&'static WorkloadDef, WorkloadSpec)],
+    records: &[Record],
+    profile: &Profile,
+) -> String {
+    let mut out = String::new();
+    for (w, (_, spec)) in workloads.iter().enumerate() {
+        let row: Vec<&Record> = records.iter().filter(|r| r.workload == w).collect();
+        let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        out.push_str(&format!("{}\n", spec.describe()));
+        out.push_str(&table::comparison(&names, &row));
+        out.push('\n');
+    }
+    out.push_str("configurations:\n");
+    for (i, c) in configs.iter().enumerate() {
+        let machine = records
+            .iter()
+            .find(|r| r.config == i)
+            .map_or("", |r| r.machine.as_str());
+        let knobs: Vec<String> = c.config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let knobs = if knobs.is_empty() {
+            "defaults".to_string()
+        } else {
+            knobs.join(" ")
+        };
+        out.push_str(&format!("  {}: {machine}; {knobs}\n", c.name));
+    }
+    out.push_str(&format!(
+        "kernel time: estimated with cost profile '{}' ({})\n",
+        profile.name, profile.host
+    ));
+    out
+}
+
+fn json_lines(
+    configs: &[NamedConfig],
+    workloads: &[(&'static WorkloadDef, WorkloadSpec)],
+    records: &[Record],
+    profile: &Profile,
+    args: &RunArgs,
+) -> String {
+    let mut out = String::new();
+    for r in records {
+        let c = &r.outcome.counters;
+        let obj = serde_json::json!({
+            "config": configs[r.config].name,
+            "workload": workloads[r.workload].1.describe(),
+            "machine": r.machine,
+            "knobs": configs[r.config].config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+            "tasks": args.tasks,
+            "mode": match args.mode {
+                ModeArg::Process => "process",
+                ModeArg::Thread => "thread",
+            },
+            "seed": args.seed,
+            "largo_version": env!("CARGO_PKG_VERSION"),
+            "vmstat": c.vmstat,
+            "mthp": c.mthp,
+            "meminfo": c.meminfo,
+            "buddyinfo": c.buddyinfo,
+            "allocs": c.allocs,
+            "locks": c.locks,
+            "cost": {
+                "kernel_ns": r.estimate.kernel_ns.round() as u64,
+                "profile": profile.name,
+                "terms": r.estimate.terms,
+            },
+            "peak": r.outcome.peak,
+            "problems": r.outcome.problems,
+        });
+        out.push_str(&obj.to_string());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,18 @@
+//! The host kernel side of largo, for validation and calibration: the
+//! machine's THP knobs written under a lock and restored on every exit
+//! path ([`knobs`]), counter snapshots ([`counters`]), native runs of a
+//! workload's operations at the model's addresses ([`native`]), and the
+//! side-by-side comparison ([`validate`]).
+//!
+//! Everything here needs root and a kernel with mTHP controls;
+//! [`knobs::unavailable_reason`] says why not when it cannot run. The only
+//! unsafe code it relies on lives in `largo_physmem::host`.
+
+pub mod calibrate;
+pub mod counters;
+pub mod knobs;
+pub mod native;
+pub mod validate;
+
+pub use knobs::{unavailable_reason, KnobGuard};
+pub use validate::{validate, Validation};

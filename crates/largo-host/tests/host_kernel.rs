@@ -1,0 +1,149 @@
+//! The model against this machine's kernel (Linux 6.18 with mTHP controls,
+//! run as root): the validation suite must agree exactly, and the knob
+//! guard must always restore what it changed. Without root or mTHP sysfs
+//! files each test says why it did not run.
+
+use largo_host::knobs::{read_knob, KnobGuard, JOURNAL_PATH};
+use largo_host::validate::validate;
+use largo_mm::MachineConfig;
+use largo_workloads::builtin;
+use largo_workloads::RunOptions;
+
+/// The tests of this binary use the host one at a time: a test that forks
+/// must not copy another thread's lock descriptor into its child.
+static HOST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn host_lock() -> std::sync::MutexGuard<'static, ()> {
+    HOST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the host can be used; prints the reason when not.
+fn host_available(test: &str) -> bool {
+    match largo_host::unavailable_reason() {
+        None => true,
+        Some(reason) => {
+            println!("{test}: not run on this machine: {reason}");
+            false
+        }
+    }
+}
+
+fn config(thp: &[(&str, &str)]) -> MachineConfig {
+    MachineConfig {
+        knobs: thp
+            .iter()
+            .map(|(kb, mode)| (format!("transparent_hugepage/hugepages-{kb}/enabled"), mode.to_string()))
+            .collect(),
+        ..MachineConfig::default()
+    }
+}
+
+#[test]
+fn the_validation_suite_agrees_with_the_host_kernel_exactly() {
+    if !host_available("validation suite") {
+        return;
+    }
+    let _serial = host_lock();
+    // (name, per-size settings, map with MADV_HUGEPAGE)
+    type Config<'a> = (&'a str, Vec<(&'a str, &'a str)>, bool);
+    let configs: [Config; 6] = [
+        ("4K", vec![], false),
+        ("4K+16K", vec![("16kB", "always")], false),
+        ("4K+16K+32K", vec![("16kB", "always"), ("32kB", "always")], false),
+        (
+            "4K+16K+32K+64K",
+            vec![("16kB", "always"), ("32kB", "always"), ("64kB", "always")],
+            false,
+        ),
+        ("2M-always", vec![("2048kB", "always")], false),
+        ("2M-madvise", vec![("2048kB", "madvise")], true),
+    ];
+    let workloads = [
+        "page_fault1:iterations=1",
+        "malloc1:iterations=1",
+        "anon-r-seq:size=128M",
+        "anon-cow-seq:size=128M",
+        "munmap-partial:size=64M",
+    ];
+    let mut failures = Vec::new();
+    for w in workloads {
+        for (name, thp, madvise) in &configs {
+            let text = if *madvise && w != "malloc1:iterations=1" {
+                format!("{w},hugepage=1")
+            } else {
+                w.to_string()
+            };
+            let (def, spec) = builtin::parse(&text).unwrap();
+            let (_, v) = validate(&config(thp), def, &spec, &RunOptions::default()).unwrap();
+            let nonzero: Vec<String> = v
+                .nonzero()
+                .map(|r| format!("{} {}/{}", r.counter, r.model, r.host))
+                .collect();
+            println!(
+                "{text} under {name}: {} [{}]",
+                if v.agrees() { "agree" } else { "DIFFER" },
+                nonzero.join(", ")
+            );
+            if !v.agrees() {
+                failures.push(format!("{text} under {name}: {nonzero:?}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "largo and the host kernel differ:\n{}",
+        failures.join("\n")
+    );
+}
+
+const KNOB: &str = "transparent_hugepage/hugepages-32kB/enabled";
+
+#[test]
+fn the_knob_guard_restores_on_drop_and_on_panic() {
+    if !host_available("knob guard") {
+        return;
+    }
+    let _serial = host_lock();
+    let original = read_knob(KNOB).unwrap();
+    let other = if original == "madvise" { "always" } else { "madvise" };
+    {
+        let mut g = KnobGuard::acquire().unwrap();
+        g.set(KNOB, other).unwrap();
+        assert_eq!(read_knob(KNOB).unwrap(), other);
+    }
+    assert_eq!(read_knob(KNOB).unwrap(), original, "restored on drop");
+    let result = std::panic::catch_unwind(|| {
+        let mut g = KnobGuard::acquire().unwrap();
+        g.set(KNOB, other).unwrap();
+        panic!("a failing test while the knob is changed");
+    });
+    assert!(result.is_err());
+    assert_eq!(read_knob(KNOB).unwrap(), original, "restored while unwinding");
+}
+
+#[test]
+fn a_dead_holders_journal_is_replayed_by_the_next_guard() {
+    if !host_available("knob journal") {
+        return;
+    }
+    let _serial = host_lock();
+    let original = read_knob(KNOB).unwrap();
+    let other = if original == "never" { "always" } else { "never" };
+    // A holder that dies without restoring (as on SIGKILL): a forked
+    // child changes the knob and exits at once; its lock goes with it.
+    let exit = largo_physmem::host::fork_and_wait(|| {
+        let Ok(mut g) = KnobGuard::acquire() else { return 1 };
+        if g.set(KNOB, other).is_err() {
+            return 2;
+        }
+        std::mem::forget(g);
+        0
+    })
+    .unwrap();
+    assert_eq!(exit.code, Some(0));
+    assert_eq!(read_knob(KNOB).unwrap(), other, "left changed by the dead holder");
+    assert!(std::path::Path::new(JOURNAL_PATH).exists());
+    drop(KnobGuard::acquire().unwrap());
+    assert_eq!(read_knob(KNOB).unwrap(), original, "the journal put it back");
+    assert!(!std::path::Path::new(JOURNAL_PATH).exists());
+}

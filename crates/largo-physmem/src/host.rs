@@ -1,0 +1,428 @@
+//! Memory operations on the host itself, for running a workload natively
+//! under the real kernel (validation and calibration): an address-space
+//! [`Window`] owned by this process in which anonymous mappings are made at
+//! chosen addresses and touched, `fork` with the child's resource usage,
+//! and this process's resource usage.
+//!
+//! Every access goes through a `Window`, which checks that the bytes lie in
+//! a live anonymous mapping it made itself: no Rust object can alias them.
+
+use std::collections::BTreeMap;
+use std::io;
+
+/// `madvise` advice the host runner gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostAdvice {
+    DontNeed,
+    Free,
+    HugePage,
+    NoHugePage,
+}
+
+impl HostAdvice {
+    fn raw(self) -> libc::c_int {
+        match self {
+            HostAdvice::DontNeed => libc::MADV_DONTNEED,
+            HostAdvice::Free => libc::MADV_FREE,
+            HostAdvice::HugePage => libc::MADV_HUGEPAGE,
+            HostAdvice::NoHugePage => libc::MADV_NOHUGEPAGE,
+        }
+    }
+}
+
+/// A misuse of a window or a failed system call.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("[{addr:#x}, +{len:#x}) is outside the window [{base:#x}, +{size:#x})")]
+    OutsideWindow { addr: u64, len: u64, base: u64, size: u64 },
+    #[error("{addr:#x} is not in a live mapping of the window")]
+    NotMapped { addr: u64 },
+    #[error("{call}: {source}")]
+    Sys {
+        call: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn sys(call: &'static str) -> HostError {
+    HostError::Sys {
+        call,
+        source: io::Error::last_os_error(),
+    }
+}
+
+/// The base page size of the host.
+pub fn host_page_size() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    n.max(4096) as u64
+}
+
+/// A range of this process's address space reserved with a `PROT_NONE`
+/// mapping; mappings are made and removed inside it with `MAP_FIXED`, so
+/// nothing else in the process can be placed there meanwhile.
+pub struct Window {
+    base: u64,
+    size: u64,
+    /// Live anonymous mappings: start -> (end, writable).
+    mapped: BTreeMap<u64, (u64, bool)>,
+}
+
+impl Window {
+    /// Reserves `size` bytes whose start is congruent to `phase` modulo
+    /// `align` (a power of two), so addresses translated into it keep
+    /// their alignment up to `align`.
+    pub fn reserve(size: u64, align: u64, phase: u64) -> Result<Window, HostError> {
+        let align = align.max(host_page_size());
+        let total = size.checked_add(align).ok_or(HostError::Sys {
+            call: "mmap",
+            source: io::Error::from(io::ErrorKind::InvalidInput),
+        })?;
+        // SAFETY: a new private anonymous PROT_NONE mapping at a kernel-chosen
+        // address; it affects no existing memory. Checked for MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mmap"));
+        }
+        let raw = p as u64;
+        let base = raw + ((phase.wrapping_sub(raw)) & (align - 1));
+        // Trim the slack around [base, base + size).
+        let head = base - raw;
+        let tail = total - head - size;
+        // SAFETY: both ranges lie in the reservation just made and are
+        // referenced by nothing.
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw as *mut libc::c_void, head as usize);
+            }
+            if tail > 0 {
+                libc::munmap((base + size) as *mut libc::c_void, tail as usize);
+            }
+        }
+        Ok(Window {
+            base,
+            size,
+            mapped: BTreeMap::new(),
+        })
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn check_inside(&self, addr: u64, len: u64) -> Result<(), HostError> {
+        let ok = addr >= self.base && addr.checked_add(len).is_some_and(|e| e <= self.base + self.size);
+        if ok {
+            Ok(())
+        } else {
+            Err(HostError::OutsideWindow {
+                addr,
+                len,
+                base: self.base,
+                size: self.size,
+            })
+        }
+    }
+
+    /// `mmap(addr, len, PROT_READ[|PROT_WRITE], MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED)`
+    /// inside the window.
+    pub fn map(&mut self, addr: u64, len: u64, write: bool) -> Result<(), HostError> {
+        self.check_inside(addr, len)?;
+        let prot = libc::PROT_READ | if write { libc::PROT_WRITE } else { 0 };
+        // SAFETY: the range lies in this window, which only ever holds the
+        // reservation and mappings made here; replacing them affects no
+        // memory Rust code refers to. Checked for MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                len as usize,
+                prot,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mmap"));
+        }
+        self.forget(addr, addr + len);
+        self.mapped.insert(addr, (addr + len, write));
+        Ok(())
+    }
+
+    /// `munmap(addr, len)`; the range returns to the reservation.
+    pub fn unmap(&mut self, addr: u64, len: u64) -> Result<(), HostError> {
+        self.check_inside(addr, len)?;
+        // SAFETY: as in `map`; munmap of a range of this window.
+        if unsafe { libc::munmap(addr as *mut libc::c_void, len as usize) } != 0 {
+            return Err(sys("munmap"));
+        }
+        // SAFETY: re-reserves the now unmapped range of this window.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                len as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mmap"));
+        }
+        self.forget(addr, addr + len);
+        Ok(())
+    }
+
+    /// Drops `[start, end)` from the live mappings, keeping the parts outside.
+    fn forget(&mut self, start: u64, end: u64) {
+        let overlapping: Vec<(u64, u64, bool)> = self
+            .mapped
+            .range(..end)
+            .filter(|(_, &(e, _))| e > start)
+            .map(|(&s, &(e, w))| (s, e, w))
+            .collect();
+        for (s, e, w) in overlapping {
+            self.mapped.remove(&s);
+            if s < start {
+                self.mapped.insert(s, (start, w));
+            }
+            if e > end {
+                self.mapped.insert(end, (e, w));
+            }
+        }
+    }
+
+    /// `madvise(addr, len, advice)`.
+    pub fn madvise(&mut self, addr: u64, len: u64, advice: HostAdvice) -> Result<(), HostError> {
+        self.check_inside(addr, len)?;
+        // SAFETY: advice on a range of this window; DONTNEED and FREE only
+        // drop contents of anonymous mappings no Rust object refers to.
+        if unsafe { libc::madvise(addr as *mut libc::c_void, len as usize, advice.raw()) } != 0 {
+            return Err(sys("madvise"));
+        }
+        Ok(())
+    }
+
+    /// Whether `[addr, addr + 1)` is in a live mapping (a writable one
+    /// for a write).
+    fn is_mapped(&self, addr: u64, write: bool) -> bool {
+        self.mapped
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(_, &(e, w))| addr < e && (w || !write))
+    }
+
+    /// One access per address, in order: a volatile byte write of `0x5a`
+    /// or a volatile read. Stops with an error at the first address that
+    /// is not in a live mapping of the window (writable, for a write).
+    pub fn touch(&self, addrs: impl Iterator<Item = u64>, write: bool) -> Result<(), HostError> {
+        for a in addrs {
+            if !self.is_mapped(a, write) {
+                return Err(HostError::NotMapped { addr: a });
+            }
+            let p = a as *mut u8;
+            // SAFETY: `a` lies in a live anonymous mapping this window made,
+            // which no Rust reference covers.
+            unsafe {
+                if write {
+                    std::ptr::write_volatile(p, 0x5a);
+                } else {
+                    std::ptr::read_volatile(p);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly this window, which nothing else uses.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.size as usize);
+        }
+    }
+}
+
+/// Resource usage of a process (`struct rusage`, the parts used).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rusage {
+    pub utime_ns: u64,
+    pub stime_ns: u64,
+    /// Minor and major page faults.
+    pub minflt: u64,
+    pub majflt: u64,
+}
+
+impl Rusage {
+    fn from_raw(r: &libc::rusage) -> Rusage {
+        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        Rusage {
+            utime_ns: ns(r.ru_utime),
+            stime_ns: ns(r.ru_stime),
+            minflt: r.ru_minflt as u64,
+            majflt: r.ru_majflt as u64,
+        }
+    }
+}
+
+/// `getrusage(RUSAGE_SELF)`.
+pub fn rusage_self() -> Rusage {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `r` is a valid, exclusively borrowed rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    Rusage::from_raw(&r)
+}
+
+/// How a forked child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChildExit {
+    /// The exit status, or `None` if a signal ended it.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The child's resource usage, its waited-for descendants included.
+    pub rusage: Rusage,
+}
+
+/// Forks; the child runs `child` and exits with its return value, the
+/// parent waits for it and returns how it ended.
+///
+/// `child` runs in a copy of this process with only the calling thread:
+/// it should do little besides system calls and memory accesses (glibc
+/// keeps malloc usable after fork; other locks held by other threads at
+/// the fork stay held in the child).
+pub fn fork_and_wait(child: impl FnOnce() -> i32) -> Result<ChildExit, HostError> {
+    // SAFETY: fork has no memory-safety preconditions; the child side only
+    // runs `child`, whose contract is above, and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(sys("fork"));
+    }
+    if pid == 0 {
+        let code = child();
+        // SAFETY: ends the child without running the parent's atexit
+        // handlers or destructors.
+        unsafe { libc::_exit(code) };
+    }
+    wait_child(pid)
+}
+
+fn wait_child(pid: libc::pid_t) -> Result<ChildExit, HostError> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `r` are valid, exclusively borrowed.
+        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut r) };
+        if got == pid {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(HostError::Sys {
+                call: "wait4",
+                source: err,
+            });
+        }
+    }
+    let exited = libc::WIFEXITED(status);
+    Ok(ChildExit {
+        code: exited.then(|| libc::WEXITSTATUS(status)),
+        signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+        rusage: Rusage::from_raw(&r),
+    })
+}
+
+/// Writes `value` to a file in a child-safe way (no allocation): for
+/// `/proc/sys/vm/drop_caches` from a forked child. Returns success.
+pub fn write_file_no_alloc(path: &std::ffi::CStr, value: &[u8]) -> bool {
+    // SAFETY: `path` is a valid NUL-terminated string; the descriptor is
+    // checked and closed.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::write(fd, value.as_ptr().cast(), value.len());
+        libc::close(fd);
+        n == value.len() as isize
+    }
+}
+
+/// Waits for an exclusive `flock` on an open descriptor (retrying on
+/// EINTR). The lock goes when the descriptor is closed.
+pub fn flock_exclusive(fd: std::os::fd::RawFd) -> io::Result<()> {
+    loop {
+        // SAFETY: flock on a descriptor the caller owns; no memory is involved.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Touches `bytes` of this thread's stack, so a forked child that stays
+/// within that depth faults no new stack page.
+#[inline(never)]
+pub fn prefault_stack(bytes: usize) {
+    let mut buf = [0u8; 256 << 10];
+    let n = bytes.min(buf.len());
+    for i in (0..n).step_by(1024) {
+        // SAFETY: `i` is inside `buf`, a local array.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_maps_touches_and_unmaps_at_chosen_alignment() {
+        let mut w = Window::reserve(8 << 20, 2 << 20, 0x1000).unwrap();
+        assert_eq!(w.base() & ((2 << 20) - 1), 0x1000);
+        let a = w.base() + (1 << 20);
+        w.map(a, 64 << 10, true).unwrap();
+        w.touch((0..16).map(|i| a + i * 4096), true).unwrap();
+        assert!(
+            w.touch(std::iter::once(a + (64 << 10)), false).is_err(),
+            "past the mapping"
+        );
+        w.madvise(a, 64 << 10, HostAdvice::DontNeed).unwrap();
+        w.unmap(a, 32 << 10).unwrap();
+        assert!(w.touch(std::iter::once(a), true).is_err());
+        w.touch(std::iter::once(a + (32 << 10)), true).unwrap();
+        w.map(a, 4096, false).unwrap();
+        assert!(w.touch(std::iter::once(a), true).is_err(), "read-only");
+        w.touch(std::iter::once(a), false).unwrap();
+        assert!(w.map(w.base() + w.size(), 4096, true).is_err(), "outside the window");
+    }
+
+    #[test]
+    fn a_forked_child_reports_its_exit_and_usage() {
+        let e = fork_and_wait(|| 7).unwrap();
+        assert_eq!(e.code, Some(7));
+        assert_eq!(e.signal, None);
+    }
+}

@@ -1,0 +1,106 @@
+//! Workloads for the large-folio lifecycle: memory bloat from sparse
+//! touches, touch-and-free, and partial unmaps feeding the deferred split
+//! queue.
+
+use super::{count, map_region, size, touch_seq, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
+use crate::op::Op;
+use crate::spec::{ParamDef, WorkloadSpec};
+
+pub const SPARSE: WorkloadDef = WorkloadDef {
+    name: "sparse",
+    summary: "write one page every STRIDE bytes of SIZE: what large folios cost in memory (bloat)",
+    params: &[
+        size("size", 512 * MIB, "bytes mapped"),
+        size("stride", 64 << 10, "distance between written pages"),
+        HUGEPAGE,
+    ],
+    default_suite: true,
+    build: sparse,
+};
+
+fn sparse(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
+    let len = spec.get("size");
+    let mut ops = map_region(spec, len);
+    ops.push(touch_seq(len, spec.get("stride").max(ctx.page_size), true));
+    ops.push(Op::Munmap {
+        slot: 0,
+        offset: 0,
+        len,
+    });
+    ops
+}
+
+pub const MEMHOG: WorkloadDef = WorkloadDef {
+    name: "memhog",
+    summary: "write every page of SIZE, then free it all at once (the free page reporting case)",
+    params: &[size("size", 2048 * MIB, "bytes written then freed")],
+    default_suite: false,
+    build: |spec, ctx| {
+        let len = spec.get("size");
+        vec![
+            Op::Mmap {
+                slot: 0,
+                len,
+                write: true,
+            },
+            touch_seq(len, ctx.page_size, true),
+            Op::Munmap {
+                slot: 0,
+                offset: 0,
+                len,
+            },
+        ]
+    },
+};
+
+const PARTIAL_PARAMS: [ParamDef; 5] = [
+    size("size", 256 * MIB, "bytes mapped and written"),
+    size(
+        "period",
+        64 << 10,
+        "a hole is punched at the start of every PERIOD bytes",
+    ),
+    size("hole", 4 << 10, "bytes unmapped per period"),
+    count(
+        "drop_caches",
+        1,
+        0,
+        "1: echo 2 > drop_caches afterwards (runs the deferred split shrinker)",
+    ),
+    HUGEPAGE,
+];
+
+pub const MUNMAP_PARTIAL: WorkloadDef = WorkloadDef {
+    name: "munmap-partial",
+    summary:
+        "write SIZE, munmap HOLE bytes of every PERIOD (partially mapped folios, deferred split), drop caches, munmap",
+    params: &PARTIAL_PARAMS,
+    default_suite: true,
+    build: munmap_partial,
+};
+
+fn munmap_partial(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
+    let len = spec.get("size");
+    let period = spec.get("period").max(ctx.page_size);
+    let hole = spec.get("hole").next_multiple_of(ctx.page_size).min(period);
+    let mut ops = map_region(spec, len);
+    ops.push(touch_seq(len, ctx.page_size, true));
+    let mut offset = 0;
+    while offset < len {
+        ops.push(Op::Munmap {
+            slot: 0,
+            offset,
+            len: hole.min(len - offset),
+        });
+        offset += period;
+    }
+    if spec.get("drop_caches") != 0 {
+        ops.push(Op::DropCaches { mode: 2 });
+    }
+    ops.push(Op::Munmap {
+        slot: 0,
+        offset: 0,
+        len,
+    });
+    ops
+}

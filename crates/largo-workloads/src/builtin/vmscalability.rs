@@ -1,0 +1,85 @@
+//! vm-scalability style cases (case-anon-w-seq, case-anon-w-rand,
+//! case-anon-r-seq, case-anon-cow-seq): one mapping per task, touched
+//! whole, then unmapped.
+
+use super::{map_region, size, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
+use crate::op::{Op, TouchOrder};
+use crate::spec::{ParamDef, WorkloadSpec};
+
+const SIZE_PARAM: [ParamDef; 2] = [size("size", 512 * MIB, "bytes mapped and touched per task"), HUGEPAGE];
+
+pub const ANON_W_SEQ: WorkloadDef = WorkloadDef {
+    name: "anon-w-seq",
+    summary: "vm-scalability anon-w-seq: write every page of SIZE in address order",
+    params: &SIZE_PARAM,
+    default_suite: true,
+    build: |spec, ctx| touch_all(spec, ctx, true, TouchOrder::Sequential),
+};
+
+pub const ANON_W_RAND: WorkloadDef = WorkloadDef {
+    name: "anon-w-rand",
+    summary: "vm-scalability anon-w-rand: write every page of SIZE in a random order",
+    params: &SIZE_PARAM,
+    default_suite: false,
+    build: |spec, ctx| {
+        let seed = ctx.seed ^ (ctx.task as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        touch_all(spec, ctx, true, TouchOrder::Random { seed })
+    },
+};
+
+pub const ANON_R_SEQ: WorkloadDef = WorkloadDef {
+    name: "anon-r-seq",
+    summary: "vm-scalability anon-r-seq: read every page of SIZE (zero-page faults)",
+    params: &SIZE_PARAM,
+    default_suite: true,
+    build: |spec, ctx| touch_all(spec, ctx, false, TouchOrder::Sequential),
+};
+
+pub const ANON_COW_SEQ: WorkloadDef = WorkloadDef {
+    name: "anon-cow-seq",
+    summary: "vm-scalability anon-cow-seq: write SIZE, fork, the child writes every page (CoW), the parent waits",
+    params: &SIZE_PARAM,
+    default_suite: true,
+    build: anon_cow_seq,
+};
+
+fn whole(len: u64, ctx: &BuildCtx, write: bool, order: TouchOrder) -> Op {
+    Op::Touch {
+        slot: 0,
+        offset: 0,
+        len,
+        stride: ctx.page_size,
+        write,
+        order,
+    }
+}
+
+fn touch_all(spec: &WorkloadSpec, ctx: &BuildCtx, write: bool, order: TouchOrder) -> Vec<Op> {
+    let len = spec.get("size");
+    let mut ops = map_region(spec, len);
+    ops.push(whole(len, ctx, write, order));
+    ops.push(Op::Munmap {
+        slot: 0,
+        offset: 0,
+        len,
+    });
+    ops
+}
+
+fn anon_cow_seq(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
+    let len = spec.get("size");
+    let mut ops = map_region(spec, len);
+    ops.extend([
+        whole(len, ctx, true, TouchOrder::Sequential),
+        Op::Fork {
+            child: vec![whole(len, ctx, true, TouchOrder::Sequential)],
+        },
+        Op::Wait,
+        Op::Munmap {
+            slot: 0,
+            offset: 0,
+            len,
+        },
+    ]);
+    ops
+}

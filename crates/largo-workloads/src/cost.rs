@@ -1,0 +1,330 @@
+//! The kernel-time cost model: the estimated kernel time of a run is a sum
+//! over kinds of kernel work (faults taken, pages zeroed, PTEs written,
+//! allocations through the pcp lists or under the zone lock, ...) of the
+//! count of that work times its cost in nanoseconds.
+//!
+//! The costs come in a [`Profile`]. The checked-in default was measured on
+//! this machine kind by `largo calibrate`, which runs the page_fault1 loop
+//! natively at every folio size, measures the kernel (system) time, runs
+//! the same loop on the model, and fits the costs the loop can tell apart
+//! ([`FIT_GROUPS`]) by non-negative least squares on relative error. The
+//! other costs are priors, marked as such in the profile.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::Counters;
+
+/// One kind of kernel work.
+pub struct Term {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub count: fn(&Counters) -> u64,
+}
+
+/// Every term, in report order.
+pub const TERMS: &[Term] = &[
+    Term {
+        name: "fault",
+        help: "page faults (exception entry and exit, handle_mm_fault, VMA lookup)",
+        count: |c| c.vmstat("pgfault"),
+    },
+    Term {
+        name: "page_zero",
+        help: "base pages zeroed for new folios and page tables",
+        count: |c| c.work.vm.pages_zeroed,
+    },
+    Term {
+        name: "page_copy",
+        help: "base pages copied by CoW",
+        count: |c| c.work.vm.pages_copied,
+    },
+    Term {
+        name: "pte_set",
+        help: "PTEs written (set_ptes, write-protect, young/dirty updates)",
+        count: |c| c.work.pgtable.pte_set,
+    },
+    Term {
+        name: "pte_clear",
+        help: "PTEs cleared by zaps",
+        count: |c| c.work.pgtable.pte_clear,
+    },
+    Term {
+        name: "pmd",
+        help: "PMD entries written or cleared",
+        count: |c| c.work.pgtable.pmd_set + c.work.pgtable.pmd_clear,
+    },
+    Term {
+        name: "rmap_call",
+        help: "rmap calls on a folio (add, dup, remove)",
+        count: |c| c.work.vm.rmap_calls,
+    },
+    Term {
+        name: "rmap_page",
+        help: "per-page mapcount updates in rmap calls",
+        count: |c| c.work.vm.rmap_pages,
+    },
+    Term {
+        name: "pcp_op",
+        help: "allocations from and frees to a pcp list",
+        count: |c| c.work.alloc.alloc_pcp + c.work.alloc.free_pcp,
+    },
+    Term {
+        name: "buddy_op",
+        help: "allocations from and frees to the buddy lists directly",
+        count: |c| c.work.alloc.alloc_buddy + c.work.alloc.free_buddy,
+    },
+    Term {
+        name: "zone_lock",
+        help: "zone->lock acquisitions",
+        count: |c| c.locks.zone_lock,
+    },
+    Term {
+        name: "pcp_bulk_block",
+        help: "blocks moved between pcp and buddy lists by bulk refills and drains",
+        count: |c| c.work.alloc.pcp_bulk_blocks,
+    },
+    Term {
+        name: "split_page",
+        help: "base pages of split large folios",
+        count: |c| c.work.vm.split_pages,
+    },
+    Term {
+        name: "split_queue_lock",
+        help: "deferred split queue lock acquisitions",
+        count: |c| c.locks.split_queue_lock,
+    },
+    Term {
+        name: "pgtable",
+        help: "page-table pages allocated or freed",
+        count: |c| c.work.vm.pgtable_alloc + c.work.vm.pgtable_free,
+    },
+];
+
+/// The cost groups `largo calibrate` fits from page_fault1 at each folio
+/// size; the terms of a group share one cost. Every other term keeps its
+/// prior.
+pub const FIT_GROUPS: &[(&str, &[&str])] = &[
+    ("fault", &["fault"]),
+    ("page_zero", &["page_zero"]),
+    ("pte", &["pte_set", "pte_clear", "rmap_page"]),
+    ("buddy_op", &["buddy_op"]),
+];
+
+/// One calibration point: the host's kernel time per loop iteration at a
+/// folio size, and the model's estimate with the fitted costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FitPoint {
+    /// The folio size enabled (`"4kB"` for none).
+    pub size: String,
+    pub host_ns_per_iteration: f64,
+    pub model_ns_per_iteration: f64,
+}
+
+/// Costs in nanoseconds per unit of work, with where they came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub name: String,
+    /// The machine and kernel the costs were measured on.
+    pub host: String,
+    /// How: the command, the loop, the date.
+    pub method: String,
+    /// Cost per term, ns.
+    pub costs: BTreeMap<String, f64>,
+    /// Terms whose cost is a prior, not fitted.
+    pub priors: Vec<String>,
+    /// The calibration points and the fit.
+    pub fit: Vec<FitPoint>,
+}
+
+/// The profile measured on the development machines (2-vCPU AMD EPYC
+/// Zen 5 VM, Linux 6.18), checked in by `largo calibrate --write`.
+pub const DEFAULT_PROFILE_JSON: &str = include_str!("../profiles/default.json");
+
+impl Profile {
+    /// The checked-in default profile.
+    pub fn default_profile() -> Profile {
+        serde_json::from_str(DEFAULT_PROFILE_JSON).expect("the checked-in profile parses")
+    }
+
+    /// Reads a profile, checking every term has a cost.
+    pub fn from_json(text: &str) -> Result<Profile, String> {
+        let p: Profile = serde_json::from_str(text).map_err(|e| format!("not a cost profile: {e}"))?;
+        for t in TERMS {
+            if !p.costs.contains_key(t.name) {
+                return Err(format!("cost profile {} has no cost for '{}'", p.name, t.name));
+            }
+        }
+        Ok(p)
+    }
+
+    pub fn cost(&self, term: &str) -> f64 {
+        self.costs.get(term).copied().unwrap_or(0.0)
+    }
+
+    /// The estimate for a run's counters.
+    pub fn estimate(&self, c: &Counters) -> Estimate {
+        let mut terms = BTreeMap::new();
+        let mut kernel_ns = 0.0;
+        for t in TERMS {
+            let count = (t.count)(c);
+            let ns = count as f64 * self.cost(t.name);
+            kernel_ns += ns;
+            terms.insert(t.name, TermCost { count, ns });
+        }
+        Estimate { kernel_ns, terms }
+    }
+}
+
+/// One term of an estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TermCost {
+    pub count: u64,
+    pub ns: f64,
+}
+
+/// The estimated kernel time of a run and what it is made of.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    pub kernel_ns: f64,
+    pub terms: BTreeMap<&'static str, TermCost>,
+}
+
+/// Fits the [`FIT_GROUPS`] costs: `samples` pairs the model's counters for
+/// a loop with the host's measured kernel ns for it; `priors` gives every
+/// other term's cost. Minimises the sum of squared relative errors with
+/// non-negative costs. Returns the full cost table.
+pub fn fit(samples: &[(Counters, f64)], priors: &BTreeMap<String, f64>) -> Result<BTreeMap<String, f64>, String> {
+    if samples.len() < FIT_GROUPS.len() {
+        return Err(format!(
+            "{} calibration points cannot fit {} costs",
+            samples.len(),
+            FIT_GROUPS.len()
+        ));
+    }
+    let fitted: Vec<&str> = FIT_GROUPS.iter().flat_map(|(_, terms)| terms.iter().copied()).collect();
+    // Rows: each group's count, and the target less the priors' share,
+    // both divided by the target (relative error).
+    let mut rows = Vec::new();
+    for (c, host_ns) in samples {
+        if *host_ns <= 0.0 {
+            return Err("a calibration point has no kernel time".into());
+        }
+        let fixed: f64 = TERMS
+            .iter()
+            .filter(|t| !fitted.contains(&t.name))
+            .map(|t| (t.count)(c) as f64 * priors.get(t.name).copied().unwrap_or(0.0))
+            .sum();
+        let x: Vec<f64> = FIT_GROUPS
+            .iter()
+            .map(|(_, terms)| {
+                let n: u64 = TERMS
+                    .iter()
+                    .filter(|t| terms.contains(&t.name))
+                    .map(|t| (t.count)(c))
+                    .sum();
+                n as f64 / host_ns
+            })
+            .collect();
+        rows.push((x, (host_ns - fixed) / host_ns));
+    }
+    let solution = nnls(&rows).ok_or("the calibration points do not determine the costs")?;
+    let mut costs = priors.clone();
+    for ((_, terms), value) in FIT_GROUPS.iter().zip(solution) {
+        for t in *terms {
+            costs.insert(t.to_string(), value);
+        }
+    }
+    Ok(costs)
+}
+
+/// Non-negative least squares for a handful of unknowns: the best of the
+/// unconstrained solutions over every subset of free variables whose
+/// values are all non-negative (exact for the small sizes used here).
+fn nnls(rows: &[(Vec<f64>, f64)]) -> Option<Vec<f64>> {
+    let n = rows.first()?.0.len();
+    let mut best: Option<(f64, Vec<f64>)> = None;
+    for mask in 1u32..(1 << n) {
+        let vars: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
+        let Some(sol) = least_squares(rows, &vars) else {
+            continue;
+        };
+        if sol.iter().any(|&v| v < 0.0) {
+            continue;
+        }
+        let mut full = vec![0.0; n];
+        for (&i, &v) in vars.iter().zip(&sol) {
+            full[i] = v;
+        }
+        let residual: f64 = rows
+            .iter()
+            .map(|(x, y)| {
+                let pred: f64 = x.iter().zip(&full).map(|(a, b)| a * b).sum();
+                (pred - y).powi(2)
+            })
+            .sum();
+        if best.as_ref().is_none_or(|(r, _)| residual < *r) {
+            best = Some((residual, full));
+        }
+    }
+    best.map(|(_, v)| v)
+}
+
+/// Least squares over the columns `vars` by the normal equations.
+fn least_squares(rows: &[(Vec<f64>, f64)], vars: &[usize]) -> Option<Vec<f64>> {
+    let k = vars.len();
+    let mut a = vec![vec![0.0; k + 1]; k];
+    for (x, y) in rows {
+        for (r, &i) in vars.iter().enumerate() {
+            for (c, &j) in vars.iter().enumerate() {
+                a[r][c] += x[i] * x[j];
+            }
+            a[r][k] += x[i] * y;
+        }
+    }
+    // Gaussian elimination with partial pivoting.
+    for col in 0..k {
+        let pivot = (col..k).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
+        if a[pivot][col].abs() < 1e-300 {
+            return None;
+        }
+        a.swap(col, pivot);
+        let pivot_row = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / pivot_row[col];
+                for (x, p) in row.iter_mut().zip(&pivot_row).skip(col) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    Some((0..k).map(|r| a[r][k] / a[r][r]).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nnls_recovers_non_negative_costs() {
+        // y = 2 a + 3 b with a, b the counts.
+        let rows: Vec<(Vec<f64>, f64)> = [(1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (2.0, 1.0)]
+            .iter()
+            .map(|&(a, b)| (vec![a, b], 2.0 * a + 3.0 * b))
+            .collect();
+        let sol = nnls(&rows).unwrap();
+        assert!((sol[0] - 2.0).abs() < 1e-9 && (sol[1] - 3.0).abs() < 1e-9, "{sol:?}");
+        // A fit that would want a negative cost clamps it at zero.
+        let rows = vec![(vec![1.0, 1.0], 1.0), (vec![1.0, 2.0], 0.5)];
+        let sol = nnls(&rows).unwrap();
+        assert!(sol.iter().all(|&v| v >= 0.0), "{sol:?}");
+    }
+
+    #[test]
+    fn the_default_profile_has_every_cost() {
+        let p = Profile::from_json(DEFAULT_PROFILE_JSON).unwrap();
+        assert!(TERMS.iter().all(|t| p.cost(t.name) >= 0.0));
+    }
+}

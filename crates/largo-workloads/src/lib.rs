@@ -1,0 +1,24 @@
+//! Workloads for largo: the built-in set (will-it-scale and vm-scalability
+//! style loops, bloat and deferred-split cases), the deterministic
+//! scheduler that runs N tasks on simulated CPUs, counter reports in the
+//! kernel's names, and the kernel-time cost model.
+//!
+//! - [`spec`]: `NAME:KEY=VALUE,...` specifications
+//! - [`op`]: what a task does (scripts) and did (resolved operations)
+//! - [`builtin`]: the catalog
+//! - [`sched`], [`run`]: running a workload on a `Machine`
+//! - [`report`]: counter snapshots
+//! - [`cost`]: the cost model and its calibration fit
+
+pub mod builtin;
+pub mod cost;
+pub mod op;
+pub mod report;
+pub mod run;
+pub mod sched;
+pub mod spec;
+
+pub use builtin::{catalog, WorkloadDef};
+pub use run::{run, Peak, RunError, RunOptions, RunOutcome};
+pub use sched::TaskMode;
+pub use spec::{SpecError, WorkloadSpec};

@@ -1,0 +1,129 @@
+//! Counter snapshots of a machine, in the kernel's names: the sections of
+//! `largo run --json` (`vmstat`, `mthp`, `meminfo`, `buddyinfo`) plus the
+//! lock and work counts the cost model reads.
+
+use std::collections::BTreeMap;
+
+use largo_mm::knobs::size_dir;
+use largo_mm::page_alloc::AllocWork;
+use largo_mm::stats::names::{MEMINFO_ITEMS, VMSTAT_ITEMS};
+use largo_mm::stats::render::{meminfo_kb, vmstat_value};
+use largo_mm::vm::pgtable::PtWork;
+use largo_mm::vm::stats::{MthpStat, VmWork};
+use largo_mm::Machine;
+use serde::Serialize;
+
+/// One /proc/buddyinfo line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BuddyinfoLine {
+    pub node: usize,
+    pub zone: &'static str,
+    /// Free blocks per order.
+    pub free: Vec<u64>,
+}
+
+/// Lock acquisitions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Locks {
+    /// `zone->lock`.
+    pub zone_lock: u64,
+    /// `split_queue_lock` of the deferred split queues.
+    pub split_queue_lock: u64,
+}
+
+/// The work counters of every layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Work {
+    pub alloc: AllocWork,
+    pub pgtable: PtWork,
+    pub vm: VmWork,
+}
+
+/// Every counter of a machine at one moment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Counters {
+    /// /proc/vmstat, every item.
+    pub vmstat: BTreeMap<&'static str, u64>,
+    /// Per-size stats by size directory without the `hugepages-` prefix
+    /// (`"64kB"`), for every anonymous mTHP size of the geometry.
+    pub mthp: BTreeMap<String, BTreeMap<&'static str, i64>>,
+    /// /proc/meminfo in kB (counts for the `HugePages_` lines).
+    pub meminfo: BTreeMap<&'static str, u64>,
+    pub buddyinfo: Vec<BuddyinfoLine>,
+    /// Successful allocations by size (`"4kB"`, `"64kB"`, ...).
+    pub allocs: BTreeMap<String, u64>,
+    pub locks: Locks,
+    #[serde(skip)]
+    pub work: Work,
+}
+
+impl Counters {
+    pub fn read(m: &Machine) -> Counters {
+        let vmstat = VMSTAT_ITEMS.iter().map(|&n| (n, vmstat_value(m, n))).collect();
+        let meminfo = MEMINFO_ITEMS.iter().map(|&n| (n, meminfo_kb(m, n))).collect();
+        let geo = m.geometry();
+        let mthp = geo
+            .anon_orders()
+            .map(|order| {
+                let dir = size_dir(geo.page_shift, order);
+                let key = dir.trim_start_matches("hugepages-").to_string();
+                let stats = MthpStat::ALL
+                    .iter()
+                    .map(|&s| (s.name(), m.vm().mthp.get(order, s)))
+                    .collect();
+                (key, stats)
+            })
+            .collect();
+        let buddyinfo = m
+            .page_alloc()
+            .zones()
+            .iter()
+            .filter(|z| z.populated())
+            .map(|z| BuddyinfoLine {
+                node: z.nid,
+                zone: z.name(),
+                free: z.free_area.iter().map(|a| a.nr_free).collect(),
+            })
+            .collect();
+        let allocs = m
+            .page_alloc()
+            .allocs_by_order
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(order, &n)| (format!("{}kB", (geo.page_size() << order) >> 10), n))
+            .collect();
+        let work = Work {
+            alloc: m.page_alloc().work,
+            pgtable: m.vm().pt_work(),
+            vm: m.vm().work,
+        };
+        Counters {
+            vmstat,
+            mthp,
+            meminfo,
+            buddyinfo,
+            allocs,
+            locks: Locks {
+                zone_lock: work.alloc.zone_lock,
+                split_queue_lock: m.vm().locks.deferred_split,
+            },
+            work,
+        }
+    }
+
+    /// A vmstat item (0 if unknown).
+    pub fn vmstat(&self, name: &str) -> u64 {
+        self.vmstat.get(name).copied().unwrap_or(0)
+    }
+
+    /// A per-size stat of size `key` (`"64kB"`).
+    pub fn mthp(&self, key: &str, stat: &str) -> i64 {
+        self.mthp.get(key).and_then(|s| s.get(stat)).copied().unwrap_or(0)
+    }
+
+    /// The sum of a per-size stat over every size.
+    pub fn mthp_total(&self, stat: &str) -> i64 {
+        self.mthp.values().filter_map(|s| s.get(stat)).sum()
+    }
+}

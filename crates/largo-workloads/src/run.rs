@@ -1,0 +1,139 @@
+//! Running a workload on a machine: build each task's script, schedule
+//! the tasks to completion, and collect counters, peaks and the resolved
+//! operations.
+
+use largo_mm::Machine;
+use serde::Serialize;
+
+use crate::builtin::{BuildCtx, WorkloadDef};
+use crate::op::ResolvedOp;
+use crate::report::Counters;
+use crate::sched::{pages_in, Problems, Scheduler, TaskMode};
+use crate::spec::WorkloadSpec;
+
+/// How to run a workload.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub nr_tasks: usize,
+    pub mode: TaskMode,
+    pub seed: u64,
+    /// Run both invariant checkers every this many scheduling rounds (0: never).
+    pub check_every: u64,
+    /// Pages a task touches before the next task runs.
+    pub quantum: u64,
+    /// Stop with the memory still mapped: tasks skip their final munmaps
+    /// and do not exit (for `largo show FILE WORKLOAD`).
+    pub keep_mapped: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            nr_tasks: 1,
+            mode: TaskMode::Process,
+            seed: 0,
+            check_every: 0,
+            quantum: 64,
+            keep_mapped: false,
+        }
+    }
+}
+
+/// Maxima seen during the run, in kB.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Peak {
+    /// `NR_ANON_MAPPED`: anonymous memory mapped (the bloat measure).
+    pub anon_kb: u64,
+    /// `NR_PAGETABLE`.
+    pub pagetables_kb: u64,
+    /// MemTotal - MemFree.
+    pub used_kb: u64,
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// Counters at the end (the machine booted fresh, so the events are
+    /// the workload's own).
+    pub counters: Counters,
+    pub peak: Peak,
+    pub problems: Problems,
+    /// Per root task, the operations with the model's addresses (for a
+    /// host replay).
+    pub resolved: Vec<Vec<ResolvedOp>>,
+    pub rounds: u64,
+}
+
+/// A run that could not proceed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Start(String),
+    #[error("after scheduling round {round}: {error}")]
+    Invariant { round: u64, error: String },
+}
+
+/// Runs `spec` on `m`; `progress(done, total)` is called with pages touched.
+pub fn run(
+    m: &mut Machine,
+    def: &WorkloadDef,
+    spec: &WorkloadSpec,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunOutcome, RunError> {
+    let page_size = m.geometry().page_size();
+    let scripts: Vec<_> = (0..opts.nr_tasks.max(1))
+        .map(|task| {
+            let ctx = BuildCtx {
+                page_size,
+                task,
+                nr_tasks: opts.nr_tasks.max(1),
+                seed: opts.seed,
+            };
+            def.script(spec, &ctx)
+        })
+        .collect();
+    let total: u64 = scripts.iter().map(|s| pages_in(s)).sum();
+    let mut sched = Scheduler::new(m, scripts, opts.mode, opts.quantum, opts.keep_mapped).map_err(RunError::Start)?;
+    let mut peak = Peak::default();
+    let mut rounds = 0;
+    while sched.round(m) {
+        rounds += 1;
+        update_peak(m, &mut peak);
+        if opts.check_every > 0 && rounds % opts.check_every == 0 {
+            m.check().map_err(|e| RunError::Invariant {
+                round: rounds,
+                error: e.to_string(),
+            })?;
+        }
+        if rounds % 256 == 0 {
+            progress(sched.pages_touched, total);
+        }
+    }
+    progress(total, total);
+    if opts.check_every > 0 {
+        m.check().map_err(|e| RunError::Invariant {
+            round: rounds,
+            error: e.to_string(),
+        })?;
+    }
+    Ok(RunOutcome {
+        counters: Counters::read(m),
+        peak,
+        resolved: sched.resolved(),
+        problems: sched.problems.clone(),
+        rounds,
+    })
+}
+
+fn update_peak(m: &Machine, peak: &mut Peak) {
+    let kb = |pages: i64| (pages.max(0) as u64) << (m.geometry().page_shift - 10);
+    let stats = m.vm().node_stats();
+    let anon: i64 = stats.iter().map(|s| s.anon_mapped).sum();
+    let tables: i64 = stats.iter().map(|s| s.pagetable).sum();
+    let pa = m.page_alloc();
+    let used = pa.managed_pages() as i64 - pa.nr_free_pages() as i64;
+    peak.anon_kb = peak.anon_kb.max(kb(anon));
+    peak.pagetables_kb = peak.pagetables_kb.max(kb(tables));
+    peak.used_kb = peak.used_kb.max(kb(used));
+}

@@ -1,0 +1,396 @@
+//! The deterministic scheduler: tasks run their scripts round-robin, one
+//! step each in task order (a touch runs `quantum` pages per step), each
+//! on its own simulated CPU (task `i` on CPU `i % nr_cpus`), so each CPU's
+//! pcp lists serve its tasks. Nothing depends on the wall clock: a run is
+//! a function of (machine, workload, options).
+
+use largo_mm::vm::types::Pid;
+use largo_mm::vm::{Access, MapFlags, Prot};
+use largo_mm::Machine;
+
+use crate::op::{touch_offsets, Op, ResolvedOp, TouchOrder};
+
+/// Whether the tasks of a run are processes or threads of one process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskMode {
+    Process,
+    Thread,
+}
+
+/// What went wrong for the workload (never for the model): the kernel's
+/// answers a real program would see.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Problems {
+    /// Tasks the OOM killer killed.
+    pub oom_killed_tasks: u64,
+    /// Accesses that would have raised SIGSEGV (the touch stops there).
+    pub segv: u64,
+    /// Failed syscalls, `op: error`, the first few.
+    pub failed_syscalls: Vec<String>,
+}
+
+const MAX_REPORTED_FAILURES: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Runnable,
+    Waiting,
+    Done,
+}
+
+/// A touch in progress.
+struct TouchCursor {
+    base: u64,
+    stride: u64,
+    write: bool,
+    /// Page offsets in visiting order (random touches only).
+    order: Option<Vec<u64>>,
+    next: u64,
+    count: u64,
+}
+
+impl TouchCursor {
+    fn offset(&self, i: u64) -> u64 {
+        self.order.as_ref().map_or(i * self.stride, |o| o[i as usize])
+    }
+}
+
+/// An entry of a task's log: an executed op, or the fork of a child whose
+/// log is `logs[i]`.
+enum LogEntry {
+    Op(ResolvedOp),
+    Fork(usize),
+}
+
+struct Task {
+    pid: Pid,
+    cpu: usize,
+    script: Vec<Op>,
+    ip: usize,
+    slots: Vec<Option<u64>>,
+    touch: Option<TouchCursor>,
+    parent: Option<usize>,
+    live_children: usize,
+    state: State,
+    log: usize,
+}
+
+/// The tasks of a run and what they did.
+pub(crate) struct Scheduler {
+    tasks: Vec<Task>,
+    logs: Vec<Vec<LogEntry>>,
+    nr_cpus: usize,
+    next_cpu: usize,
+    quantum: u64,
+    /// Root tasks stop before their final munmaps and do not exit.
+    keep: bool,
+    pub problems: Problems,
+    /// Pages touched so far (progress).
+    pub pages_touched: u64,
+}
+
+impl Scheduler {
+    /// Spawns one task per script: processes, or threads of the first.
+    /// With `keep`, root tasks skip their trailing munmaps and stay alive,
+    /// so their memory can be inspected.
+    pub fn new(
+        m: &mut Machine,
+        scripts: Vec<Vec<Op>>,
+        mode: TaskMode,
+        quantum: u64,
+        keep: bool,
+    ) -> Result<Scheduler, String> {
+        let nr_cpus = m.config().nr_cpus;
+        let mut s = Scheduler {
+            tasks: Vec::new(),
+            logs: Vec::new(),
+            nr_cpus,
+            next_cpu: 0,
+            quantum: quantum.max(1),
+            keep,
+            problems: Problems::default(),
+            pages_touched: 0,
+        };
+        let mut first: Option<Pid> = None;
+        for mut script in scripts {
+            while keep && matches!(script.last(), Some(Op::Munmap { .. })) {
+                script.pop();
+            }
+            let pid = match (mode, first) {
+                (TaskMode::Thread, Some(leader)) => m.with_vm(0, |vm, _| vm.spawn_thread(leader)),
+                _ => m.with_vm(0, |vm, ctx| vm.spawn(ctx)),
+            }
+            .map_err(|e| format!("cannot start a task: {e}"))?;
+            first.get_or_insert(pid);
+            s.add_task(pid, script, Vec::new(), None);
+        }
+        Ok(s)
+    }
+
+    fn add_task(&mut self, pid: Pid, script: Vec<Op>, slots: Vec<Option<u64>>, parent: Option<usize>) -> usize {
+        self.logs.push(Vec::new());
+        let cpu = self.next_cpu % self.nr_cpus;
+        self.next_cpu += 1;
+        self.tasks.push(Task {
+            pid,
+            cpu,
+            script,
+            ip: 0,
+            slots,
+            touch: None,
+            parent,
+            live_children: 0,
+            state: State::Runnable,
+            log: self.logs.len() - 1,
+        });
+        if let Some(p) = parent {
+            self.tasks[p].live_children += 1;
+        }
+        self.tasks.len() - 1
+    }
+
+    /// Runs every runnable task one step. Returns false once all are done.
+    pub fn round(&mut self, m: &mut Machine) -> bool {
+        let mut any = false;
+        let mut i = 0;
+        while i < self.tasks.len() {
+            if self.tasks[i].state == State::Waiting && self.tasks[i].live_children == 0 {
+                self.tasks[i].state = State::Runnable;
+                self.tasks[i].ip += 1;
+            }
+            if self.tasks[i].state == State::Runnable {
+                self.step(m, i);
+                self.reap_killed(m);
+                any = true;
+            }
+            i += 1;
+        }
+        any || self.tasks.iter().any(|t| t.state != State::Done)
+    }
+
+    /// Tasks the OOM killer took are done.
+    fn reap_killed(&mut self, m: &Machine) {
+        for i in 0..self.tasks.len() {
+            if self.tasks[i].state != State::Done && !m.vm().task(self.tasks[i].pid).is_some_and(|t| t.alive) {
+                self.problems.oom_killed_tasks += 1;
+                self.finish(i);
+            }
+        }
+    }
+
+    fn finish(&mut self, i: usize) {
+        self.tasks[i].state = State::Done;
+        if let Some(p) = self.tasks[i].parent {
+            self.tasks[p].live_children -= 1;
+        }
+    }
+
+    fn fail(&mut self, what: &str, e: impl std::fmt::Display) {
+        if self.problems.failed_syscalls.len() < MAX_REPORTED_FAILURES {
+            self.problems.failed_syscalls.push(format!("{what}: {e}"));
+        }
+    }
+
+    fn log(&mut self, i: usize, op: ResolvedOp) {
+        let l = self.tasks[i].log;
+        self.logs[l].push(LogEntry::Op(op));
+    }
+
+    /// One step of task `i`.
+    fn step(&mut self, m: &mut Machine, i: usize) {
+        let (pid, cpu) = (self.tasks[i].pid, self.tasks[i].cpu);
+        if self.tasks[i].touch.is_some() {
+            self.touch_some(m, i);
+            return;
+        }
+        let Some(op) = self.tasks[i].script.get(self.tasks[i].ip).cloned() else {
+            if !(self.keep && self.tasks[i].parent.is_none()) {
+                let _ = m.with_vm(cpu, |vm, ctx| vm.exit(ctx, pid));
+            }
+            self.finish(i);
+            return;
+        };
+        let slot_addr = |t: &Task, slot: usize| t.slots.get(slot).copied().flatten();
+        match op {
+            Op::Mmap { slot, len, write } => {
+                let prot = if write { Prot::READ | Prot::WRITE } else { Prot::READ };
+                let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                let result = m.with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, 0, len, prot, flags));
+                let t = &mut self.tasks[i];
+                if t.slots.len() <= slot {
+                    t.slots.resize(slot + 1, None);
+                }
+                match result {
+                    Ok(addr) => {
+                        t.slots[slot] = Some(addr);
+                        self.log(i, ResolvedOp::Mmap { addr, len, write });
+                    }
+                    Err(e) => {
+                        t.slots[slot] = None;
+                        self.fail("mmap", e);
+                    }
+                }
+            }
+            Op::Munmap { slot, offset, len } => {
+                if let Some(base) = slot_addr(&self.tasks[i], slot) {
+                    let addr = base + offset;
+                    match m.with_vm(cpu, |vm, ctx| vm.munmap(ctx, pid, addr, len)) {
+                        Ok(()) => self.log(i, ResolvedOp::Munmap { addr, len }),
+                        Err(e) => self.fail("munmap", e),
+                    }
+                }
+            }
+            Op::Madvise {
+                slot,
+                offset,
+                len,
+                advice,
+            } => {
+                if let Some(base) = slot_addr(&self.tasks[i], slot) {
+                    let addr = base + offset;
+                    match m.with_vm(cpu, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice.to_vm())) {
+                        Ok(()) => self.log(i, ResolvedOp::Madvise { addr, len, advice }),
+                        Err(e) => self.fail("madvise", e),
+                    }
+                }
+            }
+            Op::Touch {
+                slot,
+                offset,
+                len,
+                stride,
+                write,
+                order,
+            } => {
+                if let Some(base) = slot_addr(&self.tasks[i], slot) {
+                    self.start_touch(i, base + offset, len, stride, write, order);
+                    self.touch_some(m, i);
+                    return;
+                }
+            }
+            Op::Fork { child } => match m.with_vm(cpu, |vm, ctx| vm.fork(ctx, pid)) {
+                Ok(child_pid) => {
+                    let slots = self.tasks[i].slots.clone();
+                    let c = self.add_task(child_pid, child, slots, Some(i));
+                    let (l, cl) = (self.tasks[i].log, self.tasks[c].log);
+                    self.logs[l].push(LogEntry::Fork(cl));
+                }
+                Err(e) => self.fail("fork", e),
+            },
+            Op::Wait => {
+                self.log(i, ResolvedOp::Wait);
+                if self.tasks[i].live_children > 0 {
+                    self.tasks[i].state = State::Waiting;
+                    return;
+                }
+            }
+            Op::DropCaches { mode } => {
+                m.with_vm(cpu, |vm, ctx| vm.drop_caches(ctx, mode));
+                self.log(i, ResolvedOp::DropCaches { mode });
+            }
+        }
+        self.tasks[i].ip += 1;
+    }
+
+    fn start_touch(&mut self, i: usize, addr: u64, len: u64, stride: u64, write: bool, order: TouchOrder) {
+        let stride = stride.max(1);
+        let count = len.div_ceil(stride);
+        let order_vec = matches!(order, TouchOrder::Random { .. }).then(|| touch_offsets(len, stride, order));
+        self.tasks[i].touch = Some(TouchCursor {
+            base: addr,
+            stride,
+            write,
+            order: order_vec,
+            next: 0,
+            count,
+        });
+        self.log(
+            i,
+            ResolvedOp::Touch {
+                addr,
+                len,
+                stride,
+                write,
+                order,
+            },
+        );
+    }
+
+    /// Up to `quantum` accesses of the task's touch in progress.
+    fn touch_some(&mut self, m: &mut Machine, i: usize) {
+        let (pid, cpu) = (self.tasks[i].pid, self.tasks[i].cpu);
+        let quantum = self.quantum;
+        let cursor = self.tasks[i].touch.as_mut().expect("a touch in progress");
+        let end = (cursor.next + quantum).min(cursor.count);
+        let mut stop = false;
+        let mut done = 0;
+        m.with_vm(cpu, |vm, ctx| {
+            while cursor.next < end {
+                let addr = cursor.base + cursor.offset(cursor.next);
+                cursor.next += 1;
+                done += 1;
+                match vm.access(ctx, pid, addr, cursor.write) {
+                    Ok(Access::Hit | Access::Faulted) => {}
+                    Ok(Access::Segv) | Err(_) => {
+                        stop = true;
+                        break;
+                    }
+                    Ok(Access::Oom) => {
+                        if !vm.task(pid).is_some_and(|t| t.alive) {
+                            stop = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        self.pages_touched += done;
+        let alive = m.vm().task(pid).is_some_and(|t| t.alive);
+        if stop && alive {
+            self.problems.segv += 1;
+        }
+        let cursor = self.tasks[i].touch.as_ref().expect("a touch in progress");
+        if stop || cursor.next >= cursor.count {
+            self.tasks[i].touch = None;
+            self.tasks[i].ip += 1;
+        }
+    }
+
+    /// The executed operations as a tree per root task: each fork holds
+    /// what its child did.
+    pub fn resolved(&mut self) -> Vec<Vec<ResolvedOp>> {
+        let roots: Vec<usize> = self
+            .tasks
+            .iter()
+            .filter(|t| t.parent.is_none())
+            .map(|t| t.log)
+            .collect();
+        roots.into_iter().map(|l| self.take_log(l)).collect()
+    }
+
+    fn take_log(&mut self, l: usize) -> Vec<ResolvedOp> {
+        let entries = std::mem::take(&mut self.logs[l]);
+        entries
+            .into_iter()
+            .map(|e| match e {
+                LogEntry::Op(op) => op,
+                LogEntry::Fork(child) => ResolvedOp::Fork {
+                    child: self.take_log(child),
+                },
+            })
+            .collect()
+    }
+}
+
+/// Pages a script will touch (for progress), children included.
+pub fn pages_in(script: &[Op]) -> u64 {
+    script
+        .iter()
+        .map(|op| match op {
+            Op::Touch { len, stride, .. } => len.div_ceil((*stride).max(1)),
+            Op::Fork { child } => pages_in(child),
+            _ => 0,
+        })
+        .sum()
+}
