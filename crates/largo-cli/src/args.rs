@@ -86,6 +86,9 @@ pub enum BenchCommand {
     /// the same stream of mixed-order allocations and frees, and order-0
     /// alloc+free through the pcp lists.
     Alloc(crate::cmd::bench::alloc::AllocBenchArgs),
+    /// The page_fault1 loop simulated by largo against the same loop run by
+    /// this host's kernel (root), at each folio size: pages per second.
+    Fault(crate::cmd::bench::fault::FaultBenchArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

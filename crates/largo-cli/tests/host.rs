@@ -3,9 +3,15 @@
 //! on the host while they change the global THP knobs.
 
 use std::process::Command;
+use std::sync::Mutex;
+
+/// One test at a time: another `largo` faulting memory on the host while a
+/// validation measures would only add noise.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 #[test]
 fn validate_agrees_with_this_host_and_calibrate_fits_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let largo = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_largo"))
             .args(args)
@@ -37,4 +43,50 @@ fn validate_agrees_with_this_host_and_calibrate_fits_it() {
     let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(p["fit"].as_array().unwrap().len(), 9, "4K and every mTHP size up to 2M");
     assert!(p["costs"]["fault"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bench_fault_reports_both_sides() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args([
+            "bench",
+            "fault",
+            "--sizes",
+            "4K,64K",
+            "--iterations",
+            "1",
+            "--runs",
+            "1",
+            "--json",
+        ])
+        .output()
+        .expect("largo runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for l in &lines {
+        assert_eq!(l["pages"], 32768, "one 128 MiB loop of 4 KiB pages");
+        assert!(l["largo_pages_per_s"].as_f64().unwrap() > 0.0);
+        if largo_host_available() {
+            assert!(l["host_pages_per_s"].as_f64().unwrap() > 0.0);
+        } else {
+            println!("host side not measured here");
+        }
+    }
+}
+
+fn largo_host_available() -> bool {
+    std::fs::metadata("/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled").is_ok()
+        && std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("Uid:"))
+                    .map(|l| l.split_whitespace().nth(2) == Some("0"))
+            })
+            .unwrap_or(false)
 }

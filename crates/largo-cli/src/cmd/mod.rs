@@ -28,6 +28,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::List { what, machine } => list::run(what, &machine),
         Command::Bench { bench } => match bench {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),
+            BenchCommand::Fault(args) => bench::fault::run(&args),
         },
     }
 }

@@ -1,4 +1,5 @@
 //! `largo bench ...`: every figure is a ratio measured side by side in one run.
 
 pub mod alloc;
+pub mod fault;
 mod stream;
