@@ -62,6 +62,7 @@ fn the_validation_suite_agrees_with_the_host_kernel_exactly() {
         "page_fault1:iterations=1",
         "malloc1:iterations=1",
         "anon-r-seq:size=128M",
+        "anon-rw-seq:size=64M",
         "anon-cow-seq:size=128M",
         "munmap-partial:size=64M",
     ];

@@ -36,10 +36,11 @@ pub const SUITE_CONFIGS: [(&str, &str); 6] = [
     ("2M-madvise", "--thp 2M=madvise"),
 ];
 
-pub const SUITE_WORKLOADS: [&str; 5] = [
+pub const SUITE_WORKLOADS: [&str; 6] = [
     "page_fault1:iterations=1",
     "malloc1:iterations=1",
     "anon-r-seq:size=128M",
+    "anon-rw-seq:size=64M",
     "anon-cow-seq:size=128M",
     "munmap-partial:size=64M",
 ];

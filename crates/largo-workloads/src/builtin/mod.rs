@@ -48,13 +48,14 @@ pub fn catalog() -> &'static [WorkloadDef] {
     &CATALOG
 }
 
-static CATALOG: [WorkloadDef; 10] = [
+static CATALOG: [WorkloadDef; 11] = [
     willitscale::PAGE_FAULT1,
     willitscale::MALLOC1,
     willitscale::MMAP1,
     vmscalability::ANON_W_SEQ,
     vmscalability::ANON_W_RAND,
     vmscalability::ANON_R_SEQ,
+    vmscalability::ANON_RW_SEQ,
     vmscalability::ANON_COW_SEQ,
     lifecycle::SPARSE,
     lifecycle::MEMHOG,

@@ -35,6 +35,27 @@ pub const ANON_R_SEQ: WorkloadDef = WorkloadDef {
     build: |spec, ctx| touch_all(spec, ctx, false, TouchOrder::Sequential),
 };
 
+pub const ANON_RW_SEQ: WorkloadDef = WorkloadDef {
+    name: "anon-rw-seq",
+    summary: "read every page of SIZE (zero page), then write every page (CoW of the zero page; huge zero folio with PMD THP)",
+    params: &SIZE_PARAM,
+    default_suite: false,
+    build: anon_rw_seq,
+};
+
+fn anon_rw_seq(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
+    let len = spec.get("size");
+    let mut ops = map_region(spec, len);
+    ops.push(whole(len, ctx, false, TouchOrder::Sequential));
+    ops.push(whole(len, ctx, true, TouchOrder::Sequential));
+    ops.push(Op::Munmap {
+        slot: 0,
+        offset: 0,
+        len,
+    });
+    ops
+}
+
 pub const ANON_COW_SEQ: WorkloadDef = WorkloadDef {
     name: "anon-cow-seq",
     summary: "vm-scalability anon-cow-seq: write SIZE, fork, the child writes every page (CoW), the parent waits",
