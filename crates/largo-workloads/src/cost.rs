@@ -3,7 +3,9 @@
 //! allocations through the pcp lists or under the zone lock, ...) of the
 //! count of that work times its cost in nanoseconds.
 //!
-//! The costs come in a [`Profile`]. The checked-in default was measured on
+//! Zeroing and copying are counted in 4 KiB units, so machines with 16K or
+//! 64K base pages pay for the bytes they clear; every other term counts
+//! events, whatever the page size. The costs come in a [`Profile`]. The checked-in default was measured on
 //! this machine kind by `largo calibrate`, which runs the page_fault1 loop
 //! natively at every folio size, measures the kernel (system) time, runs
 //! the same loop on the model, and fits the costs the loop can tell apart
@@ -32,13 +34,13 @@ pub const TERMS: &[Term] = &[
     },
     Term {
         name: "page_zero",
-        help: "base pages zeroed for new folios and page tables",
-        count: |c| c.work.vm.pages_zeroed,
+        help: "4 KiB units zeroed for new folios and page tables (a 64 KiB base page is 16)",
+        count: |c| c.work.vm.pages_zeroed * (c.page_size / 4096).max(1),
     },
     Term {
         name: "page_copy",
-        help: "base pages copied by CoW",
-        count: |c| c.work.vm.pages_copied,
+        help: "4 KiB units copied by CoW",
+        count: |c| c.work.vm.pages_copied * (c.page_size / 4096).max(1),
     },
     Term {
         name: "pte_set",

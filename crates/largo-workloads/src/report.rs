@@ -55,6 +55,9 @@ pub struct Counters {
     pub locks: Locks,
     #[serde(skip)]
     pub work: Work,
+    /// Base page size of the machine, bytes.
+    #[serde(skip)]
+    pub page_size: u64,
 }
 
 impl Counters {
@@ -109,6 +112,7 @@ impl Counters {
                 split_queue_lock: m.vm().locks.deferred_split,
             },
             work,
+            page_size: geo.page_size(),
         }
     }
 
