@@ -95,20 +95,21 @@ pub fn measure(
             iterations,
             host_ns: Vec::new(),
         });
-        plans.push((knobs, out.resolved));
+        let events = largo_workloads::op::resolved_to_events(&out.resolved, geo.page_size());
+        plans.push((knobs, native::plan(&events)?));
     }
     let mut guard = KnobGuard::acquire()?;
     for _ in 0..repeats {
-        for (i, (knobs, resolved)) in plans.iter().enumerate() {
+        for (i, (knobs, plan)) in plans.iter().enumerate() {
             if should_stop() {
                 return Err(ValidateError::Model("interrupted".into()));
             }
             progress(&points[i].size);
             guard.set_all(knobs)?;
-            let mut placement = native::place(resolved, geo.page_size())?;
-            native::run(&mut placement, resolved)?; // warm-up: memory backed and hot
-            let exits = native::run(&mut placement, resolved)?;
-            let stime: u64 = exits.iter().map(|e| e.rusage.stime_ns).sum();
+            let mut placement = native::place(plan, geo.page_size())?;
+            native::run(&mut placement, plan, false)?; // warm-up: memory backed and hot
+            let roots = native::run(&mut placement, plan, false)?;
+            let stime: u64 = roots.iter().map(|r| r.exit.rusage.stime_ns).sum();
             points[i].host_ns.push(stime as f64 / iterations as f64);
         }
     }

@@ -46,6 +46,42 @@ impl HostCounters {
         }
     }
 
+    /// One `vmstat NAME V` / `mthp SIZE STAT V` per line (how a forked
+    /// child hands counters back).
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for (k, v) in &self.vmstat {
+            s.push_str(&format!("vmstat {k} {v}\n"));
+        }
+        for (size, stats) in &self.mthp {
+            for (k, v) in stats {
+                s.push_str(&format!("mthp {size} {k} {v}\n"));
+            }
+        }
+        s
+    }
+
+    /// Reads the lines `to_text` writes, ignoring any others.
+    pub fn from_text(text: &str) -> HostCounters {
+        let mut c = HostCounters::default();
+        for line in text.lines() {
+            match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+                ["vmstat", k, v] => {
+                    if let Ok(v) = v.parse() {
+                        c.vmstat.insert(k.to_string(), v);
+                    }
+                }
+                ["mthp", size, k, v] => {
+                    if let Ok(v) = v.parse() {
+                        c.mthp.entry(size.to_string()).or_default().insert(k.to_string(), v);
+                    }
+                }
+                _ => {}
+            }
+        }
+        c
+    }
+
     pub fn vmstat(&self, name: &str) -> i64 {
         self.vmstat.get(name).copied().unwrap_or(0)
     }
@@ -53,6 +89,90 @@ impl HostCounters {
     pub fn mthp(&self, size: &str, stat: &str) -> i64 {
         self.mthp.get(size).and_then(|s| s.get(stat)).copied().unwrap_or(0)
     }
+}
+
+/// A capture of the counter files that allocates nothing: the file list
+/// and a byte buffer are prepared (and touched) beforehand, so a forked
+/// process can read the counters without faulting in new heap memory that
+/// the counters themselves would then count.
+pub struct RawCapture {
+    /// (path, key): key is `vmstat` or `SIZE STAT`.
+    files: Vec<(std::path::PathBuf, String)>,
+    buf: Vec<u8>,
+    /// (start, end) of each file's bytes in `buf`.
+    spans: Vec<(usize, usize)>,
+}
+
+const CAPTURE_BYTES: usize = 1 << 20;
+
+impl RawCapture {
+    /// Lists the files and prepares the buffers.
+    pub fn prepare() -> RawCapture {
+        let mut files = vec![(std::path::PathBuf::from("/proc/vmstat"), "vmstat".to_string())];
+        if let Ok(dirs) = fs::read_dir(THP_DIR) {
+            for d in dirs.flatten() {
+                let name = d.file_name().to_string_lossy().to_string();
+                let Some(size) = name.strip_prefix("hugepages-") else {
+                    continue;
+                };
+                if let Ok(stats) = fs::read_dir(d.path().join("stats")) {
+                    for f in stats.flatten() {
+                        files.push((f.path(), format!("{size} {}", f.file_name().to_string_lossy())));
+                    }
+                }
+            }
+        }
+        let n = files.len();
+        RawCapture {
+            files,
+            buf: vec![1u8; CAPTURE_BYTES],
+            spans: Vec::with_capacity(n),
+        }
+    }
+
+    /// Reads every file into the buffer (no allocation).
+    pub fn capture(&mut self) {
+        use std::io::Read;
+        self.spans.clear();
+        let mut at = 0;
+        for (path, _) in &self.files {
+            let start = at;
+            if let Ok(mut f) = fs::File::open(path) {
+                while at < self.buf.len() {
+                    match f.read(&mut self.buf[at..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => at += n,
+                    }
+                }
+            }
+            self.spans.push((start, at));
+        }
+    }
+
+    /// Parses the last capture.
+    pub fn counters(&self) -> HostCounters {
+        let mut c = HostCounters::default();
+        for ((_, key), &(s, e)) in self.files.iter().zip(&self.spans) {
+            let text = String::from_utf8_lossy(&self.buf[s..e]);
+            if key == "vmstat" {
+                c.vmstat = parse_vmstat(&text);
+            } else if let Some((size, stat)) = key.split_once(' ') {
+                if let Ok(v) = text.trim().parse() {
+                    c.mthp.entry(size.to_string()).or_default().insert(stat.to_string(), v);
+                }
+            }
+        }
+        c
+    }
+}
+
+fn parse_vmstat(text: &str) -> BTreeMap<String, i64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 fn read_vmstat() -> BTreeMap<String, i64> {

@@ -11,8 +11,9 @@
 pub mod calibrate;
 pub mod counters;
 pub mod knobs;
+pub mod layout;
 pub mod native;
 pub mod validate;
 
 pub use knobs::{unavailable_reason, KnobGuard};
-pub use validate::{validate, Validation};
+pub use validate::{validate, validate_workload, Validation};

@@ -1,12 +1,22 @@
-//! Running a workload's operations natively on the host: the addresses the
-//! model chose are translated into a [`Window`] of this process that keeps
-//! their alignment up to 1 GiB, and each root task runs in a forked child
-//! (a fresh copy of this process) whose resource usage comes back.
+//! Running a trace natively on the host: the trace's addresses are
+//! translated into a [`Window`] of this process that keeps their alignment
+//! up to 1 GiB, and each root process of the trace runs in a forked child
+//! (a fresh copy of this process) whose resource usage comes back. A child
+//! process of the trace runs, in its own fork, to its exit before its
+//! parent goes on, which is how scenarios and built-in workloads are
+//! written. At the end of each root process (before it exits) its folio
+//! layout is read from /proc/self/pagemap and /proc/kpageflags.
 
 use std::ffi::CStr;
+use std::path::PathBuf;
 
-use largo_physmem::host::{fork_and_wait, host_page_size, prefault_stack, ChildExit, HostAdvice, HostError, Window};
-use largo_workloads::op::{touch_offsets, AdviceKind, ResolvedOp, TouchOrder};
+use largo_physmem::host::{
+    fork_and_wait, host_page_size, prctl_thp_disable, prefault_stack, ChildExit, HostAdvice, HostError, Window,
+};
+use largo_trace::{CloneKind, Event, ThpDisableMode, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE};
+
+use crate::counters::{HostCounters, RawCapture};
+use crate::layout::{host_layout, FolioLayout};
 
 /// Addresses keep their offset modulo this in the window.
 const ALIGN: u64 = 1 << 30;
@@ -16,163 +26,323 @@ const STACK_PREFAULT_BYTES: usize = 192 << 10;
 /// Why a native run could not happen or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum NativeError {
-    #[error("the host's pages are {host} bytes, the model's {model}: the runs would not compare")]
+    #[error("the host's pages are {host} bytes, the trace's {model}: the runs would not compare")]
     PageSize { host: u64, model: u64 },
-    #[error("a forked task must run to completion before its parent continues (Fork then Wait): {0}")]
-    Interleaving(String),
+    #[error("event {index} cannot run natively: {reason}")]
+    Unsupported { index: usize, reason: String },
     #[error(transparent)]
     Host(#[from] HostError),
-    #[error("the native task failed at operation {index} ({what}); exit {code:?}, signal {signal:?}")]
+    #[error("the native task failed at its step {index}; exit {code:?}, signal {signal:?}")]
     Task {
         index: usize,
-        what: &'static str,
         code: Option<i32>,
         signal: Option<i32>,
     },
+    #[error("reading the folio layout: {0}")]
+    Layout(String),
 }
 
-/// Every mmap of a tree: (address, length).
-fn mappings(ops: &[ResolvedOp], out: &mut Vec<(u64, u64)>) {
-    for op in ops {
-        match op {
-            ResolvedOp::Mmap { addr, len, .. } => out.push((*addr, *len)),
-            ResolvedOp::Fork { child } => mappings(child, out),
-            _ => {}
-        }
+/// One thing a native task does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Map {
+        addr: u64,
+        len: u64,
+        write: bool,
+    },
+    Unmap {
+        addr: u64,
+        len: u64,
+    },
+    Remap {
+        old: u64,
+        old_len: u64,
+        new: u64,
+        new_len: u64,
+    },
+    Protect {
+        addr: u64,
+        len: u64,
+        write: bool,
+    },
+    Advise {
+        addr: u64,
+        len: u64,
+        advice: HostAdvice,
+    },
+    Touch {
+        addr: u64,
+        len: u64,
+        write: bool,
+    },
+    Fault {
+        addr: u64,
+        write: bool,
+    },
+    /// A child process running these steps to its exit.
+    Fork(Vec<Step>),
+    ThpDisable(u8),
+    DropCaches(u8),
+}
+
+/// A trace made runnable: root processes with their steps, and the range
+/// of trace addresses they map.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub roots: Vec<Vec<Step>>,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+fn unsupported(index: usize, reason: impl Into<String>) -> NativeError {
+    NativeError::Unsupported {
+        index,
+        reason: reason.into(),
     }
 }
 
-/// Checks that every fork is followed by a wait before anything else:
-/// the host runs a child to completion at the fork.
-fn check_forks(ops: &[ResolvedOp]) -> Result<(), NativeError> {
-    for (i, op) in ops.iter().enumerate() {
-        if let ResolvedOp::Fork { child } = op {
-            if !matches!(ops.get(i + 1), Some(ResolvedOp::Wait) | Some(ResolvedOp::Fork { .. })) {
-                return Err(NativeError::Interleaving(format!(
-                    "operation {} after a fork is {:?}",
-                    i + 1,
-                    ops.get(i + 1)
-                )));
+/// Turns a trace into a plan. Each clone must be followed by its child's
+/// events up to its exit, before the parent's next event.
+pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
+    let mut roots = Vec::new();
+    // Stack of (pid, steps) of the processes running now, innermost last.
+    let mut stack: Vec<(u32, Vec<Step>)> = Vec::new();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for (i, e) in events.iter().enumerate() {
+        let Some(pid) = e.pid() else { continue };
+        if stack.is_empty() {
+            stack.push((pid, Vec::new()));
+        }
+        let top = stack.last().expect("non-empty").0;
+        if pid != top {
+            return Err(unsupported(
+                i,
+                format!("pid {pid} acts while pid {top} runs (processes must run one at a time)"),
+            ));
+        }
+        let step = match *e {
+            Event::Mmap {
+                addr, len, prot, flags, ..
+            } => {
+                if !flags.private_anonymous() {
+                    return Err(unsupported(i, "only private anonymous mappings"));
+                }
+                lo = lo.min(addr);
+                hi = hi.max(addr.saturating_add(len));
+                Step::Map {
+                    addr,
+                    len,
+                    write: prot.writable(),
+                }
             }
-            check_forks(child)?;
+            Event::Munmap { addr, len, .. } => Step::Unmap { addr, len },
+            Event::Mremap {
+                old_addr,
+                old_len,
+                new_addr,
+                new_len,
+                ..
+            } => {
+                lo = lo.min(new_addr);
+                hi = hi.max(new_addr.saturating_add(new_len));
+                Step::Remap {
+                    old: old_addr,
+                    old_len,
+                    new: new_addr,
+                    new_len,
+                }
+            }
+            Event::Mprotect { addr, len, prot, .. } => Step::Protect {
+                addr,
+                len,
+                write: prot.writable(),
+            },
+            Event::Madvise { addr, len, advice, .. } => Step::Advise {
+                addr,
+                len,
+                advice: match advice {
+                    MADV_DONTNEED => HostAdvice::DontNeed,
+                    MADV_FREE => HostAdvice::Free,
+                    MADV_HUGEPAGE => HostAdvice::HugePage,
+                    MADV_NOHUGEPAGE => HostAdvice::NoHugePage,
+                    other => return Err(unsupported(i, format!("madvise advice {other}"))),
+                },
+            },
+            Event::Touch { addr, len, write, .. } => Step::Touch { addr, len, write },
+            Event::Fault { addr, write, .. } => Step::Fault { addr, write },
+            Event::PrctlThpDisable { mode, .. } => Step::ThpDisable(match mode {
+                ThpDisableMode::Off => 0,
+                ThpDisableMode::Completely => 1,
+                ThpDisableMode::ExceptAdvised => 2,
+            }),
+            Event::DropCaches { mode, .. } => Step::DropCaches(mode),
+            Event::Clone { child, kind, .. } => {
+                if kind != CloneKind::Process {
+                    return Err(unsupported(i, "threads and vfork"));
+                }
+                stack.push((child, Vec::new()));
+                continue;
+            }
+            Event::Exit { .. } => {
+                let (_, steps) = stack.pop().expect("non-empty");
+                match stack.last_mut() {
+                    Some((_, parent)) => parent.push(Step::Fork(steps)),
+                    None => roots.push(steps),
+                }
+                continue;
+            }
+            Event::Exec { .. } | Event::Vma { .. } | Event::BrkStart { .. } | Event::Brk { .. } => {
+                return Err(unsupported(
+                    i,
+                    "program images and brk (record and run the program instead)",
+                ))
+            }
+            Event::Tick { .. } => continue,
+        };
+        stack.last_mut().expect("non-empty").1.push(step);
+    }
+    // Processes still running at the end stop there.
+    while let Some((_, steps)) = stack.pop() {
+        match stack.last_mut() {
+            Some((_, parent)) => parent.push(Step::Fork(steps)),
+            None => roots.push(steps),
         }
     }
-    Ok(())
+    if lo > hi {
+        (lo, hi) = (0, 0);
+    }
+    Ok(Plan { roots, lo, hi })
 }
 
-/// The host window for a run and the model-to-host address offset.
+/// The window for a plan and the trace-to-host address offset.
 pub struct Placement {
     pub window: Window,
-    /// host address = model address + delta (wrapping).
+    /// host address = trace address + delta (wrapping).
     pub delta: u64,
 }
 
-/// Reserves a window covering every mapping of `roots`.
-pub fn place(roots: &[Vec<ResolvedOp>], model_page_size: u64) -> Result<Placement, NativeError> {
+/// Reserves a window covering every mapping of the plan.
+pub fn place(plan: &Plan, page_size: u64) -> Result<Placement, NativeError> {
     let host = host_page_size();
-    if host != model_page_size {
-        return Err(NativeError::PageSize {
-            host,
-            model: model_page_size,
-        });
+    if host != page_size {
+        return Err(NativeError::PageSize { host, model: page_size });
     }
-    for r in roots {
-        check_forks(r)?;
-    }
-    let mut maps = Vec::new();
-    for r in roots {
-        mappings(r, &mut maps);
-    }
-    let lo = maps.iter().map(|m| m.0).min().unwrap_or(0);
-    let hi = maps.iter().map(|m| m.0 + m.1).max().unwrap_or(lo + host);
-    let window = Window::reserve(hi - lo, ALIGN, lo % ALIGN)?;
-    let delta = window.base().wrapping_sub(lo);
+    let size = (plan.hi - plan.lo).max(host);
+    let window = Window::reserve(size, ALIGN, plan.lo % ALIGN)?;
+    let delta = window.base().wrapping_sub(plan.lo);
     Ok(Placement { window, delta })
 }
 
-/// Runs each root task in its own forked child, one after another.
-pub fn run(placement: &mut Placement, roots: &[Vec<ResolvedOp>]) -> Result<Vec<ChildExit>, NativeError> {
-    let mut exits = Vec::new();
-    for ops in roots {
+/// What the native run of each root process gave.
+#[derive(Clone, Debug)]
+pub struct NativeRoot {
+    pub exit: ChildExit,
+    /// The folio layout of its mappings and the host's counters, read by
+    /// the process itself after its last step (when asked for).
+    pub layout: Option<FolioLayout>,
+    pub counters: Option<HostCounters>,
+    /// The host's counters read by this process just before the fork.
+    pub before: Option<HostCounters>,
+}
+
+/// Runs each root process in its own forked child, one after another;
+/// with `snapshot`, each reads its folio layout before exiting.
+pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec<NativeRoot>, NativeError> {
+    let mut out = Vec::new();
+    let page = host_page_size();
+    for (r, steps) in plan.roots.iter().enumerate() {
+        let result_file = std::env::temp_dir().join(format!("largo-layout-{}-{r}", std::process::id()));
+        let _ = std::fs::remove_file(&result_file);
+        let mut capture = RawCapture::prepare();
         prefault_stack(STACK_PREFAULT_BYTES);
+        // Read last thing before the fork, so nothing of this process
+        // counts after it; the child reads its "after" into the same
+        // prepared buffers, allocating nothing.
+        capture.capture();
+        let before = snapshot.then(|| capture.counters());
         let (window, delta) = (&mut placement.window, placement.delta);
-        let exit = fork_and_wait(|| match exec(ops, window, delta) {
-            Ok(()) => 0,
-            Err(index) => 100 + index.min(100) as i32,
+        let exit = fork_and_wait(|| {
+            if let Err(index) = exec(steps, window, delta, page) {
+                return 100 + index.min(100) as i32;
+            }
+            if snapshot {
+                capture.capture();
+                if write_layout(window, &capture, &result_file).is_err() {
+                    return 99;
+                }
+            }
+            0
         })?;
         if exit.code != Some(0) {
-            let index = exit.code.map_or(0, |c| (c - 100).max(0) as usize);
+            let _ = std::fs::remove_file(&result_file);
+            if exit.code == Some(99) {
+                return Err(NativeError::Layout(
+                    "the task could not read its pagemap (root needed)".into(),
+                ));
+            }
             return Err(NativeError::Task {
-                index,
-                what: ops.get(index).map_or("?", op_name),
+                index: exit.code.map_or(0, |c| (c - 100).max(0) as usize),
                 code: exit.code,
                 signal: exit.signal,
             });
         }
-        exits.push(exit);
+        let (layout, counters) = if snapshot {
+            let text = std::fs::read_to_string(&result_file).map_err(|e| NativeError::Layout(e.to_string()))?;
+            let _ = std::fs::remove_file(&result_file);
+            let layout = FolioLayout::from_text(&text).map_err(NativeError::Layout)?;
+            (Some(layout), Some(HostCounters::from_text(&text)))
+        } else {
+            (None, None)
+        };
+        out.push(NativeRoot {
+            exit,
+            layout,
+            counters,
+            before,
+        });
     }
-    Ok(exits)
+    Ok(out)
 }
 
-fn op_name(op: &ResolvedOp) -> &'static str {
-    match op {
-        ResolvedOp::Mmap { .. } => "mmap",
-        ResolvedOp::Munmap { .. } => "munmap",
-        ResolvedOp::Touch { .. } => "touch",
-        ResolvedOp::Madvise { .. } => "madvise",
-        ResolvedOp::Fork { .. } => "fork",
-        ResolvedOp::Wait => "wait",
-        ResolvedOp::DropCaches { .. } => "drop_caches",
-    }
-}
-
-fn advice(a: AdviceKind) -> HostAdvice {
-    match a {
-        AdviceKind::DontNeed => HostAdvice::DontNeed,
-        AdviceKind::Free => HostAdvice::Free,
-        AdviceKind::HugePage => HostAdvice::HugePage,
-        AdviceKind::NoHugePage => HostAdvice::NoHugePage,
-    }
+/// In the child, after its last step and the counter capture: the layout
+/// of the VMAs in the window, and both, to the result file.
+fn write_layout(window: &Window, capture: &RawCapture, path: &PathBuf) -> Result<(), String> {
+    let layout = host_layout(window.base(), window.base() + window.size())?;
+    std::fs::write(path, layout.to_text() + &capture.counters().to_text()).map_err(|e| e.to_string())
 }
 
 const DROP_CACHES: &CStr = c"/proc/sys/vm/drop_caches";
 
-/// Executes one task's operations (in the forked child). Returns the
-/// index of the failing operation.
-fn exec(ops: &[ResolvedOp], w: &mut Window, delta: u64) -> Result<(), usize> {
+/// Executes one process's steps (in its forked child). Returns the index
+/// of the failing step.
+fn exec(steps: &[Step], w: &mut Window, delta: u64, page: u64) -> Result<(), usize> {
     let at = |a: u64| a.wrapping_add(delta);
-    for (i, op) in ops.iter().enumerate() {
-        let ok = match op {
-            ResolvedOp::Mmap { addr, len, write } => w.map(at(*addr), *len, *write).is_ok(),
-            ResolvedOp::Munmap { addr, len } => w.unmap(at(*addr), *len).is_ok(),
-            ResolvedOp::Madvise { addr, len, advice: a } => w.madvise(at(*addr), *len, advice(*a)).is_ok(),
-            ResolvedOp::Touch {
-                addr,
-                len,
-                stride,
-                write,
-                order,
-            } => {
-                let base = at(*addr);
-                let stride = (*stride).max(1);
-                match order {
-                    TouchOrder::Sequential => {
-                        let n = len.div_ceil(stride);
-                        w.touch((0..n).map(|k| base + k * stride), *write).is_ok()
-                    }
-                    TouchOrder::Random { .. } => {
-                        let offsets = touch_offsets(*len, stride, *order);
-                        w.touch(offsets.into_iter().map(|o| base + o), *write).is_ok()
-                    }
-                }
+    for (i, step) in steps.iter().enumerate() {
+        let ok = match *step {
+            Step::Map { addr, len, write } => w.map(at(addr), len, write).is_ok(),
+            Step::Unmap { addr, len } => w.unmap(at(addr), len).is_ok(),
+            Step::Remap {
+                old,
+                old_len,
+                new,
+                new_len,
+            } => w.remap(at(old), old_len, at(new), new_len).is_ok(),
+            Step::Protect { addr, len, write } => w.protect(at(addr), len, write).is_ok(),
+            Step::Advise { addr, len, advice } => w.madvise(at(addr), len, advice).is_ok(),
+            Step::Touch { addr, len, write } => {
+                let base = at(addr) & !(page - 1);
+                let n = (at(addr) + len - base).div_ceil(page);
+                w.touch((0..n).map(|k| base + k * page), write).is_ok()
             }
-            ResolvedOp::Fork { child } => {
+            Step::Fault { addr, write } => w.touch(std::iter::once(at(addr)), write).is_ok(),
+            Step::Fork(ref child) => {
                 prefault_stack(STACK_PREFAULT_BYTES);
-                fork_and_wait(|| if exec(child, w, delta).is_ok() { 0 } else { 1 }).is_ok_and(|e| e.code == Some(0))
+                fork_and_wait(|| if exec(child, w, delta, page).is_ok() { 0 } else { 1 })
+                    .is_ok_and(|e| e.code == Some(0))
             }
-            ResolvedOp::Wait => true,
-            ResolvedOp::DropCaches { mode } => {
-                let text = [b'0' + (*mode as u8 % 10)];
+            Step::ThpDisable(mode) => prctl_thp_disable(mode).is_ok(),
+            Step::DropCaches(mode) => {
+                let text = [b'0' + mode % 10];
                 largo_physmem::host::write_file_no_alloc(DROP_CACHES, &text)
             }
         };

@@ -1,14 +1,22 @@
-//! A workload on the model and natively on the host under the same THP
-//! settings, and their counters side by side: the per-size stats and the
-//! `thp_*` events must be equal.
+//! A workload or scenario replayed on the model and run natively on the
+//! host under the same THP settings, side by side: the per-size stats and
+//! the `thp_*` events must be equal, and so must the folio layout of the
+//! process at its end (which other processes cannot disturb). Both sides
+//! are read at the same point: after the first process's last step, before
+//! it exits (the host process reads the counters itself, so nothing this
+//! process does meanwhile counts).
 
 use largo_mm::{Machine, MachineConfig};
+use largo_trace::Event;
 use largo_workloads::builtin::WorkloadDef;
-use largo_workloads::{RunOptions, RunOutcome, WorkloadSpec};
+use largo_workloads::op::resolved_to_events;
+use largo_workloads::replay::{first_root_exit, replay, ReplayOptions};
+use largo_workloads::report::Counters;
+use largo_workloads::{RunOptions, WorkloadSpec};
 use serde::Serialize;
 
-use crate::counters::HostCounters;
 use crate::knobs::{knob_file, selected, KnobError, KnobGuard};
+use crate::layout::FolioLayout;
 use crate::native::{self, NativeError};
 
 /// Per-size stats compared (every anonymous size of the machine).
@@ -35,9 +43,10 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_split_pmd",
 ];
 
-/// Tries of the host side before a difference is reported: another
-/// process faulting THPs at the same time can only add to the host's
-/// counts, so a run that shows more than the model is tried again.
+/// Tries of the host side before a difference is reported. Another
+/// process faulting at the same time can only add to the host's global
+/// counts, so a run showing more than the model (with the same folio
+/// layout) is tried again; fewer, or a different layout, is reported at once.
 pub const MAX_ATTEMPTS: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
@@ -70,19 +79,33 @@ impl Row {
 pub struct Validation {
     /// Every compared counter, also those zero on both sides.
     pub rows: Vec<Row>,
-    /// Page faults: the model's `pgfault` and the host task's minor and
+    /// The first process's folio layout before it exited, both sides.
+    pub model_layout: FolioLayout,
+    pub host_layout: FolioLayout,
+    /// Page faults: the model's `pgfault` and the host tasks' minor and
     /// major faults (which also include a few faults of the forked
-    /// process's own stack and data; reported, not compared).
+    /// processes' own stacks and data; reported, not compared).
     pub model_pgfault: u64,
     pub host_faults: u64,
-    /// The host task's kernel (system) time.
+    /// The host tasks' kernel (system) time, and the model's estimate.
     pub host_stime_ns: u64,
     pub attempts: u32,
+    /// The model's counters (all sections), for reports.
+    #[serde(skip)]
+    pub model: Option<Counters>,
 }
 
 impl Validation {
-    pub fn agrees(&self) -> bool {
+    pub fn counters_agree(&self) -> bool {
         self.rows.iter().all(Row::agrees)
+    }
+
+    pub fn layout_agrees(&self) -> bool {
+        self.model_layout == self.host_layout
+    }
+
+    pub fn agrees(&self) -> bool {
+        self.counters_agree() && self.layout_agrees()
     }
 
     /// Rows where either side is non-zero.
@@ -116,49 +139,76 @@ pub fn host_knobs(m: &Machine) -> Result<Vec<(String, String)>, KnobError> {
     Ok(out)
 }
 
-/// Runs the model, then the host (up to [`MAX_ATTEMPTS`] times while the
-/// host counts more), holding the knob lock for the host runs.
-pub fn validate(
+/// The events of a built-in workload as the model ran them.
+pub fn workload_events(
     config: &MachineConfig,
     def: &WorkloadDef,
     spec: &WorkloadSpec,
-    opts: &RunOptions,
-) -> Result<(RunOutcome, Validation), ValidateError> {
+) -> Result<Vec<Event>, ValidateError> {
+    let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
+    let out = largo_workloads::run(&mut m, def, spec, &RunOptions::default(), &mut |_, _| {})
+        .map_err(|e| ValidateError::Model(e.to_string()))?;
+    Ok(resolved_to_events(&out.resolved, m.geometry().page_size()))
+}
+
+/// A built-in workload on both sides.
+pub fn validate_workload(
+    config: &MachineConfig,
+    def: &WorkloadDef,
+    spec: &WorkloadSpec,
+) -> Result<Validation, ValidateError> {
+    let events = workload_events(config, def, spec)?;
+    validate(config, &events)
+}
+
+/// Replays `events` on the model, then runs them on the host (up to
+/// [`MAX_ATTEMPTS`] times while the host counts more), holding the knob
+/// lock for the host runs.
+pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, ValidateError> {
     let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
     let knobs = host_knobs(&m)?;
-    let outcome = largo_workloads::run(&mut m, def, spec, opts, &mut |_, _| {})
-        .map_err(|e| ValidateError::Model(e.to_string()))?;
+    let opts = ReplayOptions {
+        snapshot_at: Some(first_root_exit(events).unwrap_or(events.len())),
+        ..ReplayOptions::default()
+    };
+    let out = replay(&mut m, events, &opts, &mut |_, _| {}).map_err(|e| ValidateError::Model(e.to_string()))?;
+    let model_layout = FolioLayout::from_model(out.snapshot.as_ref().expect("a snapshot was asked for"));
+    let model_counters = out.snapshot_counters.clone().expect("a snapshot was asked for");
     let page_size = m.geometry().page_size();
-    let anon_sizes: Vec<String> = outcome.counters.mthp.keys().cloned().collect();
+    let plan = native::plan(events)?;
     let mut guard = KnobGuard::acquire()?;
     guard.set_all(&knobs)?;
     let mut attempts = 0;
     let validation = loop {
         attempts += 1;
-        let v = host_once(&outcome, page_size, &anon_sizes, attempts)?;
+        let v = host_once(&model_counters, &model_layout, &plan, page_size, attempts)?;
         let host_more = v.rows.iter().any(|r| r.host > r.model);
-        if v.agrees() || !host_more || attempts >= MAX_ATTEMPTS {
+        if v.agrees() || !host_more || !v.layout_agrees() || attempts >= MAX_ATTEMPTS {
             break v;
         }
     };
     guard.restore()?;
-    Ok((outcome, validation))
+    Ok(Validation {
+        model: Some(out.run.counters),
+        ..validation
+    })
 }
 
 fn host_once(
-    outcome: &RunOutcome,
+    c: &Counters,
+    model_layout: &FolioLayout,
+    plan: &native::Plan,
     page_size: u64,
-    sizes: &[String],
     attempts: u32,
 ) -> Result<Validation, ValidateError> {
-    let mut placement = native::place(&outcome.resolved, page_size)?;
-    // Warm the reads up so the snapshots themselves fault nothing new.
-    let _ = HostCounters::read();
-    let before = HostCounters::read();
-    let exits = native::run(&mut placement, &outcome.resolved)?;
-    let after = HostCounters::read();
+    let mut placement = native::place(plan, page_size)?;
+    let roots = native::run(&mut placement, plan, true)?;
+    // Read just before the first process forked, and by that process
+    // itself after its last step.
+    let first = roots.first();
+    let before = first.and_then(|r| r.before.clone()).unwrap_or_default();
+    let after = first.and_then(|r| r.counters.clone()).unwrap_or_default();
     let d = after.minus(&before);
-    let c = &outcome.counters;
     let mut rows = Vec::new();
     for e in VMSTAT_EVENTS {
         rows.push(Row {
@@ -167,7 +217,7 @@ fn host_once(
             host: d.vmstat(e),
         });
     }
-    for size in sizes {
+    for size in c.mthp.keys() {
         for s in MTHP_STATS {
             rows.push(Row {
                 counter: format!("hugepages-{size}/{s}"),
@@ -178,9 +228,12 @@ fn host_once(
     }
     Ok(Validation {
         rows,
+        model_layout: model_layout.clone(),
+        host_layout: roots.first().and_then(|r| r.layout.clone()).unwrap_or_default(),
         model_pgfault: c.vmstat("pgfault"),
-        host_faults: exits.iter().map(|e| e.rusage.minflt + e.rusage.majflt).sum(),
-        host_stime_ns: exits.iter().map(|e| e.rusage.stime_ns).sum(),
+        host_faults: roots.iter().map(|r| r.exit.rusage.minflt + r.exit.rusage.majflt).sum(),
+        host_stime_ns: roots.iter().map(|r| r.exit.rusage.stime_ns).sum(),
         attempts,
+        model: None,
     })
 }

@@ -4,10 +4,9 @@
 //! files each test says why it did not run.
 
 use largo_host::knobs::{read_knob, KnobGuard, JOURNAL_PATH};
-use largo_host::validate::validate;
+use largo_host::validate::validate_workload;
 use largo_mm::MachineConfig;
 use largo_workloads::builtin;
-use largo_workloads::RunOptions;
 
 /// The tests of this binary use the host one at a time: a test that forks
 /// must not copy another thread's lock descriptor into its child.
@@ -75,7 +74,7 @@ fn the_validation_suite_agrees_with_the_host_kernel_exactly() {
                 w.to_string()
             };
             let (def, spec) = builtin::parse(&text).unwrap();
-            let (_, v) = validate(&config(thp), def, &spec, &RunOptions::default()).unwrap();
+            let v = validate_workload(&config(thp), def, &spec).unwrap();
             let nonzero: Vec<String> = v
                 .nonzero()
                 .map(|r| format!("{} {}/{}", r.counter, r.model, r.host))

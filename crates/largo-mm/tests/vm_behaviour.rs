@@ -458,3 +458,60 @@ fn mthp_sizes_fall_back_order_by_order_when_memory_is_fragmented() {
     assert_eq!(p.mthp(16, MthpStat::AnonFaultAlloc), 0);
     p.check();
 }
+
+#[test]
+fn the_stack_grows_down_on_access_up_to_its_limit() {
+    let mut m = machine(&[]);
+    let mut p = Proc::spawn(&mut m);
+    let pid = p.pid;
+    let stack =
+        p.m.vm()
+            .maps(pid)
+            .unwrap()
+            .into_iter()
+            .find(|v| v.flags.contains(largo_mm::vm::types::VmFlags::GROWSDOWN))
+            .unwrap();
+    // 100 pages below the stack: it grows.
+    let below = stack.start - 100 * PAGE;
+    assert_eq!(p.write(below, PAGE), 1);
+    let grown =
+        p.m.vm()
+            .maps(pid)
+            .unwrap()
+            .into_iter()
+            .find(|v| v.end == stack.end)
+            .unwrap();
+    assert_eq!(grown.start, below);
+    // Beyond RLIMIT_STACK (8 MiB): SIGSEGV.
+    let far = stack.end - (9 << 20);
+    let r = p.m.with_vm(0, |vm, ctx| vm.access(ctx, pid, far, true)).unwrap();
+    assert_eq!(r, Access::Segv);
+    p.check();
+}
+
+#[test]
+fn exec_replaces_the_address_space_and_vfork_borrows_it() {
+    let mut m = machine(&[]);
+    let mut p = Proc::spawn(&mut m);
+    let a = p.mmap(2 * MIB);
+    p.write(a, 2 * MIB);
+    let parent = p.pid;
+    let child = p.m.with_vm(0, |vm, _| vm.spawn_vfork(parent)).unwrap();
+    // The vfork child writes into the parent's memory: no new pages.
+    assert_eq!(p.touch(child, a, 2 * MIB, true), 0);
+    p.m.with_vm(0, |vm, ctx| vm.exec(ctx, child)).unwrap();
+    assert!(
+        p.m.vm().maps(child).unwrap().is_empty(),
+        "a fresh image has no mappings yet"
+    );
+    assert_eq!(p.stat("nr_anon_pages"), 512, "the parent's memory stays");
+    p.m.with_vm(0, |vm, _| vm.set_brk_start(child, 0x5555_5555_8000))
+        .unwrap();
+    let brk =
+        p.m.with_vm(0, |vm, ctx| vm.brk(ctx, child, 0x5555_5555_8000 + 64 * KIB))
+            .unwrap();
+    assert_eq!(brk, 0x5555_5555_8000 + 64 * KIB);
+    assert_eq!(p.touch(child, 0x5555_5555_8000, 64 * KIB, true), 16);
+    p.exit(child);
+    p.check();
+}

@@ -219,6 +219,94 @@ impl Window {
         Ok(())
     }
 
+    /// `mremap(old, old_len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, new)`
+    /// inside the window (or in place when `new == old`). The old range
+    /// returns to the reservation.
+    pub fn remap(&mut self, old: u64, old_len: u64, new: u64, new_len: u64) -> Result<(), HostError> {
+        self.check_inside(old, old_len)?;
+        self.check_inside(new, new_len)?;
+        let write = self
+            .mapped
+            .range(..=old)
+            .next_back()
+            .is_some_and(|(_, &(e, w))| old < e && w);
+        let (flags, target) = if new == old {
+            (0, std::ptr::null_mut())
+        } else {
+            (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, new as *mut libc::c_void)
+        };
+        // SAFETY: both ranges lie in this window, which only holds mappings
+        // made here and the reservation; nothing Rust refers to is moved.
+        let p = unsafe {
+            libc::mremap(
+                old as *mut libc::c_void,
+                old_len as usize,
+                new_len as usize,
+                flags,
+                target,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mremap"));
+        }
+        self.forget(old, old + old_len);
+        if new != old && old_len > 0 {
+            self.reserve_again(old, old_len)?;
+        }
+        self.forget(new, new + new_len);
+        self.mapped.insert(new, (new + new_len, write));
+        Ok(())
+    }
+
+    /// Puts a PROT_NONE reservation back over a range of the window that
+    /// has just been unmapped.
+    fn reserve_again(&mut self, addr: u64, len: u64) -> Result<(), HostError> {
+        // SAFETY: re-reserves an unmapped range of this window.
+        let p = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                len as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mmap"));
+        }
+        Ok(())
+    }
+
+    /// `mprotect(addr, len, PROT_READ[|PROT_WRITE])` on mapped memory of
+    /// the window.
+    pub fn protect(&mut self, addr: u64, len: u64, write: bool) -> Result<(), HostError> {
+        self.check_inside(addr, len)?;
+        let prot = libc::PROT_READ | if write { libc::PROT_WRITE } else { 0 };
+        // SAFETY: a range of this window's own mappings; no Rust reference
+        // covers them.
+        if unsafe { libc::mprotect(addr as *mut libc::c_void, len as usize, prot) } != 0 {
+            return Err(sys("mprotect"));
+        }
+        let end = addr + len;
+        let parts: Vec<(u64, u64)> = self
+            .mapped
+            .range(..end)
+            .filter(|(_, &(e, _))| e > addr)
+            .map(|(&s, &(e, _))| (s.max(addr), e.min(end)))
+            .collect();
+        self.forget(addr, end);
+        for (s, e) in parts {
+            self.mapped.insert(s, (e, write));
+        }
+        Ok(())
+    }
+
+    /// The live mappings: (start, end, writable), in address order.
+    pub fn mappings(&self) -> Vec<(u64, u64, bool)> {
+        self.mapped.iter().map(|(&s, &(e, w))| (s, e, w)).collect()
+    }
+
     /// Whether `[addr, addr + 1)` is in a live mapping (a writable one
     /// for a write).
     fn is_mapped(&self, addr: u64, write: bool) -> bool {
@@ -348,6 +436,23 @@ fn wait_child(pid: libc::pid_t) -> Result<ChildExit, HostError> {
         signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
         rusage: Rusage::from_raw(&r),
     })
+}
+
+/// `prctl(PR_SET_THP_DISABLE, ...)` for this process: 0 off, 1 completely,
+/// 2 except in MADV_HUGEPAGE regions (`PR_THP_DISABLE_EXCEPT_ADVISED`).
+pub fn prctl_thp_disable(mode: u8) -> Result<(), HostError> {
+    const PR_SET_THP_DISABLE: libc::c_int = 41;
+    const PR_THP_DISABLE_EXCEPT_ADVISED: libc::c_ulong = 1 << 1;
+    let (arg2, arg3): (libc::c_ulong, libc::c_ulong) = match mode {
+        0 => (0, 0),
+        1 => (1, 0),
+        _ => (1, PR_THP_DISABLE_EXCEPT_ADVISED),
+    };
+    // SAFETY: prctl with integer arguments only; no memory is passed.
+    if unsafe { libc::prctl(PR_SET_THP_DISABLE, arg2, arg3, 0 as libc::c_ulong, 0 as libc::c_ulong) } != 0 {
+        return Err(sys("prctl"));
+    }
+    Ok(())
 }
 
 /// Writes `value` to a file in a child-safe way (no allocation): for

@@ -8,11 +8,13 @@
 //! - [`builtin`]: the catalog
 //! - [`sched`], [`run`]: running a workload on a `Machine`
 //! - [`report`]: counter snapshots
+//! - [`replay`]: replaying a recorded or hand-written trace
 //! - [`cost`]: the cost model and its calibration fit
 
 pub mod builtin;
 pub mod cost;
 pub mod op;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sched;

@@ -118,6 +118,80 @@ pub fn touch_offsets(len: u64, stride: u64, order: TouchOrder) -> Vec<u64> {
     idx.into_iter().map(|i| i * stride).collect()
 }
 
+/// The executed operations of a run as a trace (root tasks one after
+/// another, each fork followed by everything its child did and its exit),
+/// so the host runner and the replay take one input. Random-order and
+/// strided touches become one fault event per access.
+pub fn resolved_to_events(roots: &[Vec<ResolvedOp>], page_size: u64) -> Vec<largo_trace::Event> {
+    let mut out = Vec::new();
+    let mut next_pid = roots.len() as u32 + 1;
+    for (i, ops) in roots.iter().enumerate() {
+        let pid = i as u32 + 1;
+        emit(ops, pid, page_size, &mut next_pid, &mut out);
+        out.push(largo_trace::Event::Exit { pid });
+    }
+    out
+}
+
+fn emit(ops: &[ResolvedOp], pid: u32, page_size: u64, next_pid: &mut u32, out: &mut Vec<largo_trace::Event>) {
+    use largo_trace::{Event, MapFlags as TF, Prot as TP};
+    for op in ops {
+        match *op {
+            ResolvedOp::Mmap { addr, len, write } => out.push(Event::Mmap {
+                pid,
+                addr,
+                len,
+                prot: TP(TP::READ | if write { TP::WRITE } else { 0 }),
+                flags: TF(TF::PRIVATE | TF::ANONYMOUS),
+            }),
+            ResolvedOp::Munmap { addr, len } => out.push(Event::Munmap { pid, addr, len }),
+            ResolvedOp::Madvise { addr, len, advice } => out.push(Event::Madvise {
+                pid,
+                addr,
+                len,
+                advice: match advice {
+                    AdviceKind::DontNeed => largo_trace::MADV_DONTNEED,
+                    AdviceKind::Free => largo_trace::MADV_FREE,
+                    AdviceKind::HugePage => largo_trace::MADV_HUGEPAGE,
+                    AdviceKind::NoHugePage => largo_trace::MADV_NOHUGEPAGE,
+                },
+            }),
+            ResolvedOp::Touch {
+                addr,
+                len,
+                stride,
+                write,
+                order,
+            } => {
+                if order == TouchOrder::Sequential && stride == page_size && addr % page_size == 0 {
+                    out.push(Event::Touch { pid, addr, len, write });
+                } else {
+                    for off in touch_offsets(len, stride, order) {
+                        out.push(Event::Fault {
+                            pid,
+                            addr: addr + off,
+                            write,
+                        });
+                    }
+                }
+            }
+            ResolvedOp::Fork { ref child } => {
+                let c = *next_pid;
+                *next_pid += 1;
+                out.push(Event::Clone {
+                    pid,
+                    child: c,
+                    kind: largo_trace::CloneKind::Process,
+                });
+                emit(child, c, page_size, next_pid, out);
+                out.push(Event::Exit { pid: c });
+            }
+            ResolvedOp::Wait => {}
+            ResolvedOp::DropCaches { mode } => out.push(Event::DropCaches { pid, mode: mode as u8 }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,7 +126,7 @@ pub fn run(
     })
 }
 
-fn update_peak(m: &Machine, peak: &mut Peak) {
+pub(crate) fn update_peak(m: &Machine, peak: &mut Peak) {
     let kb = |pages: i64| (pages.max(0) as u64) << (m.geometry().page_shift - 10);
     let stats = m.vm().node_stats();
     let anon: i64 = stats.iter().map(|s| s.anon_mapped).sum();

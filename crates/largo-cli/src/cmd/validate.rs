@@ -9,9 +9,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use largo_host::validate::{validate, Validation};
+use largo_host::validate::{validate_workload, Validation};
 use largo_workloads::builtin::{self, WorkloadDef};
-use largo_workloads::{RunOptions, WorkloadSpec};
+use largo_workloads::WorkloadSpec;
 
 use super::run::{resolve_configs, resolve_workloads, NamedConfig, Selection};
 use crate::args::UsageError;
@@ -102,7 +102,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             bail!("interrupted; the host knobs are restored");
         }
         let named = &configs[case.config];
-        let (_, v) = validate(&named.config, case.def, &case.spec, &RunOptions::default())?;
+        let v = validate_workload(&named.config, case.def, &case.spec)?;
         if !v.agrees() {
             disagreements += 1;
         }

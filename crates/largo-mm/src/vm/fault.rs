@@ -46,7 +46,10 @@ impl Vm {
         if self.access_hits(ctx, mm, addr, write) {
             return Ok(Access::Hit);
         }
-        let Some(vma) = self.mms[mm].vma_at(addr, &self.vmas) else {
+        let Some(vma) = self.mms[mm]
+            .vma_at(addr, &self.vmas)
+            .or_else(|| self.expand_stack(mm, addr))
+        else {
             return Ok(Access::Segv);
         };
         let flags = self.vmas[vma].flags;

@@ -9,6 +9,8 @@ use super::types::{ThpDisable, VmaId};
 pub const MMAP_MIN_ADDR: u64 = 65536;
 /// `stack_guard_gap` default: 256 pages of 4 KiB.
 pub const STACK_GUARD_GAP: u64 = 256 << 12;
+/// The default `RLIMIT_STACK` (8 MiB).
+pub const RLIMIT_STACK_BYTES: u64 = 8 << 20;
 
 #[derive(Clone, Debug)]
 pub struct Mm {

@@ -2,7 +2,7 @@
 //! private anonymous memory: placement, VMA split and merge, munmap,
 //! mprotect, mremap, brk, prctl(PR_SET_THP_DISABLE).
 
-use super::mm::{MMAP_MIN_ADDR, STACK_GUARD_GAP};
+use super::mm::{MMAP_MIN_ADDR, RLIMIT_STACK_BYTES, STACK_GUARD_GAP};
 use super::pgtable::{Pte, Slot};
 use super::types::{MapFlags, MmId, Pid, Prot, ThpDisable, VmError, VmFlags, VmaId};
 use super::vma::Vma;
@@ -280,6 +280,40 @@ impl Vm {
             a += self.page_size();
         }
         Ok(())
+    }
+
+    /// `expand_stack` (`expand_downwards`): an access below a VM_GROWSDOWN
+    /// VMA extends it down to the page of `addr`, unless that would come
+    /// within `stack_guard_gap` of the mapping below or make the stack
+    /// larger than RLIMIT_STACK (8 MiB). Returns the VMA.
+    pub(crate) fn expand_stack(&mut self, mm: MmId, addr: u64) -> Option<VmaId> {
+        let (_, &id) = self.mms[mm].vmas.range(addr..).next()?;
+        let v = &self.vmas[id];
+        if !v.flags.contains(VmFlags::GROWSDOWN) || addr < MMAP_MIN_ADDR {
+            return None;
+        }
+        let new_start = addr & !(self.page_size() - 1);
+        if v.end - new_start > RLIMIT_STACK_BYTES {
+            return None;
+        }
+        if let Some((_, &prev)) = self.mms[mm].vmas.range(..v.start).next_back() {
+            let p = &self.vmas[prev];
+            let guarded = !p.flags.contains(VmFlags::GROWSDOWN) && p.flags.accessible();
+            if p.end > new_start || (guarded && new_start - p.end < STACK_GUARD_GAP) {
+                return None;
+            }
+        }
+        let grow = (v.start - new_start) >> self.page_shift();
+        let (old_start, account) = (v.start, v.flags.contains(VmFlags::ACCOUNT));
+        let v = &mut self.vmas[id];
+        v.start = new_start;
+        v.pgoff -= grow;
+        self.mms[mm].vmas.remove(&old_start);
+        self.mms[mm].vmas.insert(new_start, id);
+        if account {
+            self.account(mm, grow as i64);
+        }
+        Some(id)
     }
 
     /// `vm_committed_as` bookkeeping.

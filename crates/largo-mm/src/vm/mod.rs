@@ -288,6 +288,50 @@ impl Vm {
         Ok(self.new_task(mm, None))
     }
 
+    /// A new process with an address space holding no VMA at all, for a
+    /// replay that lays out the image itself (`exec` followed by fixed
+    /// mappings).
+    pub fn spawn_empty(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
+        let mm = self.new_mm(ctx)?;
+        Ok(self.new_task(mm, None))
+    }
+
+    /// `execve`: the task gets a fresh, empty address space; the old one
+    /// goes when its last user leaves (a vfork child stops borrowing its
+    /// parent's). Threads of the old image are not modelled as dying here:
+    /// a trace exits them itself.
+    pub fn exec(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<(), VmError> {
+        let old = self.task_mm(pid)?;
+        let new = self.new_mm(ctx)?;
+        if let Some(t) = self.tasks.get_mut(&pid) {
+            t.mm = new;
+            t.tgid = pid;
+        }
+        self.mms[old].users -= 1;
+        if self.mms[old].users == 0 {
+            self.exit_mmap(ctx, old);
+        }
+        Ok(())
+    }
+
+    /// `vfork`: a new process borrowing `pid`'s address space until it
+    /// execs or exits.
+    pub fn spawn_vfork(&mut self, pid: Pid) -> Result<Pid, VmError> {
+        let mm = self.task_mm(pid)?;
+        self.mms[mm].users += 1;
+        Ok(self.new_task(mm, None))
+    }
+
+    /// Sets where the brk heap of `pid`'s image starts (the loader's
+    /// `start_brk`); the break is there too.
+    pub fn set_brk_start(&mut self, pid: Pid, addr: u64) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        let m = &mut self.mms[mm];
+        m.start_brk = addr;
+        m.brk = addr;
+        Ok(())
+    }
+
     /// A thread sharing `pid`'s address space (`clone(CLONE_VM)`).
     pub fn spawn_thread(&mut self, pid: Pid) -> Result<Pid, VmError> {
         let parent = self.tasks.get(&pid).filter(|t| t.alive).ok_or(VmError::NoTask(pid))?;

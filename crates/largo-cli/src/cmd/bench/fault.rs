@@ -94,14 +94,16 @@ pub fn run(args: &FaultBenchArgs) -> Result<()> {
 
 /// Median wall time of the native runs, each after a warm-up run.
 fn host_time(knobs: &[(String, String)], resolved: &[Vec<largo_workloads::op::ResolvedOp>], runs: u32) -> Result<f64> {
+    let events = largo_workloads::op::resolved_to_events(resolved, 4096);
+    let plan = native::plan(&events)?;
     let mut guard = KnobGuard::acquire()?;
     guard.set_all(knobs)?;
     let mut times = Vec::new();
     for _ in 0..runs {
-        let mut placement = native::place(resolved, 4096)?;
-        native::run(&mut placement, resolved)?;
+        let mut placement = native::place(&plan, 4096)?;
+        native::run(&mut placement, &plan, false)?;
         let t = Instant::now();
-        native::run(&mut placement, resolved)?;
+        native::run(&mut placement, &plan, false)?;
         times.push(t.elapsed().as_secs_f64());
     }
     guard.restore()?;
