@@ -210,33 +210,9 @@ impl PolicyArgs {
     }
 }
 
-/// `--thp SIZES[=MODE]`: per-size `enabled` writes. Sizes are checked
-/// against the machine when the knobs are applied.
+/// `--thp SIZES[=MODE]`: per-size `enabled` writes.
 pub fn parse_thp(spec: &str) -> Result<Vec<(String, String)>, UsageError> {
-    let (sizes, mode) = spec.split_once('=').unwrap_or((spec, "always"));
-    let mode = mode.trim();
-    if !["always", "inherit", "madvise", "never"].contains(&mode) {
-        return Err(UsageError(format!(
-            "--thp {spec}: unknown mode '{mode}': expected always, inherit, madvise or never"
-        )));
-    }
-    let mut out = Vec::new();
-    for size in sizes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let bytes = parse_size(size).map_err(|e| UsageError(format!("--thp {spec}: {e}")))?;
-        if bytes < 1024 || !bytes.is_power_of_two() {
-            return Err(UsageError(format!(
-                "--thp {spec}: {size} is not a power-of-two size of at least 1K"
-            )));
-        }
-        out.push((
-            format!("transparent_hugepage/hugepages-{}kB/enabled", bytes >> 10),
-            mode.to_string(),
-        ));
-    }
-    if out.is_empty() {
-        return Err(UsageError(format!("--thp {spec}: no size given, e.g. --thp 16K,64K")));
-    }
-    Ok(out)
+    largo_workloads::policy::thp_knobs(spec).map_err(UsageError)
 }
 
 impl MachineArgs {

@@ -13,6 +13,7 @@ pub mod counters;
 pub mod knobs;
 pub mod layout;
 pub mod native;
+pub mod scenario;
 pub mod validate;
 
 pub use knobs::{unavailable_reason, KnobGuard};

@@ -41,6 +41,7 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_split_page_failed",
     "thp_deferred_split_page",
     "thp_split_pmd",
+    "thp_underused_split_page",
 ];
 
 /// Tries of the host side before a difference is reported. Another

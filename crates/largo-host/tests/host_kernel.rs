@@ -147,3 +147,45 @@ fn a_dead_holders_journal_is_replayed_by_the_next_guard() {
     assert_eq!(read_knob(KNOB).unwrap(), original, "the journal put it back");
     assert!(!std::path::Path::new(JOURNAL_PATH).exists());
 }
+
+#[test]
+fn the_scenario_suite_agrees_with_the_host_kernel_exactly() {
+    if !host_available("scenario suite") {
+        return;
+    }
+    let _serial = host_lock();
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for s in largo_host::scenario::builtin() {
+        for (config, flags) in &s.configs {
+            let machine = largo_host::scenario::Scenario::machine(flags).unwrap();
+            let v = largo_host::validate::validate(&machine, &s.trace.events)
+                .unwrap_or_else(|e| panic!("{} under {config}: {e}", s.name));
+            cases += 1;
+            let nonzero: Vec<String> = v
+                .nonzero()
+                .map(|r| format!("{} {}/{}", r.counter, r.model, r.host))
+                .collect();
+            let layout = if v.layout_agrees() {
+                String::new()
+            } else {
+                format!(" layout largo {:?} host {:?}", v.model_layout, v.host_layout)
+            };
+            println!(
+                "{} under {config}: {} [{}]{layout}",
+                s.name,
+                if v.agrees() { "agree" } else { "DIFFER" },
+                nonzero.join(", ")
+            );
+            if !v.agrees() {
+                failures.push(format!("{} under {config}: [{}]{layout}", s.name, nonzero.join(", ")));
+            }
+        }
+    }
+    println!("{cases} scenario cases, {} differ", failures.len());
+    assert!(
+        failures.is_empty(),
+        "largo and the host kernel differ:\n{}",
+        failures.join("\n")
+    );
+}

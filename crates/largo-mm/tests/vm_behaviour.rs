@@ -515,3 +515,13 @@ fn exec_replaces_the_address_space_and_vfork_borrows_it() {
     p.exit(child);
     p.check();
 }
+
+#[test]
+fn thpmaps_counts_every_pmd_mapping() {
+    let mut m = machine(&[(&size_knob(2048), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let a = p.mmap(6 * MIB);
+    p.write(a, 6 * MIB);
+    let t = p.m.vm().thpmaps(p.m.page_alloc());
+    assert_eq!((t.pmd_pages, t.anon_pages), (3 * 512, 3 * 512));
+}

@@ -230,6 +230,22 @@ impl Window {
             .range(..=old)
             .next_back()
             .is_some_and(|(_, &(e, w))| old < e && w);
+        if new == old && new_len > old_len {
+            // Growing in place: the reservation above must make room.
+            let (gap, gap_len) = (old + old_len, new_len - old_len);
+            if self
+                .mapped
+                .range(..gap + gap_len)
+                .any(|(&s, &(e, _))| s < gap + gap_len && e > gap)
+            {
+                return Err(HostError::NotMapped { addr: gap });
+            }
+            // SAFETY: unmaps only reservation pages of this window (no live
+            // mapping is there, checked above).
+            if unsafe { libc::munmap(gap as *mut libc::c_void, gap_len as usize) } != 0 {
+                return Err(sys("munmap"));
+            }
+        }
         let (flags, target) = if new == old {
             (0, std::ptr::null_mut())
         } else {

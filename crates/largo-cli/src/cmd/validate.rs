@@ -1,32 +1,48 @@
-//! `largo validate`: workloads on the model and natively on this host
-//! under the same THP settings (root), counters side by side.
+//! `largo validate`: scenarios and workloads on the model and natively on
+//! this host under the same THP settings (root); counters and the final
+//! folio layout side by side, with a verdict.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use largo_host::validate::{validate_workload, Validation};
-use largo_workloads::builtin::{self, WorkloadDef};
-use largo_workloads::WorkloadSpec;
+use largo_host::scenario::{self, Scenario};
+use largo_host::validate::{validate, workload_events, Validation};
+use largo_mm::MachineConfig;
+use largo_trace::Event;
+use largo_workloads::builtin;
 
 use super::run::{resolve_configs, resolve_workloads, NamedConfig, Selection};
 use crate::args::UsageError;
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
+    /// Scenario files (text traces) or workloads; default: the built-in
+    /// scenario suite and the workload suite.
     #[command(flatten)]
     pub sel: Selection,
-    /// Show every compared counter, also those zero on both sides.
+    /// Which built-in suite runs when none is named.
+    #[arg(long, value_enum, default_value = "all")]
+    pub suite: SuiteArg,
+    /// Show every compared counter of every case, also those zero on both sides.
     #[arg(long)]
     pub all: bool,
 }
 
-/// The validation suite: the 4K-page configurations of the default suite
-/// and PMD THP always / madvise (with MADV_HUGEPAGE mappings).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SuiteArg {
+    All,
+    Scenarios,
+    Workloads,
+}
+
+/// The workload suite: the 4K-page configurations of `largo run`'s
+/// default suite and PMD THP always / madvise (MADV_HUGEPAGE mappings).
 pub const SUITE_CONFIGS: [(&str, &str); 6] = [
     ("4K", ""),
     ("4K+16K", "--thp 16K"),
@@ -45,32 +61,96 @@ pub const SUITE_WORKLOADS: [&str; 6] = [
     "munmap-partial:size=64M",
 ];
 
-/// One (configuration, workload) pair to validate.
+/// One (scenario or workload, configuration) pair.
 struct Case {
-    config: usize,
-    def: &'static WorkloadDef,
-    spec: WorkloadSpec,
+    name: String,
+    config: String,
+    machine: MachineConfig,
+    events: Arc<Vec<Event>>,
 }
 
-fn cases(args: &ValidateArgs, configs: &[NamedConfig], default_suite: bool) -> Result<Vec<Case>, UsageError> {
-    let names: Vec<String> = if args.sel.workloads.is_empty() {
-        SUITE_WORKLOADS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.sel.workloads.clone()
+fn scenario_cases(s: &Scenario, configs: Option<&[NamedConfig]>) -> Result<Vec<Case>, UsageError> {
+    let events = Arc::new(s.trace.events.clone());
+    let list: Vec<(String, MachineConfig)> = match configs {
+        Some(c) => c.iter().map(|n| (n.name.clone(), n.config.clone())).collect(),
+        None => s
+            .configs
+            .iter()
+            .map(|(n, f)| Scenario::machine(f).map(|m| (n.clone(), m)).map_err(UsageError))
+            .collect::<Result<_, _>>()?,
     };
-    let workloads = resolve_workloads(&names)?;
+    Ok(list
+        .into_iter()
+        .map(|(config, machine)| Case {
+            name: s.name.clone(),
+            config,
+            machine,
+            events: events.clone(),
+        })
+        .collect())
+}
+
+fn workload_cases(names: &[String], configs: &[NamedConfig], madvise_suite: bool) -> Result<Vec<Case>> {
     let mut out = Vec::new();
-    for (w, (def, spec)) in workloads.iter().enumerate() {
-        for (c, named) in configs.iter().enumerate() {
+    for (def, spec) in resolve_workloads(names)? {
+        for c in configs {
             let mut spec = spec.clone();
-            // Under the madvise configuration, map with MADV_HUGEPAGE.
-            if default_suite && named.name.ends_with("madvise") && def.params.iter().any(|p| p.name == "hugepage") {
-                spec = builtin::parse(&format!("{},hugepage=1", names[w]))
-                    .or_else(|_| builtin::parse(&format!("{}:hugepage=1", names[w])))
-                    .map_err(|e| UsageError(e.to_string()))?
-                    .1;
+            if madvise_suite && c.name.ends_with("madvise") && def.params.iter().any(|p| p.name == "hugepage") {
+                let text = spec.describe().replace("hugepage=0", "hugepage=1");
+                spec = builtin::parse(&text).map_err(|e| UsageError(e.to_string()))?.1;
             }
-            out.push(Case { config: c, def, spec });
+            let events = workload_events(&c.config, def, &spec)?;
+            out.push(Case {
+                name: spec.describe(),
+                config: c.name.clone(),
+                machine: c.config.clone(),
+                events: Arc::new(events),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn cases(args: &ValidateArgs) -> Result<Vec<Case>> {
+    let sel = &args.sel;
+    let flags_given = !sel.configs.is_empty() || sel.machine.machine.is_some() || sel.policy.is_set();
+    let named = flags_given
+        .then(|| resolve_configs(&sel.configs, &sel.machine, &sel.policy))
+        .transpose()?;
+    let mut out = Vec::new();
+    if sel.workloads.is_empty() {
+        if matches!(args.suite, SuiteArg::All | SuiteArg::Scenarios) {
+            for s in scenario::builtin() {
+                out.extend(scenario_cases(&s, named.as_deref())?);
+            }
+        }
+        if matches!(args.suite, SuiteArg::All | SuiteArg::Workloads) {
+            let specs: Vec<String> = SUITE_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
+            let suite = resolve_configs(&specs, &sel.machine, &sel.policy)?;
+            let names: Vec<String> = SUITE_WORKLOADS.iter().map(|s| s.to_string()).collect();
+            out.extend(workload_cases(
+                &names,
+                named.as_deref().unwrap_or(&suite),
+                named.is_none(),
+            )?);
+        }
+        return Ok(out);
+    }
+    for w in &sel.workloads {
+        let path = std::path::Path::new(w);
+        if path.is_file() {
+            let text = std::fs::read_to_string(path)?;
+            let s =
+                Scenario::parse(&text, &path.file_stem().unwrap_or_default().to_string_lossy()).map_err(UsageError)?;
+            out.extend(scenario_cases(&s, named.as_deref())?);
+        } else {
+            let specs: Vec<String> = SUITE_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
+            let suite = resolve_configs(&specs, &sel.machine, &sel.policy)?;
+            out.extend(workload_cases(
+                std::slice::from_ref(w),
+                named.as_deref().unwrap_or(&suite),
+                named.is_none(),
+            )?);
         }
     }
     Ok(out)
@@ -80,15 +160,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     if let Some(reason) = largo_host::unavailable_reason() {
         bail!("cannot validate against this host: {reason}");
     }
-    let sel = &args.sel;
-    let default_suite = sel.configs.is_empty() && sel.machine.machine.is_none() && !sel.policy.is_set();
-    let configs = if default_suite {
-        let specs: Vec<String> = SUITE_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-        resolve_configs(&specs, &sel.machine, &sel.policy)?
-    } else {
-        resolve_configs(&sel.configs, &sel.machine, &sel.policy)?
-    };
-    let cases = cases(args, &configs, default_suite)?;
+    let cases = cases(args)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = interrupted.clone();
@@ -101,26 +173,20 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         if interrupted.load(Ordering::SeqCst) {
             bail!("interrupted; the host knobs are restored");
         }
-        let named = &configs[case.config];
-        let v = validate_workload(&named.config, case.def, &case.spec)?;
+        let v = validate(&case.machine, &case.events)
+            .map_err(|e| anyhow::anyhow!("{} under {}: {e}", case.name, case.config))?;
         if !v.agrees() {
             disagreements += 1;
         }
-        let text = if sel.json {
-            let obj = serde_json::json!({
-                "config": named.name,
-                "workload": case.spec.describe(),
-                "agrees": v.agrees(),
-                "validation": v,
-            });
-            format!("{obj}\n")
+        let text = if args.sel.json {
+            format!("{}\n", json(case, &v))
         } else {
-            render(&named.name, &case.spec, &v, args.all)
+            render(case, &v, args.all)
         };
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
     }
-    if !sel.json {
+    if !args.sel.json {
         let _ = writeln!(
             out,
             "{} of {} cases agree exactly",
@@ -134,35 +200,100 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     Ok(())
 }
 
-fn render(config: &str, spec: &WorkloadSpec, v: &Validation, all: bool) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["counter", "largo", "host", "diff"]);
-    let rows: Vec<_> = if all {
-        v.rows.iter().collect()
-    } else {
-        v.nonzero().collect()
-    };
-    for r in rows {
-        let diff = if r.agrees() {
-            "=".to_string()
-        } else {
-            format!("{:+}", r.host - r.model)
-        };
-        t.add_row([r.counter.clone(), r.model.to_string(), r.host.to_string(), diff]);
-    }
-    for col in 1..=3 {
-        if let Some(c) = t.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
+/// The compared counters of one side in the sections of `largo run --json`.
+fn side(v: &Validation, host: bool) -> serde_json::Value {
+    let mut vmstat = BTreeMap::new();
+    let mut mthp: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for r in &v.rows {
+        let value = if host { r.host } else { r.model };
+        if let Some(name) = r.counter.strip_prefix("vmstat/") {
+            vmstat.insert(name.to_string(), value);
+        } else if let Some((size, stat)) = r.counter.strip_prefix("hugepages-").and_then(|c| c.split_once('/')) {
+            mthp.entry(size.to_string())
+                .or_default()
+                .insert(stat.to_string(), value);
         }
     }
-    format!(
-        "{spec} under {config}: {} ({} counters compared{})\n{t}\nfaults: largo pgfault {}, host task minflt+majflt {}; host kernel time {:.1} ms\n\n",
-        if v.agrees() { "agree" } else { "DIFFER" },
+    let layout = if host { &v.host_layout } else { &v.model_layout };
+    let faults = if host { v.host_faults } else { v.model_pgfault };
+    serde_json::json!({ "vmstat": vmstat, "mthp": mthp, "layout": layout, "pgfault": faults })
+}
+
+fn json(case: &Case, v: &Validation) -> serde_json::Value {
+    serde_json::json!({
+        "scenario": case.name,
+        "config": case.config,
+        "match": v.agrees(),
+        "host": side(v, true),
+        "largo": side(v, false),
+        "host_attempts": v.attempts,
+        "host_sys_ns": v.host_stime_ns,
+    })
+}
+
+fn render(case: &Case, v: &Validation, all: bool) -> String {
+    let nonzero: Vec<String> = v
+        .nonzero()
+        .map(|r| {
+            let name = r.counter.trim_start_matches("vmstat/").trim_start_matches("hugepages-");
+            if r.agrees() {
+                format!("{name} {}", r.model)
+            } else {
+                format!("{name} largo {} host {}", r.model, r.host)
+            }
+        })
+        .collect();
+    let verdict = if v.agrees() { "agree" } else { "DIFFER" };
+    let mut s = format!(
+        "{verdict:6} {} under {}: {} counters{}, layout {}; {}\n",
+        case.name,
+        case.config,
         v.rows.len(),
-        if v.attempts > 1 { format!(", {} host attempts", v.attempts) } else { String::new() },
-        v.model_pgfault,
-        v.host_faults,
-        v.host_stime_ns as f64 / 1e6,
-    )
+        if v.attempts > 1 {
+            format!(" ({} host attempts)", v.attempts)
+        } else {
+            String::new()
+        },
+        if v.layout_agrees() { "equal" } else { "DIFFERS" },
+        if nonzero.is_empty() {
+            "all zero".to_string()
+        } else {
+            nonzero.join(", ")
+        },
+    );
+    if !v.agrees() || all {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(["counter", "largo", "host", "diff"]);
+        let rows: Vec<_> = if all {
+            v.rows.iter().collect()
+        } else {
+            v.nonzero().collect()
+        };
+        for r in rows {
+            let diff = if r.agrees() {
+                "=".to_string()
+            } else {
+                format!("{:+}", r.host - r.model)
+            };
+            t.add_row([r.counter.clone(), r.model.to_string(), r.host.to_string(), diff]);
+        }
+        for col in 1..=3 {
+            if let Some(c) = t.column_mut(col) {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        s.push_str(&format!("{t}\n"));
+        s.push_str(&format!(
+            "  layout largo {:?}\n  layout host  {:?}\n",
+            v.model_layout, v.host_layout
+        ));
+        s.push_str(&format!(
+            "  faults: largo pgfault {}, host tasks minflt+majflt {}; host kernel time {:.1} ms\n",
+            v.model_pgfault,
+            v.host_faults,
+            v.host_stime_ns as f64 / 1e6
+        ));
+    }
+    s
 }

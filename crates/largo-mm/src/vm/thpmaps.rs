@@ -60,7 +60,7 @@ impl Vm {
                         out.anon_pages += nr;
                         out.pmd_pages += nr;
                     }
-                    addr = self.next_table_boundary(addr, 1);
+                    addr = self.next_table_boundary(addr, 0);
                     continue;
                 }
                 if e.present() && !e.is_special() {
@@ -102,8 +102,9 @@ impl Vm {
         out
     }
 
-    /// The first address of the next table at `level` + 1's entry span
-    /// (skipping an absent table or a PMD leaf).
+    /// The first address past the entry of `level` + 1 covering `addr`
+    /// (level 0: the next PMD boundary, past an absent PTE table or a PMD
+    /// leaf).
     fn next_table_boundary(&self, addr: u64, level: u32) -> u64 {
         let span = 1u64 << self.pt.shape.level_shift(level + 1);
         (addr & !(span - 1)) + span

@@ -1,0 +1,222 @@
+//! The scenario suite: hand-written traces (crates/largo-host/scenarios)
+//! covering the anonymous fault path's behaviours (kernel-facts section 8),
+//! each run on the model and natively under the standard configurations
+//! plus those its `@config` lines add. Every counter and the final folio
+//! layout must be equal.
+
+use largo_mm::MachineConfig;
+use largo_trace::{parse_bytes, Trace};
+use largo_workloads::policy::policy_knobs;
+
+/// The configurations every scenario runs under: base pages only; one
+/// mTHP size; the seed paper's 16K+32K+64K; every size always (PMD
+/// included); every size only where MADV_HUGEPAGE was given.
+pub const STANDARD_CONFIGS: &[(&str, &str)] = &[
+    ("4K", ""),
+    ("64K", "--thp 64K"),
+    ("16K+32K+64K", "--thp 16K,32K,64K"),
+    ("all-always", "--thp 16K,32K,64K,128K,256K,512K,1M,2M"),
+    ("all-madvise", "--thp 16K,32K,64K,128K,256K,512K,1M,2M=madvise"),
+];
+
+/// The built-in scenarios: (name, text).
+pub const SCENARIOS: &[(&str, &str)] = &[
+    ("beside-full", include_str!("../scenarios/beside-full.trace")),
+    ("edge-ragged-end", include_str!("../scenarios/edge-ragged-end.trace")),
+    ("edge-short-vma", include_str!("../scenarios/edge-short-vma.trace")),
+    (
+        "edge-unaligned-start",
+        include_str!("../scenarios/edge-unaligned-start.trace"),
+    ),
+    (
+        "fork-child-exits-parent-writes",
+        include_str!("../scenarios/fork-child-exits-parent-writes.trace"),
+    ),
+    (
+        "fork-child-unmaps-half",
+        include_str!("../scenarios/fork-child-unmaps-half.trace"),
+    ),
+    (
+        "fork-child-writes",
+        include_str!("../scenarios/fork-child-writes.trace"),
+    ),
+    ("fork-pmd-cow", include_str!("../scenarios/fork-pmd-cow.trace")),
+    (
+        "fork-then-fault-new",
+        include_str!("../scenarios/fork-then-fault-new.trace"),
+    ),
+    (
+        "huge-zero-partial-unmap",
+        include_str!("../scenarios/huge-zero-partial-unmap.trace"),
+    ),
+    (
+        "huge-zero-then-write",
+        include_str!("../scenarios/huge-zero-then-write.trace"),
+    ),
+    (
+        "madv-dontneed-holes",
+        include_str!("../scenarios/madv-dontneed-holes.trace"),
+    ),
+    (
+        "madv-dontneed-pmd-part",
+        include_str!("../scenarios/madv-dontneed-pmd-part.trace"),
+    ),
+    (
+        "madv-dontneed-whole",
+        include_str!("../scenarios/madv-dontneed-whole.trace"),
+    ),
+    (
+        "madv-free-then-write",
+        include_str!("../scenarios/madv-free-then-write.trace"),
+    ),
+    (
+        "madv-hugepage-part",
+        include_str!("../scenarios/madv-hugepage-part.trace"),
+    ),
+    (
+        "madv-nohugepage-middle",
+        include_str!("../scenarios/madv-nohugepage-middle.trace"),
+    ),
+    (
+        "misaligned-32k-start",
+        include_str!("../scenarios/misaligned-32k-start.trace"),
+    ),
+    (
+        "mprotect-ro-then-rw",
+        include_str!("../scenarios/mprotect-ro-then-rw.trace"),
+    ),
+    ("mprotect-split", include_str!("../scenarios/mprotect-split.trace")),
+    ("mremap-grow", include_str!("../scenarios/mremap-grow.trace")),
+    (
+        "mremap-move-aligned",
+        include_str!("../scenarios/mremap-move-aligned.trace"),
+    ),
+    (
+        "mremap-move-unaligned",
+        include_str!("../scenarios/mremap-move-unaligned.trace"),
+    ),
+    ("mremap-shrink", include_str!("../scenarios/mremap-shrink.trace")),
+    (
+        "munmap-holes-drop-caches",
+        include_str!("../scenarios/munmap-holes-drop-caches.trace"),
+    ),
+    (
+        "munmap-middle-of-pmd",
+        include_str!("../scenarios/munmap-middle-of-pmd.trace"),
+    ),
+    (
+        "munmap-then-remap",
+        include_str!("../scenarios/munmap-then-remap.trace"),
+    ),
+    (
+        "munmap-whole-blocks",
+        include_str!("../scenarios/munmap-whole-blocks.trace"),
+    ),
+    ("no-zero-page", include_str!("../scenarios/no-zero-page.trace")),
+    (
+        "populated-neighbour",
+        include_str!("../scenarios/populated-neighbour.trace"),
+    ),
+    ("prctl-disable", include_str!("../scenarios/prctl-disable.trace")),
+    (
+        "prctl-except-advised",
+        include_str!("../scenarios/prctl-except-advised.trace"),
+    ),
+    ("random-touch", include_str!("../scenarios/random-touch.trace")),
+    (
+        "read-half-write-half",
+        include_str!("../scenarios/read-half-write-half.trace"),
+    ),
+    ("read-then-write", include_str!("../scenarios/read-then-write.trace")),
+    ("reverse-touch", include_str!("../scenarios/reverse-touch.trace")),
+    ("scattered-writes", include_str!("../scenarios/scattered-writes.trace")),
+    ("underused-thp", include_str!("../scenarios/underused-thp.trace")),
+    (
+        "vma-end-inside-pmd",
+        include_str!("../scenarios/vma-end-inside-pmd.trace"),
+    ),
+];
+
+/// A parsed scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub describe: String,
+    pub trace: Trace,
+    /// (name, policy flags) of every configuration to run it under.
+    pub configs: Vec<(String, String)>,
+}
+
+impl Scenario {
+    /// Parses a scenario: a text trace with `@scenario NAME`,
+    /// `@describe TEXT` and any number of `@config NAME:FLAGS` lines.
+    pub fn parse(text: &str, fallback_name: &str) -> Result<Scenario, String> {
+        let trace = parse_bytes(text.as_bytes()).map_err(|e| format!("{fallback_name}: {e}"))?;
+        let h = &trace.header;
+        let name = h.get("scenario").unwrap_or(fallback_name).to_string();
+        let describe = h.get("describe").unwrap_or("").to_string();
+        let mut configs: Vec<(String, String)> = STANDARD_CONFIGS
+            .iter()
+            .map(|(n, f)| (n.to_string(), f.to_string()))
+            .collect();
+        for c in h.all("config") {
+            let (n, f) = c
+                .split_once(':')
+                .ok_or_else(|| format!("{name}: @config '{c}' is not NAME:FLAGS"))?;
+            policy_knobs(f).map_err(|e| format!("{name}: @config {n}: {e}"))?;
+            configs.push((n.trim().to_string(), f.trim().to_string()));
+        }
+        Ok(Scenario {
+            name,
+            describe,
+            trace,
+            configs,
+        })
+    }
+
+    /// The machine of a configuration (the default machine, its THP
+    /// knobs from the flags).
+    pub fn machine(flags: &str) -> Result<MachineConfig, String> {
+        Ok(MachineConfig {
+            knobs: policy_knobs(flags)?,
+            ..MachineConfig::default()
+        })
+    }
+}
+
+/// Every built-in scenario, parsed.
+pub fn builtin() -> Vec<Scenario> {
+    SCENARIOS
+        .iter()
+        .map(|(n, t)| Scenario::parse(t, n).unwrap_or_else(|e| panic!("built-in scenario {n}: {e}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scenario_file_is_built_in_and_parses() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .trim_end_matches(".trace")
+                    .to_string()
+            })
+            .collect();
+        files.sort();
+        let built: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(files, built, "scenarios/ and SCENARIOS differ");
+        let all = builtin();
+        assert!(all.len() >= 30);
+        for s in &all {
+            assert!(!s.describe.is_empty(), "{} has no @describe", s.name);
+            assert!(s.configs.len() >= STANDARD_CONFIGS.len());
+        }
+    }
+}
