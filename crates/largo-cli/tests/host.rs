@@ -31,12 +31,36 @@ fn validate_agrees_with_this_host_and_calibrate_fits_it() {
     }
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{err}");
-    let row = text
-        .lines()
-        .find(|l| l.contains("hugepages-64kB/anon_fault_alloc"))
-        .expect("the 64K row");
-    let cells: Vec<&str> = row.split(['│', '┆']).map(str::trim).filter(|c| !c.is_empty()).collect();
-    assert_eq!(cells, ["hugepages-64kB/anon_fault_alloc", "256", "256", "="], "{text}");
+    let line = text.lines().find(|l| l.contains("under 64K")).expect("the 64K case");
+    assert!(line.starts_with("agree "), "{text}");
+    assert!(
+        line.contains("layout equal") && line.contains("64kB/anon_fault_alloc 256"),
+        "{text}"
+    );
+    // A scenario file with its own configuration, as JSON.
+    let dir = std::env::temp_dir().join(format!("largo-cli-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("s.trace");
+    std::fs::write(
+        &file,
+        "largo-trace 1\n@scenario tiny\n@describe one 64K block\n1 mmap 0x7f0000000000 64K rw- private,anonymous\n1 touch 0x7f0000000000 64K w\n1 exit\n",
+    )
+    .unwrap();
+    let out = largo(&[
+        "validate",
+        file.to_str().unwrap(),
+        "--config",
+        "64K:--thp 64K",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["scenario"], "tiny");
+    assert_eq!(j["match"], true);
+    assert_eq!(j["largo"]["mthp"]["64kB"]["anon_fault_alloc"], 1);
+    assert_eq!(j["host"]["mthp"]["64kB"]["anon_fault_alloc"], 1);
+    assert_eq!(j["host"]["layout"]["aligned"]["4"], 16);
+    std::fs::remove_dir_all(&dir).unwrap();
 
     let out = largo(&["calibrate", "--iterations", "2", "--repeats", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
