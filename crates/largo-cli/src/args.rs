@@ -47,6 +47,12 @@ pub enum Command {
     /// Measure this host's kernel on page_fault1 at every folio size (root)
     /// and fit the kernel-time cost model.
     Calibrate(crate::cmd::calibrate::CalibrateArgs),
+    /// Run a command on this host (root) and record what its processes do
+    /// to memory into a trace (every THP size off, ASLR off).
+    Record(crate::cmd::record::RecordArgs),
+    /// (internal) The launcher of `largo record`.
+    #[command(hide = true)]
+    RecordExec(crate::cmd::record::RecordExecArgs),
     /// Print a /proc file of the modelled machine in the kernel's format,
     /// after running WORKLOAD if given (its memory still mapped).
     Show {

@@ -35,20 +35,34 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> KnobError + '_ {
 }
 
 /// The file of a knob given by its kernel path (`transparent_hugepage/...`
-/// under /sys/kernel/mm, `vm/...` under /proc/sys).
+/// under /sys/kernel/mm, `vm/...` under /proc/sys, `tracing/...` under
+/// /sys/kernel/tracing).
 pub fn knob_file(knob: &str) -> PathBuf {
     if let Some(rest) = knob.strip_prefix("vm/") {
         Path::new("/proc/sys/vm").join(rest)
+    } else if let Some(rest) = knob.strip_prefix("tracing/") {
+        Path::new(TRACEFS).join(rest)
     } else {
         Path::new("/sys/kernel/mm").join(knob)
     }
 }
 
 /// The current value: the bracketed choice of `always [madvise] never`,
-/// or the whole trimmed contents.
+/// the first number of tracefs' `7 (expanded: 1408)`, the comment-free
+/// lines of tracefs lists, or the whole trimmed contents.
 pub fn read_knob(knob: &str) -> Result<String, KnobError> {
     let path = knob_file(knob);
     let text = fs::read_to_string(&path).map_err(io_err(&path))?;
+    if knob.ends_with("buffer_size_kb") {
+        return Ok(text.split_whitespace().next().unwrap_or("").to_string());
+    }
+    if knob.starts_with("tracing/") {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .collect();
+        return Ok(lines.join("\n"));
+    }
     Ok(selected(&text))
 }
 
@@ -59,11 +73,35 @@ pub fn selected(text: &str) -> String {
         .map_or_else(|| text.trim().to_string(), str::to_string)
 }
 
+/// A special journal entry: tracefs was mounted by a guard and is
+/// unmounted on restore.
+pub const UNMOUNT_TRACEFS: &str = "!umount /sys/kernel/tracing";
+
 fn write_knob(knob: &str, value: &str) -> Result<(), KnobError> {
+    if knob == UNMOUNT_TRACEFS {
+        let p = Path::new(TRACEFS);
+        return nix::mount::umount(p).map_err(|e| KnobError::Io {
+            path: p.to_path_buf(),
+            source: io::Error::from_raw_os_error(e as i32),
+        });
+    }
     let path = knob_file(knob);
-    let mut f = OpenOptions::new().write(true).open(&path).map_err(io_err(&path))?;
-    f.write_all(value.as_bytes()).map_err(io_err(&path))
+    // O_TRUNC: tracefs lists (set_event, set_event_pid) are cleared
+    // before the saved list is written back; sysfs and sysctl files
+    // ignore it.
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    if !value.is_empty() {
+        f.write_all(value.as_bytes()).map_err(io_err(&path))?;
+    }
+    Ok(())
 }
+
+/// Where tracefs lives.
+pub const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Why the host cannot be used, if it cannot: not root, no mTHP sysfs
 /// controls, or a base page size the model run would not match.
@@ -153,6 +191,28 @@ impl KnobGuard {
             self.write_journal()?;
         }
         write_knob(knob, value)
+    }
+
+    /// Mounts tracefs if it is not mounted; the restore unmounts it.
+    pub fn mount_tracefs(&mut self) -> Result<(), KnobError> {
+        if Path::new(TRACEFS).join("trace").exists() {
+            return Ok(());
+        }
+        let p = Path::new(TRACEFS);
+        nix::mount::mount(
+            Some("nodev"),
+            p,
+            Some("tracefs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .map_err(|e| {
+            KnobError::Unsupported(format!(
+                "tracefs is not mounted and mounting it at {TRACEFS} failed: {e}"
+            ))
+        })?;
+        self.saved.push((UNMOUNT_TRACEFS.to_string(), String::new()));
+        self.write_journal()
     }
 
     /// Writes several knobs in order.

@@ -13,6 +13,8 @@ pub mod counters;
 pub mod knobs;
 pub mod layout;
 pub mod native;
+pub mod program;
+pub mod record;
 pub mod scenario;
 pub mod validate;
 

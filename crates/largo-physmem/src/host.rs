@@ -395,6 +395,15 @@ pub fn rusage_self() -> Rusage {
     Rusage::from_raw(&r)
 }
 
+/// `getrusage(RUSAGE_CHILDREN)`: every waited-for descendant.
+pub fn rusage_children() -> Rusage {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `r` is a valid, exclusively borrowed rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut r) };
+    Rusage::from_raw(&r)
+}
+
 /// How a forked child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChildExit {

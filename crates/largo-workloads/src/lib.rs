@@ -20,8 +20,10 @@ pub mod report;
 pub mod run;
 pub mod sched;
 pub mod spec;
+pub mod workload;
 
 pub use builtin::{catalog, WorkloadDef};
 pub use run::{run, Peak, RunError, RunOptions, RunOutcome};
 pub use sched::TaskMode;
 pub use spec::{SpecError, WorkloadSpec};
+pub use workload::Workload;

@@ -3,6 +3,8 @@
 pub mod bench;
 pub mod calibrate;
 mod list;
+mod program;
+pub mod record;
 pub mod run;
 mod show;
 mod table;
@@ -17,6 +19,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(&args),
         Command::Validate(args) => validate::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
+        Command::Record(args) => record::run(&args),
+        Command::RecordExec(args) => record::exec(&args),
         Command::Show {
             file,
             workload,

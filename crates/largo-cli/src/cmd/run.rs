@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use largo_mm::{Machine, MachineConfig};
-use largo_workloads::builtin::{self, WorkloadDef};
+use largo_workloads::builtin;
 use largo_workloads::cost::{Estimate, Profile};
-use largo_workloads::{RunOptions, RunOutcome, TaskMode, WorkloadSpec};
+use largo_workloads::{RunOptions, RunOutcome, TaskMode, Workload};
 
 use super::table;
 use crate::args::{MachineArgs, PolicyArgs, UsageError};
@@ -148,19 +148,20 @@ pub fn resolve_configs(
         .collect()
 }
 
-/// The workloads of a run: those named, or the default suite.
-pub fn resolve_workloads(names: &[String]) -> Result<Vec<(&'static WorkloadDef, WorkloadSpec)>, UsageError> {
+/// The workloads of a run: built-in specifications and trace files
+/// named, or the default suite.
+pub fn resolve_workloads(names: &[String]) -> Result<Vec<Workload>, UsageError> {
     if names.is_empty() {
         return Ok(builtin::catalog()
             .iter()
             .filter(|d| d.default_suite)
-            .map(|d| (d, d.parse(d.name).expect("defaults parse")))
+            .map(|d| Workload::Builtin {
+                def: d,
+                spec: d.parse(d.name).expect("defaults parse"),
+            })
             .collect());
     }
-    names
-        .iter()
-        .map(|n| builtin::parse(n).map_err(|e| UsageError(e.to_string())))
-        .collect()
+    names.iter().map(|n| Workload::parse(n).map_err(UsageError)).collect()
 }
 
 /// One finished (configuration, workload) run.
@@ -213,7 +214,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
 /// CPUs; results come back in (configuration, workload) order.
 fn run_all(
     configs: &[NamedConfig],
-    workloads: &[(&'static WorkloadDef, WorkloadSpec)],
+    workloads: &[Workload],
     opts: &RunOptions,
     profile: &Profile,
     show_progress: bool,
@@ -233,15 +234,13 @@ fn run_all(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&(c, w)) = jobs.get(i) else { break };
-                let r = run_one(&configs[c], workloads[w].0, &workloads[w].1, opts, profile).map(
-                    |(machine, outcome, estimate)| Record {
-                        config: c,
-                        workload: w,
-                        machine,
-                        outcome,
-                        estimate,
-                    },
-                );
+                let r = run_one(&configs[c], &workloads[w], opts, profile).map(|(machine, outcome, estimate)| Record {
+                    config: c,
+                    workload: w,
+                    machine,
+                    outcome,
+                    estimate,
+                });
                 results.lock().expect("no worker panics")[i] = Some(r);
                 bar.inc(1);
             });
@@ -258,14 +257,14 @@ fn run_all(
 
 fn run_one(
     c: &NamedConfig,
-    def: &'static WorkloadDef,
-    spec: &WorkloadSpec,
+    w: &Workload,
     opts: &RunOptions,
     profile: &Profile,
 ) -> Result<(String, RunOutcome, Estimate)> {
     let mut m = Machine::new(c.config.clone())?;
-    let outcome = largo_workloads::run(&mut m, def, spec, opts, &mut |_, _| {})
-        .with_context(|| format!("{} under {}", spec, c.name))?;
+    let outcome = w
+        .run(&mut m, opts, &mut |_, _| {})
+        .map_err(|e| anyhow::anyhow!("{} under {}: {e}", w.describe(), c.name))?;
     let estimate = profile.estimate(&outcome.counters);
     Ok((m.describe(), outcome, estimate))
 }
@@ -284,17 +283,12 @@ fn progress_bar(len: u64, enabled: bool) -> ProgressBar {
 }
 
 /// One table per workload.
-fn tables(
-    configs: &[NamedConfig],
-    workloads: &[(&'static WorkloadDef, WorkloadSpec)],
-    records: &[Record],
-    profile: &Profile,
-) -> String {
+fn tables(configs: &[NamedConfig], workloads: &[Workload], records: &[Record], profile: &Profile) -> String {
     let mut out = String::new();
-    for (w, (_, spec)) in workloads.iter().enumerate() {
+    for (w, workload) in workloads.iter().enumerate() {
         let row: Vec<&Record> = records.iter().filter(|r| r.workload == w).collect();
         let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
-        out.push_str(&format!("{}\n", spec.describe()));
+        out.push_str(&format!("{}\n", workload.describe()));
         out.push_str(&table::comparison(&names, &row));
         out.push('\n');
     }
@@ -321,7 +315,7 @@ fn tables(
 
 fn json_lines(
     configs: &[NamedConfig],
-    workloads: &[(&'static WorkloadDef, WorkloadSpec)],
+    workloads: &[Workload],
     records: &[Record],
     profile: &Profile,
     args: &RunArgs,
@@ -331,7 +325,7 @@ fn json_lines(
         let c = &r.outcome.counters;
         let obj = serde_json::json!({
             "config": configs[r.config].name,
-            "workload": workloads[r.workload].1.describe(),
+            "workload": workloads[r.workload].describe(),
             "machine": r.machine,
             "knobs": configs[r.config].config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
             "tasks": args.tasks,

@@ -15,7 +15,7 @@ use largo_host::scenario::{self, Scenario};
 use largo_host::validate::{validate, workload_events, Validation};
 use largo_mm::MachineConfig;
 use largo_trace::Event;
-use largo_workloads::builtin;
+use largo_workloads::{builtin, Workload};
 
 use super::run::{resolve_configs, resolve_workloads, NamedConfig, Selection};
 use crate::args::UsageError;
@@ -32,7 +32,25 @@ pub struct ValidateArgs {
     /// Show every compared counter of every case, also those zero on both sides.
     #[arg(long)]
     pub all: bool,
+    /// A recorded trace of the program given after `--`: the host runs the
+    /// program natively under each configuration while largo replays the trace.
+    #[arg(long, value_name = "FILE", requires = "command")]
+    pub trace: Option<std::path::PathBuf>,
+    /// Native runs of the program per configuration (the median kernel time is used).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=50))]
+    pub repeats: u64,
+    /// The program of `--trace` and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
+
+/// Configurations a recorded program is validated under.
+pub const PROGRAM_CONFIGS: [(&str, &str); 4] = [
+    ("4K", ""),
+    ("4K+16K+32K+64K", "--thp 16K,32K,64K"),
+    ("4K+64K", "--thp 64K"),
+    ("all-always", "--thp 16K,32K,64K,128K,256K,512K,1M,2M"),
+];
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SuiteArg {
@@ -92,7 +110,13 @@ fn scenario_cases(s: &Scenario, configs: Option<&[NamedConfig]>) -> Result<Vec<C
 
 fn workload_cases(names: &[String], configs: &[NamedConfig], madvise_suite: bool) -> Result<Vec<Case>> {
     let mut out = Vec::new();
-    for (def, spec) in resolve_workloads(names)? {
+    for w in resolve_workloads(names)? {
+        let Workload::Builtin { def, spec } = w else {
+            bail!(
+                "{}: a trace is validated as a scenario file (a hand-written trace) or with --trace FILE -- CMD",
+                w.describe()
+            );
+        };
         for c in configs {
             let mut spec = spec.clone();
             if madvise_suite && c.name.ends_with("madvise") && def.params.iter().any(|p| p.name == "hugepage") {
@@ -159,6 +183,9 @@ fn cases(args: &ValidateArgs) -> Result<Vec<Case>> {
 pub fn run(args: &ValidateArgs) -> Result<()> {
     if let Some(reason) = largo_host::unavailable_reason() {
         bail!("cannot validate against this host: {reason}");
+    }
+    if let Some(trace) = &args.trace {
+        return super::program::run(args, trace);
     }
     let cases = cases(args)?;
     let interrupted = Arc::new(AtomicBool::new(false));

@@ -21,6 +21,7 @@ pub struct BuildCtx {
 }
 
 /// A built-in workload.
+#[derive(Debug)]
 pub struct WorkloadDef {
     pub name: &'static str,
     /// What it does and which suite it mirrors.

@@ -1,0 +1,143 @@
+//! A whole program on both sides: the host runs the command natively under
+//! a configuration's THP settings (ASLR off, as when it was recorded) while
+//! the model replays its recorded trace. Per-size `anon_fault_alloc` are
+//! compared within a tolerance: the host counters are global, and a
+//! program never runs twice exactly alike.
+
+use std::process::{Command, Stdio};
+
+use largo_mm::{Machine, MachineConfig};
+use largo_trace::Trace;
+use largo_workloads::replay::{replay, ReplayOptions, ReplayStats};
+use largo_workloads::report::Counters;
+use serde::Serialize;
+
+use crate::counters::HostCounters;
+use crate::knobs::KnobGuard;
+use crate::validate::{host_knobs, ValidateError};
+
+/// The tolerance of `anon_fault_alloc` per size: |host - largo| within
+/// this share of the host's count (or within `MIN_SLACK` allocations).
+pub const TOLERANCE: f64 = 0.03;
+pub const MIN_SLACK: i64 = 3;
+
+/// One size's allocations on both sides.
+#[derive(Clone, Debug, Serialize)]
+pub struct SizeRow {
+    pub size: String,
+    pub largo: i64,
+    pub host: i64,
+}
+
+impl SizeRow {
+    /// |host - largo| as a share of the host's count.
+    pub fn error(&self) -> f64 {
+        if self.host == 0 {
+            return if self.largo == 0 { 0.0 } else { 1.0 };
+        }
+        (self.largo - self.host).abs() as f64 / self.host as f64
+    }
+
+    pub fn within(&self) -> bool {
+        (self.largo - self.host).abs() <= MIN_SLACK || self.error() <= TOLERANCE
+    }
+}
+
+/// The comparison of one program under one configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgramValidation {
+    pub rows: Vec<SizeRow>,
+    /// The host's kernel time for the command's process tree.
+    pub host_sys_ns: u64,
+    pub host_exit: Option<i32>,
+    #[serde(skip)]
+    pub largo: Counters,
+    pub replay: ReplayStats,
+}
+
+impl ProgramValidation {
+    pub fn within(&self) -> bool {
+        self.rows.iter().all(SizeRow::within)
+    }
+}
+
+/// Replays `trace` under `config`, runs the command (`launcher()` builds
+/// it) natively `repeats` times under the same THP settings, and compares:
+/// counters of the run with the median kernel time. The command runs with
+/// ASLR off as when recorded: this process takes ADDR_NO_RANDOMIZE for the
+/// runs (children inherit it) and gives it back after.
+pub fn validate_program(
+    config: &MachineConfig,
+    trace: &Trace,
+    launcher: &dyn Fn() -> Command,
+    repeats: usize,
+) -> Result<ProgramValidation, ValidateError> {
+    let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
+    let knobs = host_knobs(&m)?;
+    let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {})
+        .map_err(|e| ValidateError::Model(e.to_string()))?;
+    let mut guard = KnobGuard::acquire()?;
+    guard.set_all(&knobs)?;
+    let persona = nix::sys::personality::get().ok();
+    if let Some(p) = persona {
+        let _ = nix::sys::personality::set(p | nix::sys::personality::Persona::ADDR_NO_RANDOMIZE);
+    }
+    let mut runs = Vec::new();
+    let mut failure = None;
+    for _ in 0..repeats.max(1) {
+        match native_run(&mut launcher()) {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(p) = persona {
+        let _ = nix::sys::personality::set(p);
+    }
+    guard.restore()?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    runs.sort_by_key(|r| r.1);
+    let (d, sys, exit) = runs.swap_remove(runs.len() / 2);
+    let rows = out
+        .run
+        .counters
+        .mthp
+        .keys()
+        .map(|size| SizeRow {
+            size: size.clone(),
+            largo: out.run.counters.mthp(size, "anon_fault_alloc"),
+            host: d.mthp(size, "anon_fault_alloc"),
+        })
+        .collect();
+    Ok(ProgramValidation {
+        rows,
+        host_sys_ns: sys,
+        host_exit: exit,
+        largo: out.run.counters,
+        replay: out.stats,
+    })
+}
+
+/// One native run: the counter deltas, the kernel time of the process
+/// tree, the exit status.
+fn native_run(cmd: &mut Command) -> Result<(HostCounters, u64, Option<i32>), ValidateError> {
+    let _ = HostCounters::read();
+    let before = HostCounters::read();
+    let ru_before = largo_physmem::host::rusage_children();
+    let status = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| ValidateError::Model(format!("running the command: {e}")))?;
+    let ru_after = largo_physmem::host::rusage_children();
+    let after = HostCounters::read();
+    Ok((
+        after.minus(&before),
+        ru_after.stime_ns.saturating_sub(ru_before.stime_ns),
+        status.code(),
+    ))
+}
