@@ -191,7 +191,11 @@ pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
                 }
                 continue;
             }
-            Event::Exec { .. } | Event::Vma { .. } | Event::BrkStart { .. } | Event::Brk { .. } => {
+            Event::Exec { .. }
+            | Event::Vma { .. }
+            | Event::BrkStart { .. }
+            | Event::Brk { .. }
+            | Event::ExecPage { .. } => {
                 return Err(unsupported(
                     i,
                     "program images and brk (record and run the program instead)",

@@ -61,35 +61,46 @@ impl ProgramValidation {
     }
 }
 
-/// Replays `trace` under `config`, runs the command (`launcher()` builds
-/// it) natively `repeats` times under the same THP settings, and compares:
-/// counters of the run with the median kernel time. The command runs with
-/// ASLR off as when recorded: this process takes ADDR_NO_RANDOMIZE for the
-/// runs (children inherit it) and gives it back after.
-pub fn validate_program(
-    config: &MachineConfig,
+/// Replays `trace` under each configuration, then runs the command
+/// (`launcher()` builds it) natively under each configuration's THP
+/// settings, `rounds` times, the configurations interleaved in each round
+/// so slow drifts of the host hit them alike; compares the counters of
+/// the run with the median kernel time. The command runs with ASLR off as
+/// when recorded: this process takes ADDR_NO_RANDOMIZE for the runs
+/// (children inherit it) and gives it back after.
+pub fn validate_programs(
+    configs: &[MachineConfig],
     trace: &Trace,
     launcher: &dyn Fn() -> Command,
-    repeats: usize,
-) -> Result<ProgramValidation, ValidateError> {
-    let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
-    let knobs = host_knobs(&m)?;
-    let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {})
-        .map_err(|e| ValidateError::Model(e.to_string()))?;
+    rounds: usize,
+) -> Result<Vec<ProgramValidation>, ValidateError> {
+    let mut models = Vec::new();
+    for config in configs {
+        let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
+        let knobs = host_knobs(&m)?;
+        let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {})
+            .map_err(|e| ValidateError::Model(e.to_string()))?;
+        models.push((knobs, out));
+    }
     let mut guard = KnobGuard::acquire()?;
-    guard.set_all(&knobs)?;
     let persona = nix::sys::personality::get().ok();
     if let Some(p) = persona {
         let _ = nix::sys::personality::set(p | nix::sys::personality::Persona::ADDR_NO_RANDOMIZE);
     }
-    let mut runs = Vec::new();
+    let mut runs: Vec<Vec<(HostCounters, u64, Option<i32>)>> = vec![Vec::new(); configs.len()];
     let mut failure = None;
-    for _ in 0..repeats.max(1) {
-        match native_run(&mut launcher()) {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                failure = Some(e);
-                break;
+    'rounds: for _ in 0..rounds.max(1) {
+        for (i, (knobs, _)) in models.iter().enumerate() {
+            let r = guard
+                .set_all(knobs)
+                .map_err(ValidateError::from)
+                .and_then(|_| native_run(&mut launcher()));
+            match r {
+                Ok(r) => runs[i].push(r),
+                Err(e) => {
+                    failure = Some(e);
+                    break 'rounds;
+                }
             }
         }
     }
@@ -100,26 +111,32 @@ pub fn validate_program(
     if let Some(e) = failure {
         return Err(e);
     }
-    runs.sort_by_key(|r| r.1);
-    let (d, sys, exit) = runs.swap_remove(runs.len() / 2);
-    let rows = out
-        .run
-        .counters
-        .mthp
-        .keys()
-        .map(|size| SizeRow {
-            size: size.clone(),
-            largo: out.run.counters.mthp(size, "anon_fault_alloc"),
-            host: d.mthp(size, "anon_fault_alloc"),
+    Ok(models
+        .into_iter()
+        .zip(runs)
+        .map(|((_, out), mut runs)| {
+            runs.sort_by_key(|r| r.1);
+            let (d, sys, exit) = runs.swap_remove(runs.len() / 2);
+            let rows = out
+                .run
+                .counters
+                .mthp
+                .keys()
+                .map(|size| SizeRow {
+                    size: size.clone(),
+                    largo: out.run.counters.mthp(size, "anon_fault_alloc"),
+                    host: d.mthp(size, "anon_fault_alloc"),
+                })
+                .collect();
+            ProgramValidation {
+                rows,
+                host_sys_ns: sys,
+                host_exit: exit,
+                largo: out.run.counters,
+                replay: out.stats,
+            }
         })
-        .collect();
-    Ok(ProgramValidation {
-        rows,
-        host_sys_ns: sys,
-        host_exit: exit,
-        largo: out.run.counters,
-        replay: out.stats,
-    })
+        .collect())
 }
 
 /// One native run: the counter deltas, the kernel time of the process

@@ -170,7 +170,10 @@ fn field(fields: &str, key: &str) -> Option<u64> {
 /// A program image at its exec: its mappings, its brk start, and the
 /// anonymous pages the kernel already populated (the stack pages holding
 /// the arguments and environment, written by exec itself, never faulted).
-type Layout = (Vec<(u64, u64, Prot, VmaKind)>, Option<u64>, Vec<u64>);
+type Layout = (Vec<Mapping>, Option<u64>, Vec<u64>);
+
+/// One line of /proc/PID/maps: start, end, protection, kind.
+type Mapping = (u64, u64, Prot, VmaKind);
 
 /// Pages of `[start, end)` of `pid` present in memory (pagemap bit 63).
 fn present_pages(pid: u32, start: u64, end: u64) -> Vec<u64> {
@@ -203,7 +206,7 @@ fn read_image(pid: u32) -> Layout {
 }
 
 /// A program image's layout from /proc/PID/maps and /proc/PID/stat.
-fn read_layout(pid: u32) -> (Vec<(u64, u64, Prot, VmaKind)>, Option<u64>) {
+fn read_layout(pid: u32) -> (Vec<Mapping>, Option<u64>) {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     let mut out = Vec::new();
     for line in maps.lines() {
@@ -512,13 +515,9 @@ fn build(
                     if let Some(b) = brk {
                         events.push(Event::BrkStart { pid: p, addr: *b });
                     }
-                    // What exec itself wrote (arguments, environment).
-                    for &addr in populated {
-                        events.push(Event::Fault {
-                            pid: p,
-                            addr,
-                            write: true,
-                        });
+                    // What exec itself wrote (arguments, environment), top down.
+                    for &addr in populated.iter().rev() {
+                        events.push(Event::ExecPage { pid: p, addr });
                     }
                 }
                 *used += 1;
@@ -689,7 +688,7 @@ mod tests {
     fn trace_pipe_lines_parse() {
         let l = parse_line("            bash-11376   [001] d....  7578.155195: page_fault_user: address=0x55ab9fc9b218 ip=0x7f531de085be error_code=0x7").unwrap();
         assert_eq!((l.pid, l.event.as_str()), (11376, "page_fault_user"));
-        assert_eq!(l.ns, 7578_155195_000);
+        assert_eq!(l.ns, 7_578_155_195_000);
         assert_eq!(field(&l.fields, "address"), Some(0x55ab9fc9b218));
         assert_eq!(field(&l.fields, "error_code"), Some(7));
         let l = parse_line(" kworker/u4:1-events-99 [000] ..... 12.000001: sys_mmap(addr: 0, len: 0x2000, prot: 3, flags: 0x22, fd: 0xffffffff, off: 0)").unwrap();

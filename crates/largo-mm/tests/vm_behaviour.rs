@@ -525,3 +525,58 @@ fn thpmaps_counts_every_pmd_mapping() {
     let t = p.m.vm().thpmaps(p.m.page_alloc());
     assert_eq!((t.pmd_pages, t.anon_pages), (3 * 512, 3 * 512));
 }
+
+#[test]
+fn the_heap_never_merges_with_the_bss_below_it_but_grows_in_place() {
+    // 64 KiB mTHP: a merged bss+heap VMA would let one fault span both.
+    let mut m = machine(&[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let pid = p.pid;
+    let bss = 0x5555_5554_0000;
+    let start_brk = bss + 64 * KIB;
+    let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    p.m.with_vm(0, |vm, ctx| {
+        vm.mmap(ctx, pid, bss, 64 * KIB, Prot::READ | Prot::WRITE, flags)
+    })
+    .unwrap();
+    p.m.with_vm(0, |vm, _| vm.set_brk_start(pid, start_brk)).unwrap();
+    for step in 1..=3 {
+        p.m.with_vm(0, |vm, ctx| vm.brk(ctx, pid, start_brk + step * 64 * KIB))
+            .unwrap();
+    }
+    let spans: Vec<(u64, u64)> =
+        p.m.vm()
+            .maps(pid)
+            .unwrap()
+            .iter()
+            .map(|v| (v.start, v.end))
+            .filter(|&(s, _)| s < 0x7000_0000_0000)
+            .collect();
+    assert_eq!(
+        spans,
+        vec![(bss, start_brk), (start_brk, start_brk + 3 * 64 * KIB)],
+        "the bss stays apart and three brk calls make one heap VMA"
+    );
+    // A fault at the heap's first page may use a 64 KiB folio of its own.
+    assert_eq!(p.write(start_brk, 64 * KIB), 1);
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 1);
+    p.check();
+}
+
+#[test]
+fn an_exec_page_is_order_0_whatever_the_thp_settings() {
+    let mut m = machine(&[(&size_knob(64), "always"), (&size_knob(2048), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let pid = p.pid;
+    let a = p.mmap(2 * MIB);
+    let r = p.m.with_vm(0, |vm, ctx| vm.exec_page(ctx, pid, a + MIB)).unwrap();
+    assert_eq!(r, Access::Faulted);
+    assert_eq!(p.stat("nr_anon_pages"), 1);
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 0);
+    assert_eq!(p.stat("thp_fault_alloc"), 0);
+    // The next ordinary write fault next to it still picks a large order
+    // where the PTE range is empty.
+    assert_eq!(p.write(a, 64 * KIB), 1);
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 1);
+    p.check();
+}

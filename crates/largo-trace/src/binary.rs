@@ -38,6 +38,7 @@ mod tag {
     pub const PRCTL: u8 = 16;
     pub const DROP_CACHES: u8 = 17;
     pub const TICK: u8 = 18;
+    pub const EXEC_PAGE: u8 = 19;
 }
 
 fn zigzag(d: i64) -> u64 {
@@ -159,6 +160,11 @@ impl<W: Write> BinaryWriter<W> {
             }
             Fault { pid, addr, write } => {
                 b.push(if write { tag::FAULT_W } else { tag::FAULT_R });
+                put(b, pid as u64);
+                self.addr(addr);
+            }
+            ExecPage { pid, addr } => {
+                b.push(tag::EXEC_PAGE);
                 put(b, pid as u64);
                 self.addr(addr);
             }
@@ -452,6 +458,10 @@ impl<R: Read> BinaryReader<R> {
                 pid: self.pid()?,
                 addr: self.addr()?,
                 write: t == tag::FAULT_W,
+            },
+            tag::EXEC_PAGE => Event::ExecPage {
+                pid: self.pid()?,
+                addr: self.addr()?,
             },
             tag::TOUCH_R | tag::TOUCH_W => Event::Touch {
                 pid: self.pid()?,

@@ -245,6 +245,12 @@ pub enum Event {
         addr: u64,
         write: bool,
     },
+    /// A page exec itself filled (arguments, environment) before the
+    /// program ran: present at the exec stop, never faulted by the program.
+    ExecPage {
+        pid: TracePid,
+        addr: u64,
+    },
     /// An access to every page of `[addr, addr + len)` (hand-written
     /// scenarios); each page faults or not as the page tables say.
     Touch {
@@ -291,6 +297,7 @@ impl Event {
             | Madvise { pid, .. }
             | Brk { pid, .. }
             | Fault { pid, .. }
+            | ExecPage { pid, .. }
             | Touch { pid, .. }
             | Clone { pid, .. }
             | Exit { pid }

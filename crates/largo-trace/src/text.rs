@@ -235,6 +235,10 @@ fn event(toks: &[&str]) -> Result<Event, String> {
                 write: rw(args[1])?,
             }
         }
+        "exec_page" => {
+            want(1, "ADDR")?;
+            Event::ExecPage { pid, addr: addr(0)? }
+        }
         "touch" => {
             want(3, "ADDR LEN r|w")?;
             Event::Touch {
@@ -471,6 +475,7 @@ pub fn event_line(e: &Event) -> String {
         }
         Brk { pid, addr } => format!("{pid} brk {addr:#x}"),
         Fault { pid, addr, write } => format!("{pid} fault {addr:#x} {}", if write { "w" } else { "r" }),
+        ExecPage { pid, addr } => format!("{pid} exec_page {addr:#x}"),
         Touch { pid, addr, len, write } => {
             format!(
                 "{pid} touch {addr:#x} {} {}",

@@ -61,6 +61,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
         }),
         (pid.clone(), addr.clone()).prop_map(|(pid, addr)| Event::Brk { pid, addr }),
         (pid.clone(), addr.clone(), any::<bool>()).prop_map(|(pid, addr, write)| Event::Fault { pid, addr, write }),
+        (pid.clone(), addr.clone()).prop_map(|(pid, addr)| Event::ExecPage { pid, addr }),
         (pid.clone(), addr.clone(), len.clone(), any::<bool>()).prop_map(|(pid, addr, len, write)| Event::Touch {
             pid,
             addr,

@@ -217,6 +217,11 @@ impl Replayer {
                 let _ = m.with_vm(cpu, |vm, ctx| vm.brk(ctx, pid, addr));
             }
             Event::Fault { addr, write, .. } => self.access(m, pid, cpu, addr, write),
+            Event::ExecPage { addr, .. } => {
+                if let Ok(Access::Hit | Access::Faulted) = m.with_vm(cpu, |vm, ctx| vm.exec_page(ctx, pid, addr)) {
+                    self.stats.accesses += 1;
+                }
+            }
             Event::Touch { addr, len, write, .. } => {
                 let page = self.page_size;
                 let mut a = addr & !(page - 1);

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use largo_host::program::{validate_program, ProgramValidation, MIN_SLACK, TOLERANCE};
+use largo_host::program::{validate_programs, ProgramValidation, MIN_SLACK, TOLERANCE};
 use largo_workloads::cost::Profile;
 
 use super::run::resolve_configs;
@@ -31,11 +31,12 @@ pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
         c
     };
     let profile = Profile::default_profile();
-    let mut results = Vec::new();
+    let machines: Vec<_> = configs.iter().map(|c| c.config.clone()).collect();
+    let validations = validate_programs(&machines, &trace, &launcher, args.repeats as usize)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", trace_path.display()))?;
     let mut out = std::io::stdout().lock();
-    for c in &configs {
-        let v = validate_program(&c.config, &trace, &launcher, args.repeats as usize)
-            .map_err(|e| anyhow::anyhow!("{} under {}: {e}", trace_path.display(), c.name))?;
+    let mut results = Vec::new();
+    for (c, v) in configs.iter().zip(validations) {
         if !sel.json {
             let _ = out.write_all(render(&c.name, &v).as_bytes());
         }
@@ -89,7 +90,7 @@ pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
                 c.set_cell_alignment(CellAlignment::Right);
             }
         }
-        let _ = writeln!(out, "kernel time (median of {} native runs; largo: its estimate of the anonymous-memory work, the rest taken as unchanged):\n{t}", args.repeats);
+        let _ = writeln!(out, "kernel time (median of {} native runs per configuration, interleaved; largo: its estimate of the anonymous-memory work, the rest taken as unchanged):\n{t}", args.repeats);
     }
     if !all_within {
         bail!(

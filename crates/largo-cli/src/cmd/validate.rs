@@ -36,8 +36,9 @@ pub struct ValidateArgs {
     /// program natively under each configuration while largo replays the trace.
     #[arg(long, value_name = "FILE", requires = "command")]
     pub trace: Option<std::path::PathBuf>,
-    /// Native runs of the program per configuration (the median kernel time is used).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=50))]
+    /// Native runs of the program per configuration, interleaved (the
+    /// median kernel time is used).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
     pub repeats: u64,
     /// The program of `--trace` and its arguments.
     #[arg(last = true, value_name = "CMD")]

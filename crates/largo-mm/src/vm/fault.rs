@@ -31,6 +31,9 @@ pub(crate) struct VmFault {
     /// The faulting address.
     pub address: u64,
     pub write: bool,
+    /// Only an order-0 folio may be allocated (exec's `get_arg_page`,
+    /// whose stack VMA then reaches just down to the page).
+    pub small_only: bool,
 }
 
 /// The byte a write access stores on the ram backing (any non-zero value:
@@ -42,6 +45,24 @@ impl Vm {
     /// hardware sets the accessed and dirty bits), otherwise a page fault.
     /// On OOM the killer has already picked and killed a victim.
     pub fn access(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, write: bool) -> Result<Access, VmError> {
+        self.access_with(ctx, pid, addr, write, false)
+    }
+
+    /// A page exec itself writes (`copy_strings` -> `get_arg_page`) while
+    /// the new stack VMA reaches only down to that page: no large folio
+    /// fits, so the page is order 0 whatever the THP settings.
+    pub fn exec_page(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64) -> Result<Access, VmError> {
+        self.access_with(ctx, pid, addr, true, true)
+    }
+
+    fn access_with(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+        small_only: bool,
+    ) -> Result<Access, VmError> {
         let mm = self.task_mm(pid)?;
         if self.access_hits(ctx, mm, addr, write) {
             return Ok(Access::Hit);
@@ -62,6 +83,7 @@ impl Vm {
             vma,
             address: addr,
             write,
+            small_only,
         };
         let result = self.handle_mm_fault(ctx, &vmf);
         self.run_pending_kswapd(ctx);
@@ -129,7 +151,7 @@ impl Vm {
             index: self.pt.shape.index(1, vmf.address),
         };
         let entry = self.pt.entry(pmd);
-        if entry.is_none() && self.allowable_orders(vmf.vma, 1 << self.pmd_order()) != 0 {
+        if entry.is_none() && !vmf.small_only && self.allowable_orders(vmf.vma, 1 << self.pmd_order()) != 0 {
             match self.do_huge_pmd_anonymous_page(ctx, vmf, pmd) {
                 Fault::Fallback => {}
                 done => return done,
@@ -200,7 +222,12 @@ impl Vm {
             return Fault::Done;
         }
         self.anon_vma_prepare(vmf.vma);
-        let Some(folio) = self.alloc_anon_folio(ctx, vmf.vma, pte_table, vmf.address) else {
+        let folio = if vmf.small_only {
+            self.alloc_folio(ctx, GFP_HIGHUSER_MOVABLE | Gfp::ZERO, 0)
+        } else {
+            self.alloc_anon_folio(ctx, vmf.vma, pte_table, vmf.address)
+        };
+        let Some(folio) = folio else {
             return Fault::Oom;
         };
         let nr = folio.nr_pages();

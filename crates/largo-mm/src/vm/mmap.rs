@@ -656,7 +656,8 @@ impl Vm {
         Some(true)
     }
 
-    /// `brk`: returns the new break (unchanged on failure).
+    /// `brk` (mm/mmap.c `brk`, `do_brk_flags`): returns the new break
+    /// (unchanged on failure).
     pub fn brk(&mut self, ctx: &mut Ctx, pid: Pid, new_brk: u64) -> Result<u64, VmError> {
         let mm = self.task_mm(pid)?;
         let (start_brk, brk) = (self.mms[mm].start_brk, self.mms[mm].brk);
@@ -673,8 +674,21 @@ impl Vm {
             }
             let flags = VmFlags::from_prot(Prot::READ | Prot::WRITE) | VmFlags::ACCOUNT;
             self.account(mm, ((new_end - old_end) >> self.page_shift()) as i64);
-            let id = self.insert_vma(mm, old_end, new_end, old_end >> self.page_shift(), flags);
-            self.try_merge(id);
+            // do_brk_flags: only a brk VMA (starting at or above start_brk)
+            // ending at the old break is expanded; otherwise the heap is a
+            // VMA of its own, never merged with the bss below start_brk.
+            let brk_vma = self.mms[mm]
+                .vmas
+                .range(start_brk..old_end)
+                .next_back()
+                .map(|(_, &id)| id)
+                .filter(|&id| self.vmas[id].end == old_end && self.vmas[id].flags == flags);
+            match brk_vma {
+                Some(id) => self.vmas[id].end = new_end,
+                None => {
+                    self.insert_vma(mm, old_end, new_end, old_end >> self.page_shift(), flags);
+                }
+            }
         }
         self.mms[mm].brk = new_brk;
         Ok(new_brk)
