@@ -41,6 +41,9 @@ pub enum Command {
     /// Run workloads under named configurations and compare them (with no
     /// arguments: the default suite).
     Run(crate::cmd::run::RunArgs),
+    /// Replay recorded traces under named configurations, with the tables
+    /// and JSON of `largo run`.
+    Replay(crate::cmd::run::ReplayArgs),
     /// Run workloads on the model and natively on this host under the same
     /// THP settings (root) and compare the counters (exit 1 if any differ).
     Validate(crate::cmd::validate::ValidateArgs),
@@ -95,6 +98,9 @@ pub enum BenchCommand {
     /// The page_fault1 loop simulated by largo against the same loop run by
     /// this host's kernel (root), at each folio size: pages per second.
     Fault(crate::cmd::bench::fault::FaultBenchArgs),
+    /// Trace replay on a sim machine: events per second, next to decoding
+    /// the same trace.
+    Replay(crate::cmd::bench::replay::ReplayBenchArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,23 +1,8 @@
 //! The `largo` command as a user runs it.
 
-use std::process::{Command, Output};
+mod common;
 
-fn largo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_largo"))
-        .args(args)
-        .output()
-        .expect("largo runs")
-}
-
-fn stdout(args: &[&str]) -> String {
-    let out = largo(args);
-    assert!(
-        out.status.success(),
-        "largo {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
+use common::{largo, stdout};
 
 /// The host file, or `None` (and a note in the test output) if unreadable.
 fn host_file(path: &str) -> Option<String> {
@@ -228,10 +213,7 @@ fn bench_alloc_json_has_the_documented_keys() {
 fn run_json(args: &[&str]) -> Vec<serde_json::Value> {
     let mut all = vec!["run", "--json"];
     all.extend_from_slice(args);
-    stdout(&all)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
+    common::json_lines(&all)
 }
 
 #[test]

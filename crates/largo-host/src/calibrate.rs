@@ -1,6 +1,6 @@
 //! Measuring the host kernel for the cost model: the page_fault1 loop at
-//! every anonymous folio size, natively (kernel time from the task's
-//! rusage) and on the model (counts), then the fit of
+//! every anonymous folio size, natively (kernel time from
+//! [`HostClock`]) and on the model (counts), then the fit of
 //! [`largo_workloads::cost::FIT_GROUPS`].
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use largo_workloads::cost::{fit, FitPoint, Profile, TERMS};
 use largo_workloads::report::Counters;
 use largo_workloads::RunOptions;
 
+use crate::kernel_time::HostClock;
 use crate::knobs::KnobGuard;
 use crate::native;
 use crate::validate::{host_knobs, ValidateError};
@@ -71,6 +72,7 @@ fn config_for(size_kb: Option<u64>) -> MachineConfig {
 /// interleaved), each host run after a warm-up run. `should_stop` is
 /// polled between runs.
 pub fn measure(
+    clock: &mut HostClock,
     iterations: u64,
     repeats: usize,
     progress: &mut dyn FnMut(&str),
@@ -108,9 +110,11 @@ pub fn measure(
             guard.set_all(knobs)?;
             let mut placement = native::place(plan, geo.page_size())?;
             native::run(&mut placement, plan, false)?; // warm-up: memory backed and hot
-            let roots = native::run(&mut placement, plan, false)?;
-            let stime: u64 = roots.iter().map(|r| r.exit.rusage.stime_ns).sum();
-            points[i].host_ns.push(stime as f64 / iterations as f64);
+            let (roots, kernel_ns) = clock
+                .measure(|| native::run(&mut placement, plan, false))
+                .map_err(|e| ValidateError::Model(format!("reading the kernel-time counters: {e}")))?;
+            roots?;
+            points[i].host_ns.push(kernel_ns as f64 / iterations as f64);
         }
     }
     guard.restore()?;

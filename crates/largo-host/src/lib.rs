@@ -10,6 +10,7 @@
 
 pub mod calibrate;
 pub mod counters;
+pub mod kernel_time;
 pub mod knobs;
 pub mod layout;
 pub mod native;

@@ -13,6 +13,7 @@ use largo_workloads::report::Counters;
 use serde::Serialize;
 
 use crate::counters::HostCounters;
+use crate::kernel_time::HostClock;
 use crate::knobs::KnobGuard;
 use crate::validate::{host_knobs, ValidateError};
 
@@ -47,8 +48,12 @@ impl SizeRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct ProgramValidation {
     pub rows: Vec<SizeRow>,
-    /// The host's kernel time for the command's process tree.
-    pub host_sys_ns: u64,
+    /// The host's kernel time for the command's process tree (median run).
+    pub host_kernel_ns: u64,
+    /// Every run's kernel time, in the order run.
+    pub host_kernel_runs_ns: Vec<u64>,
+    /// How it was measured ([`HostClock::source`]).
+    pub host_clock: &'static str,
     pub host_exit: Option<i32>,
     #[serde(skip)]
     pub largo: Counters,
@@ -87,6 +92,7 @@ pub fn validate_programs(
     if let Some(p) = persona {
         let _ = nix::sys::personality::set(p | nix::sys::personality::Persona::ADDR_NO_RANDOMIZE);
     }
+    let mut clock = HostClock::best();
     let mut runs: Vec<Vec<(HostCounters, u64, Option<i32>)>> = vec![Vec::new(); configs.len()];
     let mut failure = None;
     'rounds: for _ in 0..rounds.max(1) {
@@ -94,7 +100,7 @@ pub fn validate_programs(
             let r = guard
                 .set_all(knobs)
                 .map_err(ValidateError::from)
-                .and_then(|_| native_run(&mut launcher()));
+                .and_then(|_| native_run(&mut clock, &mut launcher()));
             match r {
                 Ok(r) => runs[i].push(r),
                 Err(e) => {
@@ -115,6 +121,7 @@ pub fn validate_programs(
         .into_iter()
         .zip(runs)
         .map(|((_, out), mut runs)| {
+            let all_ns = runs.iter().map(|r| r.1).collect();
             runs.sort_by_key(|r| r.1);
             let (d, sys, exit) = runs.swap_remove(runs.len() / 2);
             let rows = out
@@ -130,7 +137,9 @@ pub fn validate_programs(
                 .collect();
             ProgramValidation {
                 rows,
-                host_sys_ns: sys,
+                host_kernel_ns: sys,
+                host_kernel_runs_ns: all_ns,
+                host_clock: clock.source(),
                 host_exit: exit,
                 largo: out.run.counters,
                 replay: out.stats,
@@ -141,20 +150,13 @@ pub fn validate_programs(
 
 /// One native run: the counter deltas, the kernel time of the process
 /// tree, the exit status.
-fn native_run(cmd: &mut Command) -> Result<(HostCounters, u64, Option<i32>), ValidateError> {
+fn native_run(clock: &mut HostClock, cmd: &mut Command) -> Result<(HostCounters, u64, Option<i32>), ValidateError> {
     let _ = HostCounters::read();
     let before = HostCounters::read();
-    let ru_before = largo_physmem::host::rusage_children();
-    let status = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| ValidateError::Model(format!("running the command: {e}")))?;
-    let ru_after = largo_physmem::host::rusage_children();
+    let (status, kernel_ns) = clock
+        .measure(|| cmd.stdout(Stdio::null()).stderr(Stdio::null()).status())
+        .map_err(|e| ValidateError::Model(format!("reading the kernel-time counters: {e}")))?;
+    let status = status.map_err(|e| ValidateError::Model(format!("running the command: {e}")))?;
     let after = HostCounters::read();
-    Ok((
-        after.minus(&before),
-        ru_after.stime_ns.saturating_sub(ru_before.stime_ns),
-        status.code(),
-    ))
+    Ok((after.minus(&before), kernel_ns, status.code()))
 }

@@ -15,6 +15,7 @@ pub mod builtin;
 pub mod cost;
 pub mod op;
 pub mod policy;
+pub mod recorded;
 pub mod replay;
 pub mod report;
 pub mod run;

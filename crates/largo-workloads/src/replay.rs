@@ -58,6 +58,8 @@ struct Task {
 /// The replay's state: trace pids to model tasks.
 struct Replayer {
     tasks: HashMap<TracePid, Task>,
+    /// The last pid looked up in `tasks`, with its task and CPU.
+    last: Option<(TracePid, Pid, usize)>,
     nr_cpus: usize,
     next_cpu: usize,
     stats: ReplayStats,
@@ -84,6 +86,20 @@ impl Replayer {
         let c = self.next_cpu % self.nr_cpus;
         self.next_cpu += 1;
         c
+    }
+
+    /// The task of a trace pid seen before. Consecutive events mostly come
+    /// from one process: the last lookup is kept (a pid's task never
+    /// changes once made).
+    fn known(&mut self, tpid: TracePid) -> Option<(Pid, usize)> {
+        if let Some((t, pid, cpu)) = self.last {
+            if t == tpid {
+                return Some((pid, cpu));
+            }
+        }
+        let t = self.tasks.get(&tpid)?;
+        self.last = Some((tpid, t.pid, t.cpu));
+        Some((t.pid, t.cpu))
     }
 
     /// The task of a trace pid; a pid never seen before is a new process
@@ -127,13 +143,16 @@ impl Replayer {
             return Ok(());
         }
         let tpid = e.pid().expect("every other event names a process");
-        // A process the OOM killer took does nothing more.
-        if let Some(t) = self.tasks.get(&tpid) {
-            if !m.vm().task(t.pid).is_some_and(|t| t.alive) && !matches!(e, Event::Exec { .. }) {
-                return Ok(());
+        let (pid, cpu) = match self.known(tpid) {
+            Some((pid, cpu)) => {
+                // A process the OOM killer took does nothing more.
+                if !m.vm().task(pid).is_some_and(|t| t.alive) && !matches!(e, Event::Exec { .. }) {
+                    return Ok(());
+                }
+                (pid, cpu)
             }
-        }
-        let (pid, cpu) = self.task(m, tpid)?;
+            None => self.task(m, tpid)?,
+        };
         match *e {
             Event::Exec { .. } => m.with_vm(cpu, |vm, ctx| vm.exec(ctx, pid)).map_err(|e| e.to_string())?,
             Event::Vma {
@@ -328,6 +347,7 @@ pub fn replay(
     let mut snapshot_counters = None;
     let mut r = Replayer {
         tasks: HashMap::new(),
+        last: None,
         nr_cpus: m.config().nr_cpus.max(1),
         next_cpu: 0,
         stats: ReplayStats::default(),

@@ -25,9 +25,13 @@ pub enum Workload {
 }
 
 impl Workload {
-    /// A built-in specification (`page_fault1:iterations=2`), or the path
-    /// of a trace file.
+    /// A built-in specification (`page_fault1:iterations=2`), the name of
+    /// a shipped recorded program (`lua-build`), or the path of a trace
+    /// file.
     pub fn parse(text: &str) -> Result<Workload, String> {
+        if let Some(r) = crate::recorded::find(text) {
+            return Ok(Workload::from_trace(r.name, r.trace()));
+        }
         let path = Path::new(text);
         if path.is_file() {
             let trace = largo_trace::read_trace(path).map_err(|e| format!("{text}: {e}"))?;
@@ -48,6 +52,22 @@ impl Workload {
         Ok(Workload::Builtin { def, spec })
     }
 
+    /// The default suite: the built-in workloads marked for it, then the
+    /// shipped recorded programs.
+    pub fn default_suite() -> Vec<Workload> {
+        let builtins = builtin::catalog()
+            .iter()
+            .filter(|d| d.default_suite)
+            .map(|d| Workload::Builtin {
+                def: d,
+                spec: d.parse(d.name).expect("defaults parse"),
+            });
+        let recorded = crate::recorded::RECORDED
+            .iter()
+            .map(|r| Workload::from_trace(r.name, r.trace()));
+        builtins.chain(recorded).collect()
+    }
+
     /// A trace given by name and contents.
     pub fn from_trace(name: &str, trace: Trace) -> Workload {
         Workload::Trace {
@@ -64,6 +84,24 @@ impl Workload {
         }
     }
 
+    /// Why it cannot run on a machine with `page_size` base pages, if it
+    /// cannot: a trace recorded with other base pages. A program's
+    /// layout follows its kernel's page size (ELF segment alignment,
+    /// malloc's mmap and trim sizes), so a trace recorded at 4 KiB says
+    /// nothing exact about the same program on a 64 KiB kernel.
+    pub fn unsupported_on(&self, page_size: u64) -> Option<String> {
+        let Workload::Trace { trace, .. } = self else {
+            return None;
+        };
+        let recorded: u64 = trace.header.get("page_size")?.parse().ok()?;
+        (recorded != page_size).then(|| {
+            format!(
+                "the trace was recorded with {} KiB base pages; a program's layout follows its kernel's page size, so record it on a kernel with the machine's",
+                recorded >> 10
+            )
+        })
+    }
+
     /// Runs (or replays) it on `m`.
     pub fn run(
         &self,
@@ -74,6 +112,9 @@ impl Workload {
         match self {
             Workload::Builtin { def, spec } => run(m, def, spec, opts, progress).map_err(|e| e.to_string()),
             Workload::Trace { trace, .. } => {
+                if let Some(reason) = self.unsupported_on(m.geometry().page_size()) {
+                    return Err(reason);
+                }
                 let ro = ReplayOptions {
                     check_every: opts.check_every,
                     ..ReplayOptions::default()

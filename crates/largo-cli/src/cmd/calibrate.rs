@@ -11,6 +11,7 @@ use clap::Args;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 use largo_host::calibrate::{fit_profile, measure};
+use largo_host::kernel_time::HostClock;
 use largo_workloads::cost::Profile;
 
 #[derive(Args, Debug)]
@@ -59,7 +60,9 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
     let tty = std::io::stderr().is_terminal() && !args.json;
+    let mut clock = HostClock::best();
     let points = measure(
+        &mut clock,
         args.iterations,
         args.repeats as usize,
         &mut |size| {
@@ -74,8 +77,10 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         eprintln!();
     }
     let method = format!(
-        "largo calibrate --iterations {} --repeats {}: page_fault1 (128 MiB, one write per 4 KiB page, munmap) run natively in a forked task at each folio size, kernel time = the task's rusage stime after a warm-up run, median of the repeats; costs fitted: fault, page_zero, pte (pte_set = pte_clear = rmap_page), buddy_op; page_copy = 2 x page_zero; the rest are priors",
-        args.iterations, args.repeats
+        "largo calibrate --iterations {} --repeats {}: page_fault1 (128 MiB, one write per 4 KiB page, munmap) run natively in a forked task at each folio size, kernel time = {} of the task after a warm-up run, median of the repeats; costs fitted: fault, page_zero, pte (pte_set = pte_clear = rmap_page), buddy_op; page_copy = 2 x page_zero; the rest are priors",
+        args.iterations,
+        args.repeats,
+        clock.source()
     );
     let profile = fit_profile(&points, &args.name, &describe_host(), &method).map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.output {

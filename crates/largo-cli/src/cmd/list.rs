@@ -33,6 +33,13 @@ fn print_workloads() {
         };
         t.add_row([name, params.join("\n"), def.summary.to_string()]);
     }
+    for r in largo_workloads::recorded::RECORDED {
+        t.add_row([
+            format!("{} *", r.name),
+            "(a recorded trace)".to_string(),
+            r.summary.to_string(),
+        ]);
+    }
     println!("{t}");
     println!("* in the default suite of `largo run`. Give parameters as NAME:KEY=VALUE,... e.g. page_fault1:iterations=2,size=64M");
 }

@@ -17,6 +17,7 @@ use crate::args::{BenchCommand, Cli, Command};
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Replay(args) => run::replay(args),
         Command::Validate(args) => validate::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Record(args) => record::run(&args),
@@ -33,6 +34,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench { bench } => match bench {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),
             BenchCommand::Fault(args) => bench::fault::run(&args),
+            BenchCommand::Replay(args) => bench::replay::run(&args),
         },
     }
 }

@@ -18,11 +18,11 @@ use super::validate::{ValidateArgs, PROGRAM_CONFIGS};
 pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
     let trace = largo_trace::read_trace(trace_path).with_context(|| format!("reading {}", trace_path.display()))?;
     let sel = &args.sel;
-    let configs = if sel.configs.is_empty() {
+    let configs = if sel.cfg.configs.is_empty() {
         let specs: Vec<String> = PROGRAM_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-        resolve_configs(&specs, &sel.machine, &sel.policy)?
+        resolve_configs(&specs, &sel.cfg.machine, &sel.cfg.policy)?
     } else {
-        resolve_configs(&sel.configs, &sel.machine, &sel.policy)?
+        resolve_configs(&sel.cfg.configs, &sel.cfg.machine, &sel.cfg.policy)?
     };
     let command = args.command.clone();
     let launcher = || {
@@ -37,7 +37,7 @@ pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut results = Vec::new();
     for (c, v) in configs.iter().zip(validations) {
-        if !sel.json {
+        if !sel.cfg.json {
             let _ = out.write_all(render(&c.name, &v).as_bytes());
         }
         results.push((c.name.clone(), v));
@@ -48,19 +48,21 @@ pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
     let mut cost_rows = Vec::new();
     for (name, v) in &results {
         all_within &= v.within();
-        let host_change = (v.host_sys_ns as f64 - base.host_sys_ns as f64) / base.host_sys_ns.max(1) as f64;
+        let host_change = (v.host_kernel_ns as f64 - base.host_kernel_ns as f64) / base.host_kernel_ns.max(1) as f64;
         // largo estimates the anonymous-memory part of the change; the
         // rest of the program's kernel time is taken as unchanged.
-        let largo_change = (profile.estimate(&v.largo).kernel_ns - base_est) / base.host_sys_ns.max(1) as f64;
-        cost_rows.push((name.clone(), v.host_sys_ns, host_change, largo_change));
-        if sel.json {
+        let largo_change = (profile.estimate(&v.largo).kernel_ns - base_est) / base.host_kernel_ns.max(1) as f64;
+        cost_rows.push((name.clone(), v, host_change, largo_change));
+        if sel.cfg.json {
             let obj = serde_json::json!({
                 "trace": trace_path.display().to_string(),
                 "config": name,
                 "within_tolerance": v.within(),
                 "tolerance": TOLERANCE,
                 "anon_fault_alloc": v.rows,
-                "host_sys_ns": v.host_sys_ns,
+                "host_kernel_ns": v.host_kernel_ns,
+                "host_kernel_runs_ns": v.host_kernel_runs_ns,
+                "host_clock": v.host_clock,
                 "host_sys_change": host_change,
                 "largo_kernel_change": largo_change,
                 "replay": v.replay,
@@ -68,29 +70,41 @@ pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
             let _ = writeln!(out, "{obj}");
         }
     }
-    if !sel.json {
+    if !sel.cfg.json {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
         t.set_header([
             "configuration",
-            "host sys ms",
+            "host kernel ms",
+            "runs (ms)",
             &format!("host change vs {base_name}"),
             "largo estimate of the change",
         ]);
-        for (name, sys, h, l) in &cost_rows {
+        for (name, v, h, l) in &cost_rows {
+            let runs: Vec<String> = v
+                .host_kernel_runs_ns
+                .iter()
+                .map(|ns| format!("{:.0}", *ns as f64 / 1e6))
+                .collect();
             t.add_row([
                 name.clone(),
-                format!("{:.1}", *sys as f64 / 1e6),
+                format!("{:.1}", v.host_kernel_ns as f64 / 1e6),
+                runs.join(" "),
                 format!("{:+.1}%", h * 100.0),
                 format!("{:+.1}%", l * 100.0),
             ]);
         }
-        for col in 1..=3 {
+        for col in 1..=4 {
             if let Some(c) = t.column_mut(col) {
                 c.set_cell_alignment(CellAlignment::Right);
             }
         }
-        let _ = writeln!(out, "kernel time (median of {} native runs per configuration, interleaved; largo: its estimate of the anonymous-memory work, the rest taken as unchanged):\n{t}", args.repeats);
+        let _ = writeln!(
+            out,
+            "kernel time (host: {}, median of {} native runs per configuration, interleaved; largo: its estimate of the anonymous-memory work, the rest taken as unchanged):\n{t}",
+            results[0].1.host_clock,
+            args.repeats
+        );
     }
     if !all_within {
         bail!(

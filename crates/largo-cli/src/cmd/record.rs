@@ -33,6 +33,13 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     if let Some(reason) = largo_host::record::unavailable_reason() {
         bail!("cannot record on this host: {reason}");
     }
+    // Fail before running the command, not after: the output must be
+    // creatable (the file is written whole at the end).
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&args.output)
+        .with_context(|| format!("cannot write the trace to {}", args.output.display()))?;
     // Ctrl-C or SIGTERM: kill the command; the recording ends and every
     // tracefs and sysfs setting is restored as on any other exit.
     let _ = ctrlc::set_handler(interrupt);

@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use largo_mm::{Machine, MachineConfig};
-use largo_workloads::builtin;
 use largo_workloads::cost::{Estimate, Profile};
 use largo_workloads::{RunOptions, RunOutcome, TaskMode, Workload};
 
@@ -23,6 +22,13 @@ pub struct Selection {
     /// Workloads, `NAME[:KEY=VALUE,...]` (`largo list workloads`); default:
     /// the command's suite.
     pub workloads: Vec<String>,
+    #[command(flatten)]
+    pub cfg: ConfigArgs,
+}
+
+/// The configurations to run under, and the output format.
+#[derive(Args, Debug)]
+pub struct ConfigArgs {
     #[command(flatten)]
     pub machine: MachineArgs,
     #[command(flatten)]
@@ -57,6 +63,47 @@ pub struct RunArgs {
     /// checked-in profile of this machine kind.
     #[arg(long, value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
+}
+
+/// `largo replay`: `largo run` restricted to traces.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Trace files (text, binary, .gz) or shipped recorded programs
+    /// (`largo list workloads`); at least one.
+    #[arg(required = true, value_name = "FILE")]
+    pub traces: Vec<String>,
+    #[command(flatten)]
+    pub cfg: ConfigArgs,
+    /// Run the invariant checkers every N events (0: never).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub check: u64,
+    /// A cost profile (JSON from `largo calibrate`).
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
+}
+
+/// `largo replay FILE...`: each trace replayed under the configurations,
+/// with `largo run`'s tables and JSON.
+pub fn replay(args: ReplayArgs) -> Result<()> {
+    for t in &args.traces {
+        if let Workload::Builtin { .. } = Workload::parse(t).map_err(UsageError)? {
+            return Err(UsageError(format!(
+                "{t}: not a trace file or recorded program (built-in workloads run with `largo run`)"
+            ))
+            .into());
+        }
+    }
+    run(&RunArgs {
+        sel: Selection {
+            workloads: args.traces,
+            cfg: args.cfg,
+        },
+        tasks: 1,
+        mode: ModeArg::Process,
+        seed: 0,
+        check: args.check,
+        profile: args.profile,
+    })
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,14 +199,7 @@ pub fn resolve_configs(
 /// named, or the default suite.
 pub fn resolve_workloads(names: &[String]) -> Result<Vec<Workload>, UsageError> {
     if names.is_empty() {
-        return Ok(builtin::catalog()
-            .iter()
-            .filter(|d| d.default_suite)
-            .map(|d| Workload::Builtin {
-                def: d,
-                spec: d.parse(d.name).expect("defaults parse"),
-            })
-            .collect());
+        return Ok(Workload::default_suite());
     }
     names.iter().map(|n| Workload::parse(n).map_err(UsageError)).collect()
 }
@@ -175,7 +215,7 @@ pub struct Record {
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let sel = &args.sel;
-    let configs = resolve_configs(&sel.configs, &sel.machine, &sel.policy)?;
+    let configs = resolve_configs(&sel.cfg.configs, &sel.cfg.machine, &sel.cfg.policy)?;
     let workloads = resolve_workloads(&sel.workloads)?;
     let profile = match &args.profile {
         Some(path) => {
@@ -185,9 +225,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         None => Profile::default_profile(),
     };
     // Boot every configuration once up front: bad knobs fail before any work.
+    let mut page_sizes = Vec::new();
+    let mut machines = Vec::new();
     for c in &configs {
-        Machine::new(c.config.clone()).map_err(|e| UsageError(format!("configuration {}: {e}", c.name)))?;
+        let m = Machine::new(c.config.clone()).map_err(|e| UsageError(format!("configuration {}: {e}", c.name)))?;
+        page_sizes.push(m.geometry().page_size());
+        machines.push(m.describe());
     }
+    let plan = Plan::new(&configs, &workloads, &page_sizes)?;
     let opts = RunOptions {
         nr_tasks: args.tasks as usize,
         mode: match args.mode {
@@ -198,30 +243,63 @@ pub fn run(args: &RunArgs) -> Result<()> {
         check_every: args.check,
         ..RunOptions::default()
     };
-    let records = run_all(&configs, &workloads, &opts, &profile, !sel.json)?;
+    let records = run_all(&configs, &workloads, &plan.jobs, &opts, &profile, !sel.cfg.json)?;
     let mut out = std::io::stdout().lock();
-    let text = if sel.json {
-        json_lines(&configs, &workloads, &records, &profile, args)
+    let text = if sel.cfg.json {
+        json_lines(&configs, &workloads, &records, &plan.skipped, &profile, args)
     } else {
-        tables(&configs, &workloads, &records, &profile)
+        tables(&configs, &machines, &workloads, &records, &plan.skipped, &profile)
     };
     // A closed pipe is not an error.
     let _ = out.write_all(text.as_bytes());
     Ok(())
 }
 
-/// Runs every (configuration, workload) pair, in parallel on the host's
-/// CPUs; results come back in (configuration, workload) order.
+/// The (configuration, workload) pairs to run, and those that cannot
+/// run with the reason (a trace recorded with other base pages).
+struct Plan {
+    jobs: Vec<(usize, usize)>,
+    skipped: Vec<(usize, usize, String)>,
+}
+
+impl Plan {
+    fn new(configs: &[NamedConfig], workloads: &[Workload], page_sizes: &[u64]) -> Result<Plan, UsageError> {
+        let mut plan = Plan {
+            jobs: Vec::new(),
+            skipped: Vec::new(),
+        };
+        for (c, &page_size) in page_sizes.iter().enumerate().take(configs.len()) {
+            for (w, workload) in workloads.iter().enumerate() {
+                match workload.unsupported_on(page_size) {
+                    None => plan.jobs.push((c, w)),
+                    Some(reason) => plan.skipped.push((c, w, reason)),
+                }
+            }
+        }
+        for (w, workload) in workloads.iter().enumerate() {
+            if !plan.jobs.iter().any(|j| j.1 == w) {
+                let (c, _, reason) = plan.skipped.iter().find(|s| s.1 == w).expect("skipped somewhere");
+                return Err(UsageError(format!(
+                    "{} cannot run under any configuration given: under {}: {reason}",
+                    workload.describe(),
+                    configs[*c].name
+                )));
+            }
+        }
+        Ok(plan)
+    }
+}
+
+/// Runs the planned (configuration, workload) pairs, in parallel on the
+/// host's CPUs; results come back in (configuration, workload) order.
 fn run_all(
     configs: &[NamedConfig],
     workloads: &[Workload],
+    jobs: &[(usize, usize)],
     opts: &RunOptions,
     profile: &Profile,
     show_progress: bool,
 ) -> Result<Vec<Record>> {
-    let jobs: Vec<(usize, usize)> = (0..configs.len())
-        .flat_map(|c| (0..workloads.len()).map(move |w| (c, w)))
-        .collect();
     let bar = progress_bar(jobs.len() as u64, show_progress);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<Record>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
@@ -282,22 +360,31 @@ fn progress_bar(len: u64, enabled: bool) -> ProgressBar {
     bar
 }
 
-/// One table per workload.
-fn tables(configs: &[NamedConfig], workloads: &[Workload], records: &[Record], profile: &Profile) -> String {
+/// One table per workload, a column per configuration it ran under.
+fn tables(
+    configs: &[NamedConfig],
+    machines: &[String],
+    workloads: &[Workload],
+    records: &[Record],
+    skipped: &[(usize, usize, String)],
+    profile: &Profile,
+) -> String {
     let mut out = String::new();
     for (w, workload) in workloads.iter().enumerate() {
         let row: Vec<&Record> = records.iter().filter(|r| r.workload == w).collect();
-        let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<&str> = row.iter().map(|r| configs[r.config].name.as_str()).collect();
         out.push_str(&format!("{}\n", workload.describe()));
         out.push_str(&table::comparison(&names, &row));
+        let not_run: Vec<&(usize, usize, String)> = skipped.iter().filter(|s| s.1 == w).collect();
+        if let Some((_, _, reason)) = not_run.first() {
+            let names: Vec<&str> = not_run.iter().map(|s| configs[s.0].name.as_str()).collect();
+            out.push_str(&format!("not run under {}: {reason}\n", names.join(", ")));
+        }
         out.push('\n');
     }
     out.push_str("configurations:\n");
     for (i, c) in configs.iter().enumerate() {
-        let machine = records
-            .iter()
-            .find(|r| r.config == i)
-            .map_or("", |r| r.machine.as_str());
+        let machine = &machines[i];
         let knobs: Vec<String> = c.config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let knobs = if knobs.is_empty() {
             "defaults".to_string()
@@ -317,10 +404,20 @@ fn json_lines(
     configs: &[NamedConfig],
     workloads: &[Workload],
     records: &[Record],
+    skipped: &[(usize, usize, String)],
     profile: &Profile,
     args: &RunArgs,
 ) -> String {
     let mut out = String::new();
+    for (c, w, reason) in skipped {
+        let obj = serde_json::json!({
+            "config": configs[*c].name,
+            "workload": workloads[*w].describe(),
+            "skipped": reason,
+        });
+        out.push_str(&obj.to_string());
+        out.push('\n');
+    }
     for r in records {
         let c = &r.outcome.counters;
         let obj = serde_json::json!({

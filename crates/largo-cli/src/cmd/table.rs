@@ -81,6 +81,23 @@ fn rows(records: &[&Record]) -> Vec<Row> {
     rows
 }
 
+/// A table in the house style with this header.
+pub fn new_table<T: ToString>(header: impl IntoIterator<Item = T>) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(header.into_iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    t
+}
+
+/// Numbers right-aligned in columns `cols`.
+pub fn align_right(t: &mut Table, cols: std::ops::RangeInclusive<usize>) {
+    for col in cols {
+        if let Some(c) = t.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
 /// `value (+x.x%)` against `base`.
 fn cell(value: f64, base: f64, decimals: usize, is_base: bool) -> String {
     let v = format!("{value:.decimals$}");

@@ -138,9 +138,9 @@ fn workload_cases(names: &[String], configs: &[NamedConfig], madvise_suite: bool
 
 fn cases(args: &ValidateArgs) -> Result<Vec<Case>> {
     let sel = &args.sel;
-    let flags_given = !sel.configs.is_empty() || sel.machine.machine.is_some() || sel.policy.is_set();
+    let flags_given = !sel.cfg.configs.is_empty() || sel.cfg.machine.machine.is_some() || sel.cfg.policy.is_set();
     let named = flags_given
-        .then(|| resolve_configs(&sel.configs, &sel.machine, &sel.policy))
+        .then(|| resolve_configs(&sel.cfg.configs, &sel.cfg.machine, &sel.cfg.policy))
         .transpose()?;
     let mut out = Vec::new();
     if sel.workloads.is_empty() {
@@ -151,7 +151,7 @@ fn cases(args: &ValidateArgs) -> Result<Vec<Case>> {
         }
         if matches!(args.suite, SuiteArg::All | SuiteArg::Workloads) {
             let specs: Vec<String> = SUITE_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-            let suite = resolve_configs(&specs, &sel.machine, &sel.policy)?;
+            let suite = resolve_configs(&specs, &sel.cfg.machine, &sel.cfg.policy)?;
             let names: Vec<String> = SUITE_WORKLOADS.iter().map(|s| s.to_string()).collect();
             out.extend(workload_cases(
                 &names,
@@ -170,7 +170,7 @@ fn cases(args: &ValidateArgs) -> Result<Vec<Case>> {
             out.extend(scenario_cases(&s, named.as_deref())?);
         } else {
             let specs: Vec<String> = SUITE_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-            let suite = resolve_configs(&specs, &sel.machine, &sel.policy)?;
+            let suite = resolve_configs(&specs, &sel.cfg.machine, &sel.cfg.policy)?;
             out.extend(workload_cases(
                 std::slice::from_ref(w),
                 named.as_deref().unwrap_or(&suite),
@@ -206,7 +206,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         if !v.agrees() {
             disagreements += 1;
         }
-        let text = if args.sel.json {
+        let text = if args.sel.cfg.json {
             format!("{}\n", json(case, &v))
         } else {
             render(case, &v, args.all)
@@ -214,7 +214,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
     }
-    if !args.sel.json {
+    if !args.sel.cfg.json {
         let _ = writeln!(
             out,
             "{} of {} cases agree exactly",

@@ -102,7 +102,7 @@ impl Vm {
     /// The MMU's walk: a present leaf that allows the access.
     fn access_hits(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, write: bool) -> bool {
         let root = self.mms[mm].pgd;
-        let Some((table, index, _)) = self.pt.leaf(root, addr) else {
+        let Some((table, index, level)) = self.pt.leaf(root, addr) else {
             return false;
         };
         let e = self.pt.get(table, index);
@@ -113,7 +113,9 @@ impl Vm {
         if !e.has(bits) {
             self.pt.set_hw(table, index, e.with(bits));
         }
-        self.user_store(ctx, mm, addr, write);
+        if write {
+            self.store_through(ctx, e, level, addr);
+        }
         true
     }
 
@@ -127,7 +129,14 @@ impl Vm {
             return;
         };
         let e = self.pt.get(table, index);
-        if !e.present() || e.is_special() {
+        if e.present() {
+            self.store_through(ctx, e, level, addr);
+        }
+    }
+
+    /// The write itself, through a present leaf entry `e` at `level`.
+    fn store_through(&mut self, ctx: &mut Ctx, e: Pte, level: u32, addr: u64) {
+        if e.is_special() {
             return;
         }
         let offset_pages = (addr >> self.page_shift()) & ((1 << (level * self.pt.shape.bits_per_level)) - 1);
@@ -193,7 +202,12 @@ impl Vm {
     /// The table at `level` covering `addr`, allocating the levels above
     /// it and itself as needed (`p4d_alloc`/`pud_alloc`/`pmd_alloc`/`pte_alloc`).
     pub(crate) fn table_for(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, level: u32) -> Option<usize> {
-        let mut table = self.mms[mm].pgd;
+        let root = self.mms[mm].pgd;
+        // Present already (the common case): no allocation to make.
+        if let Some(t) = self.pt.lookup(root, addr, level) {
+            return Some(t);
+        }
+        let mut table = root;
         for l in (level + 1..self.pt.shape.levels).rev() {
             let idx = self.pt.shape.index(l, addr);
             let e = self.pt.get(table, idx);

@@ -451,7 +451,7 @@ impl Vm {
 
     /// Frees a page-table page.
     pub(crate) fn free_table(&mut self, ctx: &mut Ctx, mm: MmId, idx: usize) {
-        let page = self.pt.pages.remove(idx);
+        let page = self.pt.remove(idx);
         self.work.pgtable_free += 1;
         let pfn = page.pfn;
         let nid = self.node_of(ctx.pa, pfn);

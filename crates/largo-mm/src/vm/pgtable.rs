@@ -5,6 +5,7 @@
 
 use largo_types::{Arch, Geometry};
 use slab::Slab;
+use std::cell::Cell;
 
 /// One page-table entry. Leaf entries hold a pfn; table entries the slab
 /// index of the next-level table. Zero is `pte_none`.
@@ -183,12 +184,26 @@ pub struct PtWork {
     pub pmd_clear: u64,
 }
 
+/// The last walk down to a PMD table: the model's paging-structure
+/// cache. Valid while no entry above the PMD level changes and no table
+/// is freed; [`PageTables`] drops it on both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PmdWalk {
+    root: usize,
+    /// `va >> level_shift(2)`: the PUD entry's range.
+    key: u64,
+    table: usize,
+}
+
 /// Every page table of every address space.
 #[derive(Debug)]
 pub struct PageTables {
+    /// Read-only outside this file: tables are freed with
+    /// [`PageTables::remove`], entries written with [`PageTables::set`].
     pub pages: Slab<PtPage>,
     pub shape: PtShape,
     pub work: PtWork,
+    pmd_walk: Cell<Option<PmdWalk>>,
 }
 
 impl PageTables {
@@ -197,7 +212,31 @@ impl PageTables {
             pages: Slab::new(),
             shape: PtShape::new(geo),
             work: PtWork::default(),
+            pmd_walk: Cell::new(None),
         }
+    }
+
+    /// Frees table `idx` from the slab (its parent entry is cleared by
+    /// the caller).
+    pub fn remove(&mut self, idx: usize) -> PtPage {
+        self.pmd_walk.set(None);
+        self.pages.remove(idx)
+    }
+
+    /// The PMD table (level 1) for `va` under `root`, walking only when
+    /// the last walk was for another PUD range; `None` if an entry above
+    /// is none or a huge leaf.
+    #[inline]
+    pub fn pmd_table(&self, root: usize, va: u64) -> Option<usize> {
+        let key = va >> self.shape.level_shift(2);
+        if let Some(w) = self.pmd_walk.get() {
+            if w.root == root && w.key == key {
+                return Some(w.table);
+            }
+        }
+        let table = self.walk_down(root, va, 1)?;
+        self.pmd_walk.set(Some(PmdWalk { root, key, table }));
+        Some(table)
     }
 
     /// Registers a table held in page `pfn`; returns its index.
@@ -246,6 +285,9 @@ impl PageTables {
     #[inline]
     pub fn set_hw(&mut self, table: usize, index: usize, pte: Pte) {
         let page = &mut self.pages[table];
+        if page.level >= 2 {
+            self.pmd_walk.set(None);
+        }
         let old = page.entries[index];
         page.entries[index] = pte;
         match (old.is_none(), pte.is_none()) {
@@ -275,6 +317,19 @@ impl PageTables {
     /// Walks from `root` down to the table at `level` for `va` without
     /// allocating. `None` if an entry above is none or a huge leaf.
     pub fn lookup(&self, root: usize, va: u64, level: u32) -> Option<usize> {
+        match level {
+            0 => {
+                let pmd = self.pmd_table(root, va)?;
+                let e = self.get(pmd, self.shape.index(1, va));
+                e.is_table().then(|| e.table_idx())
+            }
+            1 => self.pmd_table(root, va),
+            _ => self.walk_down(root, va, level),
+        }
+    }
+
+    /// [`PageTables::lookup`] without the walk cache.
+    fn walk_down(&self, root: usize, va: u64, level: u32) -> Option<usize> {
         let mut table = root;
         for l in (level + 1..self.shape.levels).rev() {
             let e = self.get(table, self.shape.index(l, va));
@@ -289,6 +344,26 @@ impl PageTables {
     /// The leaf mapping `va`: (table, index, level) of a present leaf
     /// entry, the PTE slot if the PTE table exists, or `None`.
     pub fn leaf(&self, root: usize, va: u64) -> Option<(usize, usize, u32)> {
+        if self.shape.levels > 2 {
+            let Some(pmd) = self.pmd_table(root, va) else {
+                // Something above the PMD level is a leaf or none.
+                return self.leaf_walk(root, va);
+            };
+            let idx = self.shape.index(1, va);
+            let e = self.get(pmd, idx);
+            return if e.is_table() {
+                Some((e.table_idx(), self.shape.index(0, va), 0))
+            } else if e.present() {
+                Some((pmd, idx, 1))
+            } else {
+                None
+            };
+        }
+        self.leaf_walk(root, va)
+    }
+
+    /// [`PageTables::leaf`] without the walk cache.
+    fn leaf_walk(&self, root: usize, va: u64) -> Option<(usize, usize, u32)> {
         let mut table = root;
         for l in (1..self.shape.levels).rev() {
             let idx = self.shape.index(l, va);

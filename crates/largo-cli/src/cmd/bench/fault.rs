@@ -5,10 +5,9 @@
 
 use std::time::Instant;
 
+use crate::cmd::table::{align_right, new_table};
 use anyhow::{Context, Result};
 use clap::Args;
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{CellAlignment, Table};
 use largo_host::knobs::KnobGuard;
 use largo_host::native;
 use largo_host::validate::host_knobs;
@@ -127,9 +126,7 @@ fn print(rows: &[Row], args: &FaultBenchArgs, host_reason: Option<&str>) {
         }
         return;
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
+    let mut t = new_table([
         "folio size",
         "largo (sim) pages/s",
         "host kernel pages/s",
@@ -145,11 +142,7 @@ fn print(rows: &[Row], args: &FaultBenchArgs, host_reason: Option<&str>) {
             host.map_or("-".into(), |h| format!("{:.1}x", largo / h)),
         ]);
     }
-    for col in 1..=3 {
-        if let Some(c) = t.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    align_right(&mut t, 1..=3);
     println!("{t}");
     println!(
         "page_fault1: {} x 128 MiB, one write per 4 KiB page, munmap; wall time, median of {} runs (host runs after a warm-up run)",

@@ -2,4 +2,5 @@
 
 pub mod alloc;
 pub mod fault;
+pub mod replay;
 mod stream;

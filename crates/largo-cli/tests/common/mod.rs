@@ -1,0 +1,30 @@
+//! Running the `largo` binary from the CLI tests.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+pub fn largo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args(args)
+        .output()
+        .expect("largo runs")
+}
+
+/// The standard output of a command that must succeed.
+pub fn stdout(args: &[&str]) -> String {
+    let out = largo(args);
+    assert!(
+        out.status.success(),
+        "largo {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// One JSON object per output line.
+pub fn json_lines(args: &[&str]) -> Vec<serde_json::Value> {
+    stdout(args)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}

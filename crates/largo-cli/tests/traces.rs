@@ -1,0 +1,103 @@
+//! Traces as a user runs them: `largo replay`, traces in `largo run`, the
+//! shipped recorded programs, `largo bench replay`.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{json_lines, largo, stdout};
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("largo-cli-traces-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_recorded_program_replays_with_the_hosts_allocation_counts() {
+    // `largo validate --trace` measured these on the Linux 6.18 host the
+    // trace was recorded on: the kernel allocated 5646 64 KiB folios for
+    // this build with only 64K enabled, and 1028/1007/5646 16K/32K/64K
+    // folios with all three.
+    let j = &json_lines(&["replay", "lua-build", "--thp", "64K", "--json"])[0];
+    assert_eq!(j["workload"], "lua-build");
+    assert_eq!(j["mthp"]["64kB"]["anon_fault_alloc"], 5646);
+    let j = &json_lines(&["replay", "lua-build", "--thp", "16K,32K,64K", "--json"])[0];
+    assert_eq!(j["mthp"]["16kB"]["anon_fault_alloc"], 1028);
+    assert_eq!(j["mthp"]["32kB"]["anon_fault_alloc"], 1007);
+    assert_eq!(j["mthp"]["64kB"]["anon_fault_alloc"], 5646);
+}
+
+#[test]
+fn run_without_arguments_includes_the_recorded_programs_at_4k_pages_only() {
+    let out = stdout(&["run"]);
+    for name in ["lua-build", "sqlite-cc", "python-compileall"] {
+        let at = out
+            .lines()
+            .position(|l| l == name)
+            .unwrap_or_else(|| panic!("no table for {name}"));
+        let header = out.lines().nth(at + 2).unwrap();
+        assert!(
+            header.contains("4K+16K+32K+64K") && !header.contains("64K-pages"),
+            "{header}"
+        );
+        let note = out.lines().skip(at).find(|l| l.starts_with("not run under")).unwrap();
+        assert!(
+            note.contains("16K-pages, 64K-pages") && note.contains("4 KiB"),
+            "{note}"
+        );
+    }
+}
+
+#[test]
+fn a_hand_written_trace_replays_and_run_accepts_it_too() {
+    let path = temp_file(
+        "two-blocks.trace",
+        "largo-trace 1\n# two 64K blocks, one written, one read\n\
+         1 mmap 0x7f0000000000 128K rw- private,anonymous\n\
+         1 touch 0x7f0000000000 64K w\n\
+         1 touch 0x7f0000010000 64K r\n\
+         1 exit\n",
+    );
+    let p = path.to_str().unwrap();
+    for cmd in ["replay", "run"] {
+        let j = &json_lines(&[cmd, p, "--thp", "64K", "--json"])[0];
+        assert_eq!(j["mthp"]["64kB"]["anon_fault_alloc"], 1, "{cmd}");
+        // The read faults map the zero page, one fault per 4 KiB page.
+        assert_eq!(j["vmstat"]["pgfault"], 1 + 16, "{cmd}");
+    }
+}
+
+#[test]
+fn bad_traces_and_misuse_say_where_and_why() {
+    let bad = temp_file(
+        "bad.trace",
+        "largo-trace 1\n1 mmap 0x7f0000000000 64K rw- private,anonymous\n1 tuch 0x7f0000000000 4K w\n",
+    );
+    let cases: [(&[&str], &str); 4] = [
+        (&["replay", bad.to_str().unwrap()], "line 3"),
+        (&["replay", "page_fault1"], "built-in"),
+        (&["replay", "/no/such.trace"], "no such trace file"),
+        (&["replay", "lua-build", "--machine", "arm64-64k"], "4 KiB"),
+    ];
+    for (args, needle) in cases {
+        let out = largo(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "largo {args:?}: {err}");
+        assert!(err.contains(needle), "largo {args:?}: {err:?} does not say {needle}");
+    }
+}
+
+#[test]
+fn bench_replay_reports_events_per_second_for_each_trace() {
+    let lines = json_lines(&["bench", "replay", "python-compileall", "--runs", "1", "--json"]);
+    assert_eq!(lines.len(), 1);
+    let j = &lines[0];
+    assert_eq!(j["bench"], "replay");
+    assert!(j["events"].as_u64().unwrap() > 5000);
+    assert!(j["page_faults"].as_u64().unwrap() > 5000);
+    assert!(j["replay_events_per_s"].as_f64().unwrap() > 0.0);
+    assert!(j["decode_events_per_s"].as_f64().unwrap() > 0.0);
+}
