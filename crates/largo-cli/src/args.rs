@@ -47,6 +47,10 @@ pub enum Command {
     /// Run workloads on the model and natively on this host under the same
     /// THP settings (root) and compare the counters (exit 1 if any differ).
     Validate(crate::cmd::validate::ValidateArgs),
+    /// Which anonymous mTHP sizes should a workload use? Replays it under
+    /// candidate mixes, ranks them by estimated kernel time and prints the
+    /// sysfs writes of the best within a memory-bloat budget.
+    Advise(crate::cmd::advise::AdviseArgs),
     /// Measure this host's kernel on page_fault1 at every folio size (root)
     /// and fit the kernel-time cost model.
     Calibrate(crate::cmd::calibrate::CalibrateArgs),
@@ -305,13 +309,23 @@ pub fn report_parse_error(e: clap::Error) -> ExitCode {
     }
 }
 
-/// The first line of a clap error, without its `error: ` prefix.
+/// The first line of a clap error, without its `error: ` prefix; a line
+/// ending in `:` takes the indented lines that follow it (the missing
+/// arguments).
 pub fn first_error_line(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
-    rendered
-        .lines()
-        .find(|l| !l.trim().is_empty())
+    let mut lines = rendered.lines().skip_while(|l| l.trim().is_empty());
+    let first = lines
+        .next()
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ")
-        .to_string()
+        .to_string();
+    if !first.ends_with(':') {
+        return first;
+    }
+    let rest: Vec<&str> = lines
+        .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    format!("{first} {}", rest.join(", "))
 }

@@ -65,8 +65,23 @@ fn validate_agrees_with_this_host_and_calibrate_fits_it() {
     let out = largo(&["calibrate", "--iterations", "2", "--repeats", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let p: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(p["fit"].as_array().unwrap().len(), 9, "4K and every mTHP size up to 2M");
+    let points: Vec<&str> = p["fit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["point"].as_str().unwrap())
+        .collect();
+    let pf1 = points.iter().filter(|p| p.starts_with("page_fault1:")).count();
+    assert_eq!(pf1, 9, "4K and every mTHP size up to 2M: {points:?}");
+    for other in ["anon-r-seq:", "mmap1:", "anon-cow-seq:", "munmap-partial:"] {
+        assert!(
+            points.iter().any(|p| p.starts_with(other)),
+            "no {other} point: {points:?}"
+        );
+    }
     assert!(p["costs"]["fault"].as_f64().unwrap() > 0.0);
+    assert!(!p["cold_fit"].as_array().unwrap().is_empty());
+    assert!(p["cold_costs"]["fault"].as_f64().unwrap() > 0.0);
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{json_lines, largo, stdout};
+use common::{assert_usage_error, json_lines, stdout};
 
 fn temp_file(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("largo-cli-traces-{}", std::process::id()));
@@ -83,10 +83,7 @@ fn bad_traces_and_misuse_say_where_and_why() {
         (&["replay", "lua-build", "--machine", "arm64-64k"], "4 KiB"),
     ];
     for (args, needle) in cases {
-        let out = largo(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "largo {args:?}: {err}");
-        assert!(err.contains(needle), "largo {args:?}: {err:?} does not say {needle}");
+        assert_usage_error(args, needle);
     }
 }
 

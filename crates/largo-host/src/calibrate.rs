@@ -1,13 +1,13 @@
-//! Measuring the host kernel for the cost model: the page_fault1 loop at
-//! every anonymous folio size, natively (kernel time from
-//! [`HostClock`]) and on the model (counts), then the fit of
+//! Measuring the host kernel for the cost model: the calibration
+//! workloads ([`points`]) natively (kernel time from [`HostClock`]) and
+//! on the model (counts), then the fit of
 //! [`largo_workloads::cost::FIT_GROUPS`].
 
 use std::collections::BTreeMap;
 
 use largo_mm::{Machine, MachineConfig};
 use largo_workloads::builtin;
-use largo_workloads::cost::{fit, FitPoint, Profile, TERMS};
+use largo_workloads::cost::{fit, Faults, FitPoint, Profile, COLD_FIT_GROUPS, FIT_GROUPS, TERMS};
 use largo_workloads::report::Counters;
 use largo_workloads::RunOptions;
 
@@ -16,11 +16,9 @@ use crate::knobs::KnobGuard;
 use crate::native;
 use crate::validate::{host_knobs, ValidateError};
 
-/// Costs (ns) of the terms page_fault1 cannot tell apart, before fitting:
-/// typical figures for a current x86-64 server core. `page_copy` is set
-/// to twice the fitted `page_zero` afterwards (a copy reads and writes).
+/// Costs (ns) of the terms the calibration workloads cannot tell apart:
+/// typical figures for a current x86-64 server core.
 pub const PRIORS: &[(&str, f64)] = &[
-    ("page_copy", 0.0),
     ("pmd", 20.0),
     ("rmap_call", 30.0),
     ("pcp_op", 40.0),
@@ -31,24 +29,66 @@ pub const PRIORS: &[(&str, f64)] = &[
     ("pgtable", 100.0),
 ];
 
-/// One folio size's measurements.
+/// One calibration point: a workload under one folio size.
 #[derive(Clone, Debug)]
-pub struct SizePoint {
-    /// `"4kB"` for base pages only, else the mTHP size enabled.
-    pub size: String,
-    /// The model's counters for the whole run of `iterations` loops.
+pub struct CalPoint {
+    /// `page_fault1:iterations=8 @ 64kB`.
+    pub name: String,
+    /// Run with user work between faults (a cold point).
+    pub cold: bool,
+    /// The model's counters for one run.
     pub counters: Counters,
-    pub iterations: u64,
-    /// Host kernel ns per loop iteration, one per repeat.
+    /// Host kernel ns of one run, one per repeat.
     pub host_ns: Vec<f64>,
 }
 
-impl SizePoint {
+impl CalPoint {
     pub fn median_ns(&self) -> f64 {
         let mut v = self.host_ns.clone();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     }
+}
+
+/// The calibration workloads: page_fault1 (`iterations` loops of 128
+/// MiB) at base pages and every anonymous size of the x86_64 preset, then
+/// one workload for each kind of work page_fault1 cannot separate: read
+/// faults on the zero page (a fault without a new folio), mmap/munmap
+/// without touching (address-space calls), CoW after fork (copies), and
+/// partial munmap with drop_caches at 4K (the drop) and 64K (splits).
+///
+/// The cold points run page_fault1 (64 MiB, once) at a few sizes with
+/// the task writing a buffer the size of the L2 cache after each page:
+/// faults taken as a program takes them.
+pub fn points(iterations: u64) -> Vec<(String, Option<u64>, bool)> {
+    let geo = largo_types::Preset::X86_64.geometry();
+    let pf1 = format!("page_fault1:iterations={iterations}");
+    let mut out: Vec<(String, Option<u64>, bool)> = std::iter::once(None)
+        .chain(geo.anon_orders().map(|o| Some((geo.page_size() << o) >> 10)))
+        .map(|kb| (pf1.clone(), kb, false))
+        .collect();
+    for (spec, kb) in [
+        ("anon-r-seq:size=512M", None),
+        ("mmap1:iterations=20000", None),
+        ("anon-cow-seq:size=128M", None),
+        ("munmap-partial:size=256M", None),
+        ("munmap-partial:size=256M", Some(64)),
+    ] {
+        out.push((spec.to_string(), kb, false));
+    }
+    for kb in [None, Some(16), Some(64), Some(256)] {
+        out.push(("page_fault1:size=64M,iterations=1".to_string(), kb, true));
+    }
+    out
+}
+
+/// The user work between faults of the cold points: the size of this
+/// CPU's L2 cache (sysfs), 1 MiB if unknown.
+pub fn l2_bytes() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index2/size")
+        .ok()
+        .and_then(|s| largo_types::parse_size(s.trim()).ok())
+        .map_or(1 << 20, |b| b as usize)
 }
 
 /// The configuration with only `size_kb` enabled (`None`: base pages).
@@ -67,96 +107,114 @@ fn config_for(size_kb: Option<u64>) -> MachineConfig {
     }
 }
 
-/// Measures page_fault1 (`iterations` loops of 128 MiB) at base pages and
-/// every anonymous size of the x86_64 preset, `repeats` times each (sizes
-/// interleaved), each host run after a warm-up run. `should_stop` is
-/// polled between runs.
+/// Measures every point of [`points`], `repeats` times each (points
+/// interleaved), each host run after a warm-up run of the same point.
+/// `should_stop` is polled between runs.
 pub fn measure(
     clock: &mut HostClock,
     iterations: u64,
     repeats: usize,
     progress: &mut dyn FnMut(&str),
     should_stop: &dyn Fn() -> bool,
-) -> Result<Vec<SizePoint>, ValidateError> {
-    let geo = largo_types::Preset::X86_64.geometry();
-    let sizes: Vec<Option<u64>> = std::iter::once(None)
-        .chain(geo.anon_orders().map(|o| Some((geo.page_size() << o) >> 10)))
-        .collect();
-    let spec_text = format!("page_fault1:iterations={iterations}");
-    let (def, spec) = builtin::parse(&spec_text).map_err(|e| ValidateError::Model(e.to_string()))?;
-    let mut points = Vec::new();
+) -> Result<Vec<CalPoint>, ValidateError> {
+    let mut out = Vec::new();
     let mut plans = Vec::new();
-    for &kb in &sizes {
+    for (spec_text, kb, cold) in points(iterations) {
+        let (def, spec) = builtin::parse(&spec_text).map_err(|e| ValidateError::Model(e.to_string()))?;
         let mut m = Machine::new(config_for(kb)).map_err(|e| ValidateError::Model(e.to_string()))?;
         let knobs = host_knobs(&m)?;
-        let out = largo_workloads::run(&mut m, def, &spec, &RunOptions::default(), &mut |_, _| {})
+        let run = largo_workloads::run(&mut m, def, &spec, &RunOptions::default(), &mut |_, _| {})
             .map_err(|e| ValidateError::Model(e.to_string()))?;
-        points.push(SizePoint {
-            size: format!("{}kB", kb.unwrap_or(geo.page_size() >> 10)),
-            counters: out.counters,
-            iterations,
+        let page_size = m.geometry().page_size();
+        out.push(CalPoint {
+            name: format!(
+                "{} @ {}kB{}",
+                spec.describe(),
+                kb.unwrap_or(page_size >> 10),
+                if cold { ", cold" } else { "" }
+            ),
+            cold,
+            counters: run.counters,
             host_ns: Vec::new(),
         });
-        let events = largo_workloads::op::resolved_to_events(&out.resolved, geo.page_size());
-        plans.push((knobs, native::plan(&events)?));
+        let events = largo_workloads::op::resolved_to_events(&run.resolved, page_size);
+        plans.push((knobs, native::plan(&events)?, page_size));
     }
+    let work = largo_physmem::host::UserWork::new(l2_bytes()).map_err(|e| ValidateError::Model(e.to_string()))?;
+    let mut work = Some(work);
     let mut guard = KnobGuard::acquire()?;
     for _ in 0..repeats {
-        for (i, (knobs, plan)) in plans.iter().enumerate() {
+        for (i, (knobs, plan, page_size)) in plans.iter().enumerate() {
             if should_stop() {
                 return Err(ValidateError::Model("interrupted".into()));
             }
-            progress(&points[i].size);
+            progress(&out[i].name);
             guard.set_all(knobs)?;
-            let mut placement = native::place(plan, geo.page_size())?;
+            let mut placement = native::place(plan, *page_size)?;
+            if out[i].cold {
+                placement.user_work = work.take();
+            }
             native::run(&mut placement, plan, false)?; // warm-up: memory backed and hot
             let (roots, kernel_ns) = clock
                 .measure(|| native::run(&mut placement, plan, false))
                 .map_err(|e| ValidateError::Model(format!("reading the kernel-time counters: {e}")))?;
             roots?;
-            points[i].host_ns.push(kernel_ns as f64 / iterations as f64);
+            if placement.user_work.is_some() {
+                work = placement.user_work.take();
+            }
+            out[i].host_ns.push(kernel_ns as f64);
         }
     }
     guard.restore()?;
-    Ok(points)
+    Ok(out)
 }
 
 /// Fits the costs to the measured points; the profile records the host,
 /// the method and every point with the fitted model's estimate.
-pub fn fit_profile(points: &[SizePoint], name: &str, host: &str, method: &str) -> Result<Profile, String> {
+pub fn fit_profile(points: &[CalPoint], name: &str, host: &str, method: &str) -> Result<Profile, String> {
     let priors: BTreeMap<String, f64> = PRIORS.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let samples: Vec<(Counters, f64)> = points
-        .iter()
-        .map(|p| (p.counters.clone(), p.median_ns() * p.iterations as f64))
-        .collect();
-    let mut costs = fit(&samples, &priors)?;
-    let zero = costs.get("page_zero").copied().unwrap_or(0.0);
-    costs.insert("page_copy".into(), 2.0 * zero);
+    let samples = |cold: bool| -> Vec<(Counters, f64)> {
+        points
+            .iter()
+            .filter(|p| p.cold == cold)
+            .map(|p| (p.counters.clone(), p.median_ns()))
+            .collect()
+    };
+    let mut costs = fit(&samples(false), &priors, FIT_GROUPS)?;
     for t in TERMS {
         costs.entry(t.name.to_string()).or_insert(0.0);
     }
+    let cold_all = fit(&samples(true), &costs, COLD_FIT_GROUPS)?;
+    let cold_costs = COLD_FIT_GROUPS
+        .iter()
+        .flat_map(|(_, terms)| terms.iter())
+        .map(|t| (t.to_string(), cold_all[*t]))
+        .collect();
     let mut profile = Profile {
         name: name.to_string(),
         host: host.to_string(),
         method: method.to_string(),
         costs,
-        priors: PRIORS
-            .iter()
-            .filter(|(k, _)| *k != "page_copy")
-            .map(|(k, _)| k.to_string())
-            .collect(),
+        priors: PRIORS.iter().map(|(k, _)| k.to_string()).collect(),
         fit: Vec::new(),
+        cold_costs,
+        cold_fit: Vec::new(),
     };
-    profile.fit = points
+    let fit_point = |p: &CalPoint, faults: Faults| FitPoint {
+        point: p.name.clone(),
+        host_ns: p.median_ns(),
+        model_ns: profile.estimate_at(&p.counters, faults).kernel_ns,
+    };
+    let hot = points
         .iter()
-        .map(|p| {
-            let n = p.iterations as f64;
-            FitPoint {
-                size: p.size.clone(),
-                host_ns_per_iteration: p.median_ns(),
-                model_ns_per_iteration: profile.estimate(&p.counters).kernel_ns / n,
-            }
-        })
+        .filter(|p| !p.cold)
+        .map(|p| fit_point(p, Faults::Hot))
         .collect();
+    let cold = points
+        .iter()
+        .filter(|p| p.cold)
+        .map(|p| fit_point(p, Faults::Cold))
+        .collect();
+    (profile.fit, profile.cold_fit) = (hot, cold);
     Ok(profile)
 }

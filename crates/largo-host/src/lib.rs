@@ -9,6 +9,7 @@
 //! unsafe code it relies on lives in `largo_physmem::host`.
 
 pub mod calibrate;
+pub mod costcheck;
 pub mod counters;
 pub mod kernel_time;
 pub mod knobs;

@@ -11,7 +11,8 @@ use std::ffi::CStr;
 use std::path::PathBuf;
 
 use largo_physmem::host::{
-    fork_and_wait, host_page_size, prctl_thp_disable, prefault_stack, ChildExit, HostAdvice, HostError, Window,
+    fork_and_wait, host_page_size, prctl_thp_disable, prefault_stack, ChildExit, HostAdvice, HostError, UserWork,
+    Window,
 };
 use largo_trace::{CloneKind, Event, ThpDisableMode, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE};
 
@@ -223,6 +224,9 @@ pub struct Placement {
     pub window: Window,
     /// host address = trace address + delta (wrapping).
     pub delta: u64,
+    /// User work run after every page a touch step accesses (calibrating
+    /// the cost of faults taken with cold caches, as programs take them).
+    pub user_work: Option<UserWork>,
 }
 
 /// Reserves a window covering every mapping of the plan.
@@ -234,7 +238,11 @@ pub fn place(plan: &Plan, page_size: u64) -> Result<Placement, NativeError> {
     let size = (plan.hi - plan.lo).max(host);
     let window = Window::reserve(size, ALIGN, plan.lo % ALIGN)?;
     let delta = window.base().wrapping_sub(plan.lo);
-    Ok(Placement { window, delta })
+    Ok(Placement {
+        window,
+        delta,
+        user_work: None,
+    })
 }
 
 /// What the native run of each root process gave.
@@ -264,9 +272,9 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         // prepared buffers, allocating nothing.
         capture.capture();
         let before = snapshot.then(|| capture.counters());
-        let (window, delta) = (&mut placement.window, placement.delta);
+        let (window, delta, work) = (&mut placement.window, placement.delta, placement.user_work.as_ref());
         let exit = fork_and_wait(|| {
-            if let Err(index) = exec(steps, window, delta, page) {
+            if let Err(index) = exec(steps, window, delta, page, work) {
                 return 100 + index.min(100) as i32;
             }
             if snapshot {
@@ -319,7 +327,7 @@ const DROP_CACHES: &CStr = c"/proc/sys/vm/drop_caches";
 
 /// Executes one process's steps (in its forked child). Returns the index
 /// of the failing step.
-fn exec(steps: &[Step], w: &mut Window, delta: u64, page: u64) -> Result<(), usize> {
+fn exec(steps: &[Step], w: &mut Window, delta: u64, page: u64, work: Option<&UserWork>) -> Result<(), usize> {
     let at = |a: u64| a.wrapping_add(delta);
     for (i, step) in steps.iter().enumerate() {
         let ok = match *step {
@@ -336,13 +344,19 @@ fn exec(steps: &[Step], w: &mut Window, delta: u64, page: u64) -> Result<(), usi
             Step::Touch { addr, len, write } => {
                 let base = at(addr) & !(page - 1);
                 let n = (at(addr) + len - base).div_ceil(page);
-                w.touch((0..n).map(|k| base + k * page), write).is_ok()
+                w.touch_with((0..n).map(|k| base + k * page), write, work).is_ok()
             }
-            Step::Fault { addr, write } => w.touch(std::iter::once(at(addr)), write).is_ok(),
+            Step::Fault { addr, write } => w.touch_with(std::iter::once(at(addr)), write, work).is_ok(),
             Step::Fork(ref child) => {
                 prefault_stack(STACK_PREFAULT_BYTES);
-                fork_and_wait(|| if exec(child, w, delta, page).is_ok() { 0 } else { 1 })
-                    .is_ok_and(|e| e.code == Some(0))
+                fork_and_wait(|| {
+                    if exec(child, w, delta, page, work).is_ok() {
+                        0
+                    } else {
+                        1
+                    }
+                })
+                .is_ok_and(|e| e.code == Some(0))
             }
             Step::ThpDisable(mode) => prctl_thp_disable(mode).is_ok(),
             Step::DropCaches(mode) => {

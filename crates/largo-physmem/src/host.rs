@@ -336,6 +336,16 @@ impl Window {
     /// or a volatile read. Stops with an error at the first address that
     /// is not in a live mapping of the window (writable, for a write).
     pub fn touch(&self, addrs: impl Iterator<Item = u64>, write: bool) -> Result<(), HostError> {
+        self.touch_with(addrs, write, None)
+    }
+
+    /// [`Window::touch`], with `work` run after each access.
+    pub fn touch_with(
+        &self,
+        addrs: impl Iterator<Item = u64>,
+        write: bool,
+        work: Option<&UserWork>,
+    ) -> Result<(), HostError> {
         for a in addrs {
             if !self.is_mapped(a, write) {
                 return Err(HostError::NotMapped { addr: a });
@@ -349,6 +359,9 @@ impl Window {
                 } else {
                     std::ptr::read_volatile(p);
                 }
+            }
+            if let Some(w) = work {
+                w.run();
             }
         }
         Ok(())
@@ -507,6 +520,71 @@ pub fn flock_exclusive(fd: std::os::fd::RawFd) -> io::Result<()> {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
+        }
+    }
+}
+
+/// User work between page faults: a buffer written line by line, so the
+/// CPU's private caches hold the program's data, not the kernel's, when
+/// the next fault comes (as in real programs, whose code runs between
+/// faults). The buffer is a shared anonymous mapping populated up front,
+/// so a forked child writes it without faulting.
+pub struct UserWork {
+    base: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: the mapping is owned by this value and written only through
+// `run`, which takes `&self` and writes with volatile byte stores whose
+// interleaving between threads cannot break anything (the contents do
+// not matter).
+unsafe impl Send for UserWork {}
+unsafe impl Sync for UserWork {}
+
+impl UserWork {
+    /// A populated buffer of `bytes` (rounded up to a page).
+    pub fn new(bytes: usize) -> Result<UserWork, HostError> {
+        let bytes = bytes.max(1).next_multiple_of(4096);
+        // SAFETY: a fresh shared anonymous mapping; no existing memory is
+        // affected. MAP_POPULATE faults it in now, in this process.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("mmap"));
+        }
+        Ok(UserWork { base: p.cast(), bytes })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Writes one byte in every 64-byte line of the buffer.
+    #[inline(never)]
+    pub fn run(&self) {
+        for off in (0..self.bytes).step_by(64) {
+            // SAFETY: `off < bytes`, inside the live mapping this value owns.
+            unsafe {
+                let p = self.base.add(off);
+                std::ptr::write_volatile(p, std::ptr::read_volatile(p).wrapping_add(1));
+            }
+        }
+    }
+}
+
+impl Drop for UserWork {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping this value made.
+        unsafe {
+            libc::munmap(self.base.cast(), self.bytes);
         }
     }
 }

@@ -1,16 +1,20 @@
 //! The kernel-time cost model: the estimated kernel time of a run is a sum
 //! over kinds of kernel work (faults taken, pages zeroed, PTEs written,
-//! allocations through the pcp lists or under the zone lock, ...) of the
-//! count of that work times its cost in nanoseconds.
+//! new folios, splits, address-space system calls, allocations through
+//! the pcp lists or under the zone lock, ...) of the count of that work
+//! times its cost in nanoseconds.
 //!
 //! Zeroing and copying are counted in 4 KiB units, so machines with 16K or
 //! 64K base pages pay for the bytes they clear; every other term counts
-//! events, whatever the page size. The costs come in a [`Profile`]. The checked-in default was measured on
-//! this machine kind by `largo calibrate`, which runs the page_fault1 loop
-//! natively at every folio size, measures the kernel (system) time, runs
-//! the same loop on the model, and fits the costs the loop can tell apart
-//! ([`FIT_GROUPS`]) by non-negative least squares on relative error. The
-//! other costs are priors, marked as such in the profile.
+//! events, whatever the page size. The costs come in a [`Profile`]. The
+//! checked-in default was measured on this machine kind by `largo
+//! calibrate`, which runs calibration workloads natively (page_fault1 at
+//! every folio size, read faults on the zero page, mmap/munmap, CoW after
+//! fork, partial munmap with drop_caches at 4K and 64K), measures the
+//! kernel time with the CPU's cycle counter, runs the same workloads on
+//! the model, and fits the costs they can tell apart ([`FIT_GROUPS`]) by
+//! non-negative least squares on relative error. The other costs are
+//! priors, marked as such in the profile.
 
 use std::collections::BTreeMap;
 
@@ -98,30 +102,75 @@ pub const TERMS: &[Term] = &[
         count: |c| c.locks.split_queue_lock,
     },
     Term {
+        name: "folio_new",
+        help: "new anonymous folios mapped (memcg charge, LRU add, new anon rmap)",
+        count: |c| c.work.vm.folios_new,
+    },
+    Term {
+        name: "folio_split",
+        help: "large folios split (unmapped, frozen, split and remapped, beyond the per-page work)",
+        count: |c| c.work.vm.folios_split,
+    },
+    Term {
+        name: "vma_op",
+        help: "address-space system calls (mmap, munmap, mprotect, mremap, madvise, brk)",
+        count: |c| c.work.vm.vma_ops,
+    },
+    Term {
+        name: "drop_caches",
+        help: "writes of 2 or 3 to drop_caches (slab shrinking beyond the deferred split queue)",
+        count: |c| c.vmstat("drop_slab"),
+    },
+    Term {
         name: "pgtable",
         help: "page-table pages allocated or freed",
         count: |c| c.work.vm.pgtable_alloc + c.work.vm.pgtable_free,
     },
 ];
 
-/// The cost groups `largo calibrate` fits from page_fault1 at each folio
-/// size; the terms of a group share one cost. Every other term keeps its
-/// prior.
+/// The cost groups `largo calibrate` fits from its calibration workloads
+/// (page_fault1 at each folio size, read faults, mmap/munmap, CoW,
+/// partial munmap with drop_caches at 4K and 64K); the terms of a group
+/// share one cost. Every other term keeps its prior.
 pub const FIT_GROUPS: &[(&str, &[&str])] = &[
     ("fault", &["fault"]),
     ("page_zero", &["page_zero"]),
+    ("page_copy", &["page_copy"]),
     ("pte", &["pte_set", "pte_clear", "rmap_page"]),
     ("buddy_op", &["buddy_op"]),
+    ("folio_new", &["folio_new"]),
+    ("folio_split", &["folio_split"]),
+    ("vma_op", &["vma_op"]),
+    ("drop_caches", &["drop_caches"]),
 ];
 
-/// One calibration point: the host's kernel time per loop iteration at a
-/// folio size, and the model's estimate with the fitted costs.
+/// The costs of faults taken with cold caches, fitted from page_fault1
+/// with user work between faults; every other cost is the hot one.
+pub const COLD_FIT_GROUPS: &[(&str, &[&str])] = &[("fault", &["fault"]), ("page_zero", &["page_zero"])];
+
+/// How warm the CPU's private caches are when a fault comes. Tight loops
+/// (the built-in workloads, hand-written scenarios) fault hot: the
+/// kernel's fault path is still cached from the previous fault. Real
+/// programs run their own code between faults, which refills the caches
+/// with user data: their faults are cold and cost more, measured with
+/// page_fault1 writing an L2-sized buffer between faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Faults {
+    Hot,
+    Cold,
+}
+
+/// One calibration point: the host's kernel time for one run of a
+/// calibration workload under one configuration, and the model's
+/// estimate for it with the fitted costs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FitPoint {
-    /// The folio size enabled (`"4kB"` for none).
-    pub size: String,
-    pub host_ns_per_iteration: f64,
-    pub model_ns_per_iteration: f64,
+    /// `page_fault1:iterations=8 @ 64kB`: the workload and the folio size
+    /// enabled (`4kB` for none).
+    pub point: String,
+    pub host_ns: f64,
+    pub model_ns: f64,
 }
 
 /// Costs in nanoseconds per unit of work, with where they came from.
@@ -138,6 +187,12 @@ pub struct Profile {
     pub priors: Vec<String>,
     /// The calibration points and the fit.
     pub fit: Vec<FitPoint>,
+    /// Costs that differ for cold faults ([`Faults::Cold`]).
+    #[serde(default)]
+    pub cold_costs: BTreeMap<String, f64>,
+    /// The cold calibration points and their fit.
+    #[serde(default)]
+    pub cold_fit: Vec<FitPoint>,
 }
 
 /// The profile measured on the development machines (2-vCPU AMD EPYC
@@ -165,13 +220,26 @@ impl Profile {
         self.costs.get(term).copied().unwrap_or(0.0)
     }
 
-    /// The estimate for a run's counters.
+    /// A term's cost for faults taken `faults`.
+    pub fn cost_at(&self, term: &str, faults: Faults) -> f64 {
+        match (faults, self.cold_costs.get(term)) {
+            (Faults::Cold, Some(&c)) => c,
+            _ => self.cost(term),
+        }
+    }
+
+    /// The estimate for a run's counters, faults hot.
     pub fn estimate(&self, c: &Counters) -> Estimate {
+        self.estimate_at(c, Faults::Hot)
+    }
+
+    /// The estimate for a run's counters with faults taken `faults`.
+    pub fn estimate_at(&self, c: &Counters, faults: Faults) -> Estimate {
         let mut terms = BTreeMap::new();
         let mut kernel_ns = 0.0;
         for t in TERMS {
             let count = (t.count)(c);
-            let ns = count as f64 * self.cost(t.name);
+            let ns = count as f64 * self.cost_at(t.name, faults);
             kernel_ns += ns;
             terms.insert(t.name, TermCost { count, ns });
         }
@@ -193,19 +261,23 @@ pub struct Estimate {
     pub terms: BTreeMap<&'static str, TermCost>,
 }
 
-/// Fits the [`FIT_GROUPS`] costs: `samples` pairs the model's counters for
-/// a loop with the host's measured kernel ns for it; `priors` gives every
-/// other term's cost. Minimises the sum of squared relative errors with
-/// non-negative costs. Returns the full cost table.
-pub fn fit(samples: &[(Counters, f64)], priors: &BTreeMap<String, f64>) -> Result<BTreeMap<String, f64>, String> {
-    if samples.len() < FIT_GROUPS.len() {
+/// Fits the `groups` costs (e.g. [`FIT_GROUPS`]): `samples` pairs the
+/// model's counters for a loop with the host's measured kernel ns for it;
+/// `priors` gives every other term's cost. Minimises the sum of squared
+/// relative errors with non-negative costs. Returns the full cost table.
+pub fn fit(
+    samples: &[(Counters, f64)],
+    priors: &BTreeMap<String, f64>,
+    groups: &[(&str, &[&str])],
+) -> Result<BTreeMap<String, f64>, String> {
+    if samples.len() < groups.len() {
         return Err(format!(
             "{} calibration points cannot fit {} costs",
             samples.len(),
-            FIT_GROUPS.len()
+            groups.len()
         ));
     }
-    let fitted: Vec<&str> = FIT_GROUPS.iter().flat_map(|(_, terms)| terms.iter().copied()).collect();
+    let fitted: Vec<&str> = groups.iter().flat_map(|(_, terms)| terms.iter().copied()).collect();
     // Rows: each group's count, and the target less the priors' share,
     // both divided by the target (relative error).
     let mut rows = Vec::new();
@@ -218,7 +290,7 @@ pub fn fit(samples: &[(Counters, f64)], priors: &BTreeMap<String, f64>) -> Resul
             .filter(|t| !fitted.contains(&t.name))
             .map(|t| (t.count)(c) as f64 * priors.get(t.name).copied().unwrap_or(0.0))
             .sum();
-        let x: Vec<f64> = FIT_GROUPS
+        let x: Vec<f64> = groups
             .iter()
             .map(|(_, terms)| {
                 let n: u64 = TERMS
@@ -233,7 +305,7 @@ pub fn fit(samples: &[(Counters, f64)], priors: &BTreeMap<String, f64>) -> Resul
     }
     let solution = nnls(&rows).ok_or("the calibration points do not determine the costs")?;
     let mut costs = priors.clone();
-    for ((_, terms), value) in FIT_GROUPS.iter().zip(solution) {
+    for ((_, terms), value) in groups.iter().zip(solution) {
         for t in *terms {
             costs.insert(t.to_string(), value);
         }

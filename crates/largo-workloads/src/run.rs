@@ -44,6 +44,9 @@ impl Default for RunOptions {
 pub struct Peak {
     /// `NR_ANON_MAPPED`: anonymous memory mapped (the bloat measure).
     pub anon_kb: u64,
+    /// Anonymous memory in large folios (the per-size `nr_anon` gauges
+    /// times their sizes) when `anon_kb` peaked; at most `anon_kb`.
+    pub anon_large_kb: u64,
     /// `NR_PAGETABLE`.
     pub pagetables_kb: u64,
     /// MemTotal - MemFree.
@@ -133,7 +136,16 @@ pub(crate) fn update_peak(m: &Machine, peak: &mut Peak) {
     let tables: i64 = stats.iter().map(|s| s.pagetable).sum();
     let pa = m.page_alloc();
     let used = pa.managed_pages() as i64 - pa.nr_free_pages() as i64;
-    peak.anon_kb = peak.anon_kb.max(kb(anon));
+    if kb(anon) > peak.anon_kb {
+        peak.anon_kb = kb(anon);
+        let mthp = &m.vm().mthp;
+        let large_pages: i64 = m
+            .geometry()
+            .anon_orders()
+            .map(|order| mthp.get(order, largo_mm::vm::stats::MthpStat::NrAnon) << order)
+            .sum();
+        peak.anon_large_kb = kb(large_pages).min(peak.anon_kb);
+    }
     peak.pagetables_kb = peak.pagetables_kb.max(kb(tables));
     peak.used_kb = peak.used_kb.max(kb(used));
 }

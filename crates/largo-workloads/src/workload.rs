@@ -8,6 +8,7 @@ use largo_mm::Machine;
 use largo_trace::Trace;
 
 use crate::builtin::{self, WorkloadDef};
+use crate::cost::Faults;
 use crate::replay::{replay, ReplayOptions};
 use crate::run::{run, RunOptions, RunOutcome};
 use crate::spec::WorkloadSpec;
@@ -81,6 +82,23 @@ impl Workload {
         match self {
             Workload::Builtin { spec, .. } => spec.describe(),
             Workload::Trace { name, .. } => name.clone(),
+        }
+    }
+
+    /// How its faults come: cold for traces recorded from real programs
+    /// (`largo record`), hot for built-in loops and hand-written traces
+    /// (see [`Faults`]).
+    pub fn faults(&self) -> Faults {
+        match self {
+            Workload::Trace { trace, .. }
+                if trace
+                    .header
+                    .get("captured")
+                    .is_some_and(|c| c.starts_with("largo record")) =>
+            {
+                Faults::Cold
+            }
+            _ => Faults::Hot,
         }
     }
 

@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{CellAlignment, Table};
 use largo_host::calibrate::{fit_profile, measure};
 use largo_host::kernel_time::HostClock;
 use largo_workloads::cost::Profile;
 
+use super::table::{align_right, new_table};
+
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
-    /// 128 MiB page_fault1 loops per host run.
+    /// 128 MiB page_fault1 loops per host run of the page_fault1 points.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub iterations: u64,
     /// Host runs per size (the median is used); sizes are interleaved.
@@ -65,9 +65,9 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         &mut clock,
         args.iterations,
         args.repeats as usize,
-        &mut |size| {
+        &mut |point| {
             if tty {
-                eprint!("\rmeasuring page_fault1 at {size:>7} ");
+                eprint!("\r\x1b[Kmeasuring {point}");
             }
         },
         &|| stop.load(Ordering::SeqCst),
@@ -77,10 +77,16 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         eprintln!();
     }
     let method = format!(
-        "largo calibrate --iterations {} --repeats {}: page_fault1 (128 MiB, one write per 4 KiB page, munmap) run natively in a forked task at each folio size, kernel time = {} of the task after a warm-up run, median of the repeats; costs fitted: fault, page_zero, pte (pte_set = pte_clear = rmap_page), buddy_op; page_copy = 2 x page_zero; the rest are priors",
+        "largo calibrate --iterations {} --repeats {}: the calibration workloads (page_fault1 at each folio size, anon-r-seq, mmap1, anon-cow-seq, munmap-partial at 4K and 64K) run natively in a forked task, kernel time = {} of the task after a warm-up run, median of the repeats; costs fitted: {}; the rest are priors; cold-fault costs (fault, page_zero) from page_fault1 64M at 4K/16K/64K/256K writing a {} KiB buffer (the L2 cache) after every page",
         args.iterations,
         args.repeats,
-        clock.source()
+        clock.source(),
+        largo_workloads::cost::FIT_GROUPS
+            .iter()
+            .map(|(g, _)| *g)
+            .collect::<Vec<_>>()
+            .join(", "),
+        largo_host::calibrate::l2_bytes() >> 10
     );
     let profile = fit_profile(&points, &args.name, &describe_host(), &method).map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.output {
@@ -97,39 +103,32 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-fn render(p: &Profile, points: &[largo_host::calibrate::SizePoint]) -> String {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "folio size",
-        "host kernel ms/iteration",
-        "runs (ms)",
-        "largo estimate ms",
-        "error",
-    ]);
-    for (f, pt) in p.fit.iter().zip(points) {
+fn render(p: &Profile, points: &[largo_host::calibrate::CalPoint]) -> String {
+    let mut t = new_table(["point", "host kernel ms", "runs (ms)", "largo estimate ms", "error"]);
+    // The points come hot first, then cold, as fit and cold_fit.
+    for (f, pt) in p.fit.iter().chain(&p.cold_fit).zip(points) {
         let runs: Vec<String> = pt.host_ns.iter().map(|ns| format!("{:.1}", ns / 1e6)).collect();
-        let err = (f.model_ns_per_iteration - f.host_ns_per_iteration) / f.host_ns_per_iteration * 100.0;
+        let err = (f.model_ns - f.host_ns) / f.host_ns * 100.0;
         t.add_row([
-            f.size.clone(),
-            format!("{:.2}", f.host_ns_per_iteration / 1e6),
+            f.point.clone(),
+            format!("{:.2}", f.host_ns / 1e6),
             runs.join(" "),
-            format!("{:.2}", f.model_ns_per_iteration / 1e6),
+            format!("{:.2}", f.model_ns / 1e6),
             format!("{err:+.1}%"),
         ]);
     }
-    for col in 1..=4 {
-        if let Some(c) = t.column_mut(col) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    align_right(&mut t, 1..=4);
     let mut s = format!("{t}\n");
-    let get = |size: &str| p.fit.iter().find(|f| f.size == size);
-    if let (Some(a), Some(b)) = (get("4kB"), get("64kB")) {
-        let host = a.host_ns_per_iteration / b.host_ns_per_iteration;
-        let model = a.model_ns_per_iteration / b.model_ns_per_iteration;
+    let pf1 = |size: &str| {
+        p.fit
+            .iter()
+            .find(|f| f.point.starts_with("page_fault1") && f.point.ends_with(&format!("@ {size}")))
+    };
+    if let (Some(a), Some(b)) = (pf1("4kB"), pf1("64kB")) {
+        let host = a.host_ns / b.host_ns;
+        let model = a.model_ns / b.model_ns;
         s.push_str(&format!(
-            "kernel time ratio 4K/64K: host {host:.2}, largo {model:.2} ({:+.1}%)\n",
+            "page_fault1 kernel time ratio 4K/64K: host {host:.2}, largo {model:.2} ({:+.1}%)\n",
             (model - host) / host * 100.0
         ));
     }
@@ -137,6 +136,10 @@ fn render(p: &Profile, points: &[largo_host::calibrate::SizePoint]) -> String {
     for (k, v) in &p.costs {
         let prior = if p.priors.contains(k) { " (prior)" } else { "" };
         s.push_str(&format!(" {k}={v:.1}{prior}"));
+    }
+    s.push_str("\ncold-fault costs (ns), for recorded programs:");
+    for (k, v) in &p.cold_costs {
+        s.push_str(&format!(" {k}={v:.1}"));
     }
     s.push('\n');
     s

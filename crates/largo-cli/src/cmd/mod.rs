@@ -1,7 +1,9 @@
 //! One module per command.
 
+pub mod advise;
 pub mod bench;
 pub mod calibrate;
+mod costs;
 mod list;
 mod program;
 pub mod record;
@@ -19,6 +21,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(&args),
         Command::Replay(args) => run::replay(args),
         Command::Validate(args) => validate::run(&args),
+        Command::Advise(args) => advise::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Record(args) => record::run(&args),
         Command::RecordExec(args) => record::exec(&args),

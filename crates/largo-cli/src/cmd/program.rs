@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 use largo_host::program::{validate_programs, ProgramValidation, MIN_SLACK, TOLERANCE};
-use largo_workloads::cost::Profile;
+use largo_workloads::cost::{Faults, Profile};
 
 use super::run::resolve_configs;
 use super::validate::{ValidateArgs, PROGRAM_CONFIGS};
@@ -43,7 +43,8 @@ pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
         results.push((c.name.clone(), v));
     }
     let (base_name, base) = &results[0];
-    let base_est = profile.estimate(&base.largo).kernel_ns;
+    // A recorded program faults with cold caches.
+    let base_est = profile.estimate_at(&base.largo, Faults::Cold).kernel_ns;
     let mut all_within = true;
     let mut cost_rows = Vec::new();
     for (name, v) in &results {
@@ -51,7 +52,8 @@ pub fn run(args: &ValidateArgs, trace_path: &Path) -> Result<()> {
         let host_change = (v.host_kernel_ns as f64 - base.host_kernel_ns as f64) / base.host_kernel_ns.max(1) as f64;
         // largo estimates the anonymous-memory part of the change; the
         // rest of the program's kernel time is taken as unchanged.
-        let largo_change = (profile.estimate(&v.largo).kernel_ns - base_est) / base.host_kernel_ns.max(1) as f64;
+        let largo_change =
+            (profile.estimate_at(&v.largo, Faults::Cold).kernel_ns - base_est) / base.host_kernel_ns.max(1) as f64;
         cost_rows.push((name.clone(), v, host_change, largo_change));
         if sel.cfg.json {
             let obj = serde_json::json!({

@@ -292,7 +292,7 @@ impl Plan {
 
 /// Runs the planned (configuration, workload) pairs, in parallel on the
 /// host's CPUs; results come back in (configuration, workload) order.
-fn run_all(
+pub(crate) fn run_all(
     configs: &[NamedConfig],
     workloads: &[Workload],
     jobs: &[(usize, usize)],
@@ -343,7 +343,7 @@ fn run_one(
     let outcome = w
         .run(&mut m, opts, &mut |_, _| {})
         .map_err(|e| anyhow::anyhow!("{} under {}: {e}", w.describe(), c.name))?;
-    let estimate = profile.estimate(&outcome.counters);
+    let estimate = profile.estimate_at(&outcome.counters, w.faults());
     Ok((m.describe(), outcome, estimate))
 }
 
@@ -394,7 +394,7 @@ fn tables(
         out.push_str(&format!("  {}: {machine}; {knobs}\n", c.name));
     }
     out.push_str(&format!(
-        "kernel time: estimated with cost profile '{}' ({})\n",
+        "kernel time: estimated with cost profile '{}' ({}); faults of recorded programs at the cold-cache costs\n",
         profile.name, profile.host
     ));
     out
@@ -441,6 +441,7 @@ fn json_lines(
             "cost": {
                 "kernel_ns": r.estimate.kernel_ns.round() as u64,
                 "profile": profile.name,
+                "faults": workloads[r.workload].faults(),
                 "terms": r.estimate.terms,
             },
             "peak": r.outcome.peak,

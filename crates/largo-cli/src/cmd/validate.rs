@@ -40,6 +40,10 @@ pub struct ValidateArgs {
     /// median kernel time is used).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
     pub repeats: u64,
+    /// Skip the kernel-time comparison of the built-in workloads at 4K and
+    /// 64K folios that follows the workload suite.
+    #[arg(long)]
+    pub no_costs: bool,
     /// The program of `--trace` and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -70,6 +74,21 @@ pub const SUITE_CONFIGS: [(&str, &str); 6] = [
     ("2M-always", "--thp 2M=always"),
     ("2M-madvise", "--thp 2M=madvise"),
 ];
+
+/// Workloads whose host kernel time is compared with the cost model's
+/// estimate at 4K and 64K folios (page_fault1 is the calibration loop).
+pub const COST_WORKLOADS: [&str; 8] = [
+    "malloc1:iterations=16",
+    "anon-w-seq:size=256M",
+    "anon-w-rand:size=256M",
+    "anon-r-seq:size=256M",
+    "anon-rw-seq:size=256M",
+    "anon-cow-seq:size=128M",
+    "sparse:size=1G",
+    "munmap-partial:size=256M",
+];
+
+pub const COST_CONFIGS: [(&str, &str); 2] = [("4K", ""), ("64K", "--thp 64K")];
 
 pub const SUITE_WORKLOADS: [&str; 6] = [
     "page_fault1:iterations=1",
@@ -221,6 +240,11 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
             cases.len() - disagreements,
             cases.len()
         );
+    }
+    let default_suite = args.sel.workloads.is_empty() && args.sel.cfg.configs.is_empty();
+    if default_suite && args.suite != SuiteArg::Scenarios && !args.no_costs {
+        drop(out);
+        super::costs::run(args, &interrupted)?;
     }
     if disagreements > 0 {
         bail!("{disagreements} case(s) differ from the host kernel");

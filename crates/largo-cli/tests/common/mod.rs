@@ -28,3 +28,11 @@ pub fn json_lines(args: &[&str]) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect()
 }
+
+/// Bad input: exit status 2 and a message on stderr containing `needle`.
+pub fn assert_usage_error(args: &[&str], needle: &str) {
+    let out = largo(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "largo {args:?}: {err}");
+    assert!(err.contains(needle), "largo {args:?}: {err:?} does not say {needle}");
+}

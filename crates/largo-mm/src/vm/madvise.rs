@@ -10,6 +10,7 @@ impl Vm {
     /// `madvise(addr, len, advice)`. Unmapped holes in the range give
     /// ENOMEM after the mapped parts are processed, as in the kernel.
     pub fn madvise(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), VmError> {
+        self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
         if addr & (self.page_size() - 1) != 0 {
             return Err(VmError::Invalid("madvise needs a page-aligned address"));

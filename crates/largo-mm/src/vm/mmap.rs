@@ -222,6 +222,7 @@ impl Vm {
         prot: Prot,
         flags: MapFlags,
     ) -> Result<u64, VmError> {
+        self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
         if flags.contains(MapFlags::SHARED) {
             return Err(VmError::NotSupported("MAP_SHARED"));
@@ -325,6 +326,7 @@ impl Vm {
 
     /// `munmap`.
     pub fn munmap(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64) -> Result<(), VmError> {
+        self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
         if addr & (self.page_size() - 1) != 0 || len == 0 {
             return Err(VmError::Invalid("munmap needs a page-aligned address and a length"));
@@ -395,6 +397,7 @@ impl Vm {
     /// write-protects the PTEs; adding it makes exclusive anonymous pages
     /// writable again (`can_change_pte_writable`).
     pub fn mprotect(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, prot: Prot) -> Result<(), VmError> {
+        self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
         if addr & (self.page_size() - 1) != 0 {
             return Err(VmError::Invalid("mprotect needs a page-aligned address"));
@@ -475,6 +478,7 @@ impl Vm {
         new_len: u64,
         flags: MremapFlags,
     ) -> Result<u64, VmError> {
+        self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
         if old_addr & (self.page_size() - 1) != 0 || new_len == 0 {
             return Err(VmError::Invalid("mremap needs a page-aligned address and a new length"));
@@ -659,6 +663,7 @@ impl Vm {
     /// `brk` (mm/mmap.c `brk`, `do_brk_flags`): returns the new break
     /// (unchanged on failure).
     pub fn brk(&mut self, ctx: &mut Ctx, pid: Pid, new_brk: u64) -> Result<u64, VmError> {
+        self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
         let (start_brk, brk) = (self.mms[mm].start_brk, self.mms[mm].brk);
         if new_brk < start_brk {

@@ -33,6 +33,7 @@ impl Vm {
     /// is PMD-sized. Creates the folio's metadata; returns its key.
     pub(crate) fn add_new_anon_rmap(&mut self, ctx: &mut Ctx, folio: Folio, vma: VmaId, addr: u64, pmd: bool) -> usize {
         self.count_rmap(if pmd { 1 } else { folio.nr_pages() });
+        self.work.folios_new += 1;
         let v = &self.vmas[vma];
         let anon_vma = v.anon_vma.expect("anon_vma_prepare ran");
         let index = v.page_index(addr, self.page_shift());

@@ -220,6 +220,7 @@ impl Vm {
         self.put_anon_vma_folio(old.anon_vma);
         self.mthp.add(order, MthpStat::Split, 1);
         self.work.split_pages += old.nr_pages();
+        self.work.folios_split += 1;
         if order == self.pmd_order() {
             ctx.pa.events.count(VmEvent::ThpSplitPage, 1);
         }

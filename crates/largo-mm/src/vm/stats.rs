@@ -88,6 +88,14 @@ pub struct VmWork {
     pub rmap_pages: u64,
     /// Base pages of folios split (`__split_huge_page` work).
     pub split_pages: u64,
+    /// Large folios split (each unmapped, frozen and remapped whole).
+    pub folios_split: u64,
+    /// New anonymous folios mapped (`folio_add_new_anon_rmap`: each also
+    /// charged to its memcg and added to the LRU).
+    pub folios_new: u64,
+    /// Address-space system calls (mmap, munmap, mprotect, mremap,
+    /// madvise, brk).
+    pub vma_ops: u64,
     /// Page-table pages allocated and freed.
     pub pgtable_alloc: u64,
     pub pgtable_free: u64,
