@@ -129,3 +129,136 @@ fn largo_host_available() -> bool {
             })
             .unwrap_or(false)
 }
+
+/// The settings `largo record` changes: every THP size, the tracefs
+/// files it writes. `None` where unreadable.
+fn recorder_settings() -> Vec<(String, Option<String>)> {
+    let mut files: Vec<String> = std::fs::read_dir("/sys/kernel/mm/transparent_hugepage")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join("enabled").is_file())
+                .map(|p| p.join("enabled").display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files.push("/sys/kernel/mm/transparent_hugepage/enabled".into());
+    for f in [
+        "tracing_on",
+        "buffer_size_kb",
+        "options/event-fork",
+        "set_event_pid",
+        "set_event",
+    ] {
+        files.push(format!("/sys/kernel/tracing/{f}"));
+    }
+    files
+        .into_iter()
+        .map(|f| {
+            let v = std::fs::read_to_string(&f).ok();
+            (f, v)
+        })
+        .collect()
+}
+
+#[test]
+fn record_restores_everything_and_its_trace_validates() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("largo-cli-record-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A deterministic program nobody here wrote: sort(1) on 300k numbers.
+    let input = dir.join("numbers.txt");
+    let numbers: String = (0..300_000u64)
+        .map(|i| format!("{}\n", (i * 7919) % 1_000_003))
+        .collect();
+    std::fs::write(&input, numbers).unwrap();
+    let trace = dir.join("sort.ltb.gz");
+    let before = recorder_settings();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_largo"))
+            .args(args)
+            .output()
+            .expect("largo runs")
+    };
+    let sort = ["sort", "-n", input.to_str().unwrap()];
+    let mut args = vec!["record", "-o", trace.to_str().unwrap(), "--"];
+    args.extend(sort);
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("cannot record on this host") {
+        println!("record not run here: {}", err.trim());
+        return;
+    }
+    assert!(out.status.success(), "{err}");
+    assert_eq!(recorder_settings(), before, "record restored every setting");
+    // The trace replays with the program's faults.
+    let out = run(&["replay", trace.to_str().unwrap(), "--json", "--thp", "64K"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(j["vmstat"]["pgfault"].as_u64().unwrap() > 200, "{}", j["vmstat"]);
+    assert!(
+        j["mthp"]["64kB"]["anon_fault_alloc"].as_u64().unwrap() > 100,
+        "{}",
+        j["mthp"]
+    );
+    // And agrees with the program run natively.
+    let mut args = vec![
+        "validate",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--repeats",
+        "1",
+        "--config",
+        "4K:",
+        "--config",
+        "64K:--thp 64K",
+        "--",
+    ];
+    args.extend(sort);
+    let out = run(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("64K: within tolerance"), "{text}");
+    assert_eq!(recorder_settings(), before, "validate restored every setting");
+
+    // SIGTERM in the middle of a recording: the command dies, the
+    // recorder stops and restores everything.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args([
+            "record",
+            "-o",
+            dir.join("sleep.trace").to_str().unwrap(),
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let during = recorder_settings();
+    assert_ne!(during, before, "the recorder changed settings while recording");
+    nix_kill(child.id(), "TERM");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(started.elapsed().as_secs() < 15, "record did not stop on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(started.elapsed().as_secs() < 10);
+    println!("record after SIGTERM: {status}");
+    assert_eq!(recorder_settings(), before, "restored after SIGTERM");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn nix_kill(pid: u32, signal: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal} {pid}");
+}

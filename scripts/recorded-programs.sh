@@ -1,0 +1,96 @@
+#!/bin/sh
+# The shipped recorded programs (crates/largo-workloads/traces/): fetch their
+# inputs from the package registries into the paths they were recorded at,
+# then validate each trace against this host (root) or record it again.
+#
+#   scripts/recorded-programs.sh inputs            # fetch and unpack the inputs
+#   scripts/recorded-programs.sh validate [NAME]   # largo validate --trace (root)
+#   scripts/recorded-programs.sh record NAME       # record NAME again (root)
+#
+# NAME is lua-build, sqlite-cc or python-compileall (default: all three).
+# PYTHON names the interpreter of python-compileall (recorded with CPython
+# 3.11.7 built by pyenv); the compilers are the host's gcc (recorded with
+# Debian gcc 12.2.0). A program's page faults follow its exact binary and
+# inputs: other versions replay fine but will not match the shipped traces.
+set -eu
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+TRACES="$ROOT/crates/largo-workloads/traces"
+PYTHON="${PYTHON:-/root/.pyenv/versions/3.11.7/bin/python3.11}"
+LARGO="${LARGO:-$ROOT/target/release/largo}"
+LUA_FILES="lapi.c lauxlib.c lbaselib.c lcode.c lcorolib.c lctype.c ldblib.c ldebug.c ldo.c ldump.c lfunc.c lgc.c linit.c liolib.c llex.c lmathlib.c lmem.c loadlib.c lobject.c lopcodes.c loslib.c lparser.c lstate.c lstring.c lstrlib.c ltable.c ltablib.c ltm.c lundump.c lutf8lib.c lvm.c lzio.c"
+
+inputs() {
+    # Lua 5.4.7 and SQLite 3.46 sources as crates.io ships them (lua-src
+    # 547.1.0, libsqlite3-sys 0.30.1), fetched by cargo into its registry.
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    mkdir -p "$work/src"
+    cat > "$work/Cargo.toml" <<TOML
+[package]
+name = "largo-recorded-inputs"
+version = "0.0.0"
+edition = "2021"
+[dependencies]
+lua-src = "=547.1.0"
+libsqlite3-sys = { version = "=0.30.1", features = ["bundled"] }
+TOML
+    echo 'fn main() {}' > "$work/src/main.rs"
+    cargo fetch --manifest-path "$work/Cargo.toml" >&2
+    reg="${CARGO_HOME:-$HOME/.cargo}/registry/src"
+    lua="$(ls -d "$reg"/*/lua-src-547.1.0/lua-5.4.7 | head -1)"
+    sqlite="$(ls -d "$reg"/*/libsqlite3-sys-0.30.1/sqlite3 | head -1)"
+    rm -rf /tmp/luabuild && cp -r "$lua" /tmp/luabuild
+    cp "$sqlite/sqlite3.c" /tmp/sqlite3.c
+    if [ -x "$PYTHON" ]; then
+        # The interpreter's own standard library, without its tests,
+        # compiled extension modules and site-packages.
+        lib="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')"
+        rm -rf /tmp/pystd && mkdir /tmp/pystd
+        for f in "$lib"/*; do
+            case "$(basename "$f")" in
+                test|site-packages|lib-dynload|config-*) ;;
+                *) cp -r "$f" /tmp/pystd/ ;;
+            esac
+        done
+        # One run first, as before the recording: it creates the
+        # __pycache__ directories, which later runs only rewrite.
+        env -i PATH=/usr/bin:/bin PYTHONHASHSEED=0 "$PYTHON" -m compileall -q -f \
+            -x 'lib2to3/tests/data|/test/' /tmp/pystd >/dev/null
+    else
+        echo "no $PYTHON: python-compileall's input not prepared (set PYTHON)" >&2
+    fi
+    echo "inputs in /tmp/luabuild, /tmp/sqlite3.c, /tmp/pystd" >&2
+}
+
+# The directory and command each trace was recorded with.
+run_in() {
+    case "$1" in
+        lua-build) cd /tmp/luabuild && shift && "$@" -- gcc -O2 -c $LUA_FILES ;;
+        sqlite-cc) cd /tmp && shift && "$@" -- gcc -O0 -c /tmp/sqlite3.c -o /tmp/sqlite3.o ;;
+        python-compileall)
+            cd /tmp && shift && "$@" -- env -i PATH=/usr/bin:/bin PYTHONHASHSEED=0 "$PYTHON" -m compileall \
+                -q -f -x 'lib2to3/tests/data|/test/' /tmp/pystd ;;
+        *) echo "unknown program '$1': lua-build, sqlite-cc or python-compileall" >&2; exit 2 ;;
+    esac
+}
+
+repeats() {
+    case "$1" in
+        lua-build|sqlite-cc) echo 7 ;;
+        *) echo 9 ;;
+    esac
+}
+
+[ -x "$LARGO" ] || cargo build --release -p largo-cli --manifest-path "$ROOT/Cargo.toml" >&2
+case "${1:-}" in
+    inputs) inputs ;;
+    validate)
+        names="${2:-lua-build sqlite-cc python-compileall}"
+        for name in $names; do
+            (run_in "$name" "$LARGO" validate --trace "$TRACES/$name.ltb.gz" --repeats "$(repeats "$name")")
+        done ;;
+    record)
+        name="${2:?record which program?}"
+        (run_in "$name" "$LARGO" record -o "$TRACES/$name.ltb.gz") ;;
+    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
