@@ -112,6 +112,7 @@ impl PageAlloc {
         for (order, area) in zone.free_area.iter().enumerate() {
             let order = order as u32;
             let mut nr_free = 0;
+            let mut nr_reported = 0;
             for mt in MigrateType::ALL {
                 let list = area.list(mt);
                 let mut prev = crate::memmap::NIL;
@@ -147,6 +148,9 @@ impl PageAlloc {
                         p += pb_pages;
                     }
                     self.check_unmerged(zi, pfn, order, mt, name)?;
+                    if page.flags().contains(PageFlags::REPORTED) {
+                        nr_reported += 1;
+                    }
                     sums.values_sum += 1 << order;
                     if mt != MigrateType::Isolate {
                         sums.counted += 1 << order;
@@ -169,6 +173,11 @@ impl PageAlloc {
                 nr_free == area.nr_free,
                 "{name}: order {order} nr_free {} but lists hold {nr_free}",
                 area.nr_free
+            );
+            ensure!(
+                nr_reported == area.nr_reported,
+                "{name}: order {order} counts {} reported blocks but the lists hold {nr_reported}",
+                area.nr_reported
             );
         }
         Ok((sums, blocks))
@@ -272,6 +281,10 @@ impl PageAlloc {
             }
             let flags = page.flags();
             let nr = 1u64 << page.order();
+            ensure!(
+                !flags.contains(PageFlags::REPORTED) || flags.contains(PageFlags::BUDDY),
+                "{name}: pfn {pfn:#x} is PG_reported but not a free block (flags {flags:?})"
+            );
             if flags.contains(PageFlags::BUDDY) {
                 for p in pfn + 1..pfn + nr {
                     ensure!(
@@ -309,6 +322,11 @@ impl PageAlloc {
                         tail.refcount()
                     );
                 }
+                ensure!(
+                    !self.reporting.discarded.any_in(pfn, nr),
+                    "{name}: folio {pfn:#x} of order {} holds pages the host discarded after a report",
+                    page.order()
+                );
                 r.allocated_pages += nr;
             } else {
                 return Err(InvariantError(format!(

@@ -15,6 +15,7 @@ pub mod layout;
 pub mod machine;
 pub mod memmap;
 pub mod page_alloc;
+pub mod reporting;
 pub mod sparse;
 pub mod stats;
 pub mod vm;

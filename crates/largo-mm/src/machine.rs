@@ -9,6 +9,7 @@ use crate::layout::{Layout, LayoutError, LayoutSpec, ReservedKind, DEFAULT_KERNE
 use crate::memmap::Folio;
 use crate::page_alloc::gfp::Gfp;
 use crate::page_alloc::{AllocError, FreeError, PageAlloc, SplitError, Tunables};
+use crate::reporting::ReportSink;
 use crate::sparse::Sparse;
 use crate::vm::{Ctx, Vm, VmInvariantError};
 
@@ -27,6 +28,19 @@ pub struct MachineConfig {
     pub kernel_reserved_bytes: u64,
     /// Knob writes applied after boot, in order (`--set`).
     pub knobs: Vec<(String, String)>,
+    /// A virtio-balloon device with free page reporting, registered at
+    /// boot; `None` for no device (the default).
+    pub balloon: Option<Balloon>,
+}
+
+/// The free page reporting device (virtio-balloon `VIRTIO_BALLOON_F_REPORTING`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Balloon {
+    /// `pr_dev_info.order`: 0 for the default (pageblock_order); the
+    /// arm64 64K-page driver asks for 5 (2 MiB).
+    pub order: u32,
+    /// Time from a report call to the host's acknowledgement.
+    pub ack_latency_ns: u64,
 }
 
 impl Default for MachineConfig {
@@ -42,6 +56,7 @@ impl Default for MachineConfig {
             backing: BackingKind::Sim,
             kernel_reserved_bytes: DEFAULT_KERNEL_RESERVED_BYTES,
             knobs: Vec::new(),
+            balloon: None,
         }
     }
 }
@@ -75,9 +90,11 @@ pub struct Machine {
     geo: Geometry,
     layout: Layout,
     sparse: Sparse,
-    page_alloc: PageAlloc,
-    backing: Box<dyn Backing>,
+    pub(crate) page_alloc: PageAlloc,
+    pub(crate) backing: Box<dyn Backing>,
     vm: Vm,
+    /// Where free page reporting sends its batches (see `reporting/device.rs`).
+    pub(crate) report_sink: Box<dyn ReportSink>,
 }
 
 impl Machine {
@@ -108,6 +125,8 @@ impl Machine {
             .ok_or(MachineError::NoKernelImage)?;
         let vm = Vm::new(geo, layout.nodes.len(), page_alloc.zones().len(), zero_pfn, thp);
         let knobs = config.knobs.clone();
+        let report_sink = crate::reporting::sink_for(config.backing);
+        let balloon = config.balloon;
         let mut machine = Machine {
             config,
             geo,
@@ -116,7 +135,14 @@ impl Machine {
             page_alloc,
             backing,
             vm,
+            report_sink,
         };
+        if let Some(b) = balloon {
+            let max_pfn = machine.layout.max_pfn;
+            machine
+                .page_alloc
+                .page_reporting_register(b.order, b.ack_latency_ns, max_pfn);
+        }
         for (path, value) in &knobs {
             machine.set_knob(path, value)?;
         }
@@ -254,6 +280,7 @@ impl Machine {
                 let max = (1u64 << self.geo.pmd_order) - 1;
                 self.vm.thp_mut().max_ptes_none = knobs::parse_int(path, value, 0, max)? as u32;
             }
+            p if p.starts_with("page_reporting/") => self.set_reporting_knob(path, value)?,
             _ => {
                 let order = self
                     .thp_size_order(path)
@@ -340,6 +367,7 @@ impl Machine {
                 help: "host kernel build: use an mTHP order only beside a full block of that size",
             },
         ];
+        v.extend(self.reporting_knobs());
         for (&order, &mode) in &self.thp().per_size {
             v.push(KnobInfo {
                 path: format!(

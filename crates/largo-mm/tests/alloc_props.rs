@@ -4,23 +4,54 @@
 //! `PROPTEST_CASES=N` changes the number of sequences (default 3000).
 
 use largo_mm::gfp::{Gfp, GFP_ATOMIC, GFP_HIGHUSER_MOVABLE, GFP_KERNEL, GFP_NOWAIT, GFP_TRANSHUGE_LIGHT};
+use largo_mm::machine::Balloon;
 use largo_mm::{Folio, Machine, MachineConfig};
 use largo_types::{GeometryOverrides, Preset};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Alloc { cpu: usize, order: u32, gfp: usize },
-    Free { idx: usize },
-    Get { idx: usize },
-    Put { idx: usize },
-    Split { idx: usize, new_order: u32 },
-    Drain { cpu: usize },
-    Decay { cpu: usize },
+    Alloc {
+        cpu: usize,
+        order: u32,
+        gfp: usize,
+    },
+    Free {
+        idx: usize,
+    },
+    Get {
+        idx: usize,
+    },
+    Put {
+        idx: usize,
+    },
+    Split {
+        idx: usize,
+        new_order: u32,
+    },
+    Drain {
+        cpu: usize,
+    },
+    Decay {
+        cpu: usize,
+    },
     Kswapd,
-    MinFree { kbytes: u64 },
-    HighFraction { fraction: u64 },
-    ThpEnabled { on: bool },
+    MinFree {
+        kbytes: u64,
+    },
+    HighFraction {
+        fraction: u64,
+    },
+    ThpEnabled {
+        on: bool,
+    },
+    /// Simulated time passes (free page reporting runs when due).
+    Advance {
+        ms: u64,
+    },
+    ReportingOrder {
+        order: u32,
+    },
 }
 
 const GFPS: [Gfp; 6] = [
@@ -50,6 +81,8 @@ fn op(max_order: u32) -> impl Strategy<Value = Op> {
         1 => (128u64..8192).prop_map(|kbytes| Op::MinFree { kbytes }),
         1 => prop_oneof![Just(0u64), Just(8), Just(64)].prop_map(|fraction| Op::HighFraction { fraction }),
         1 => any::<bool>().prop_map(|on| Op::ThpEnabled { on }),
+        4 => (0u64..5000).prop_map(|ms| Op::Advance { ms }),
+        1 => (0u32..=max_order).prop_map(|order| Op::ReportingOrder { order }),
     ]
 }
 
@@ -91,7 +124,33 @@ fn machine() -> impl Strategy<Value = MachineConfig> {
                 ..MachineConfig::default()
             }
         });
-    prop_oneof![4 => x86, 2 => numa, 1 => movable, 2 => arm]
+    let base = prop_oneof![4 => x86, 2 => numa, 1 => movable, 2 => arm];
+    // Half the machines have a free page reporting device, reporting from
+    // a low order (tiny zones never pass the gate at pageblock order).
+    (
+        base,
+        any::<bool>(),
+        1u32..=5,
+        any::<bool>(),
+        prop_oneof![Just(0u64), Just(2048)],
+    )
+        .prop_map(|(mut config, balloon, order, seed, retain)| {
+            if balloon {
+                config.balloon = Some(Balloon {
+                    order: 0,
+                    ack_latency_ns: 10_000,
+                });
+                config.knobs.extend([
+                    ("page_reporting/page_reporting_order".into(), order.to_string()),
+                    (
+                        "page_reporting/trigger".into(),
+                        if seed { "seed" } else { "mainline" }.into(),
+                    ),
+                    ("page_reporting/retain_kbytes".into(), retain.to_string()),
+                ]);
+            }
+            config
+        })
 }
 
 fn pick(live: &[Folio], idx: usize) -> Option<usize> {
@@ -174,6 +233,12 @@ fn apply(m: &mut Machine, live: &mut Vec<Folio>, refs: &mut Vec<u32>, op: &Op) {
         Op::ThpEnabled { on } => m
             .set_knob("transparent_hugepage/enabled", if on { "madvise" } else { "never" })
             .unwrap(),
+        Op::Advance { ms } => m.advance_time(ms * 1_000_000),
+        Op::ReportingOrder { order } => {
+            let order = order.min(m.geometry().max_page_order);
+            m.set_knob("page_reporting/page_reporting_order", &order.to_string())
+                .unwrap()
+        }
     }
 }
 
@@ -202,6 +267,9 @@ fn run(config: MachineConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
         .check()
         .map_err(|e| TestCaseError::fail(format!("after freeing all: {e}")))?;
     prop_assert_eq!(report.free_pages, managed);
+    // Reporting never lost a page: whatever was reported, every page is
+    // free again and the host-discarded frames are all free ones.
+    prop_assert!(m.reporting().discarded.nr_pages() <= managed);
     Ok(())
 }
 

@@ -314,6 +314,10 @@ impl PageAlloc {
     /// already (free-block interiors are), so this is O(1) for any order;
     /// see [`Page`](crate::memmap::Page) for why tails carry no head link.
     pub(crate) fn prep_new_page(&mut self, pfn: u64, order: u32) {
+        // Frames the host discarded after a report come back zero-filled
+        // on the first touch: a host refault each.
+        let r = &mut self.reporting;
+        r.stats.host_refault_pages += r.discarded.take_range(pfn, 1 << order);
         let head = self.memmap.page_mut(pfn);
         head.clear();
         head.set_refcount(1);

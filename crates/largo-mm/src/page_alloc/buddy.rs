@@ -53,7 +53,11 @@ impl PageAlloc {
         let area = &mut self.zones[zi].free_area[order as usize];
         area.free_list[mt.index()].remove(&mut self.memmap.pages, pfn);
         area.nr_free -= 1;
-        self.memmap.page_mut(pfn).clear();
+        let page = self.memmap.page_mut(pfn);
+        if page.flags().contains(PageFlags::REPORTED) {
+            area.nr_reported -= 1;
+        }
+        page.clear();
         if order >= self.geo.pageblock_order && mt != MigrateType::Isolate {
             self.zones[zi].stat.nr_free_pages_blocks -= 1 << order;
         }
@@ -125,7 +129,7 @@ impl PageAlloc {
         let to_tail = fpi.to_tail || self.buddy_merge_likely(zi, pfn, buddy_pfn, order);
         self.add_to_free_list(zi, pfn, order, mt, to_tail);
         if !fpi.skip_report_notify {
-            self.page_reporting_notify_free(order);
+            self.page_reporting_notify_free(zi, order);
         }
     }
 
@@ -140,11 +144,6 @@ impl PageAlloc {
         let higher_buddy = higher_pfn ^ (1 << (order + 1));
         self.page_is_buddy(zi, higher_buddy, order + 1)
     }
-
-    /// Hook of free page reporting (`page_reporting_notify_free`); no
-    /// reporting device is registered yet.
-    #[inline]
-    fn page_reporting_notify_free(&mut self, _order: u32) {}
 
     /// `split_large_buddy`: frees a block larger than a pageblock one
     /// pageblock at a time, each with its own pageblock's type.

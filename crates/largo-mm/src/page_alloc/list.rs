@@ -94,6 +94,23 @@ impl ListHead {
         self.nr -= 1;
     }
 
+    /// `list_rotate_to_front`: makes `pfn` (on this list) the first entry,
+    /// the entries before it moving, in order, behind the old tail.
+    pub fn rotate_to_front(&mut self, pages: &mut [Page], pfn: u64) {
+        let p = pfn as u32;
+        if self.first == p {
+            return;
+        }
+        let prev = pages[pfn as usize].prev();
+        let (old_first, old_last) = (self.first, self.last);
+        pages[old_last as usize].set_next(old_first);
+        pages[old_first as usize].set_prev(old_last);
+        pages[pfn as usize].set_prev(NIL);
+        pages[prev as usize].set_next(NIL);
+        self.first = p;
+        self.last = prev;
+    }
+
     /// Iterates the pfns from head to tail.
     pub fn iter<'a>(&self, pages: &'a [Page]) -> ListIter<'a> {
         ListIter {
@@ -124,6 +141,24 @@ impl Iterator for ListIter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rotate_to_front_keeps_the_cyclic_order() {
+        let mut pages = vec![Page::default(); 8];
+        let mut l = ListHead::EMPTY;
+        for pfn in 1..=5 {
+            l.push_back(&mut pages, pfn);
+        }
+        l.rotate_to_front(&mut pages, 4);
+        assert_eq!(l.iter(&pages).collect::<Vec<_>>(), vec![4, 5, 1, 2, 3]);
+        assert_eq!((l.first(), l.last(), l.nr), (Some(4), Some(3), 5));
+        l.rotate_to_front(&mut pages, 4);
+        assert_eq!(l.iter(&pages).collect::<Vec<_>>(), vec![4, 5, 1, 2, 3]);
+        l.rotate_to_front(&mut pages, 3);
+        assert_eq!(l.iter(&pages).collect::<Vec<_>>(), vec![3, 4, 5, 1, 2]);
+        assert_eq!(pages[2].next(), NIL);
+        assert_eq!(pages[3].prev(), NIL);
+    }
 
     #[test]
     fn push_remove_keeps_links() {

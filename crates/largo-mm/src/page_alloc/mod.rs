@@ -112,6 +112,8 @@ pub struct PageAlloc {
     pub work: AllocWork,
     /// Successful allocations by order (boot excluded).
     pub allocs_by_order: Vec<u64>,
+    /// Free page reporting (no device registered by default).
+    pub(crate) reporting: crate::reporting::PageReporting,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -194,6 +196,7 @@ impl PageAlloc {
             events: VmEvents::default(),
             work: AllocWork::default(),
             allocs_by_order: vec![0; geo.max_page_order as usize + 1],
+            reporting: crate::reporting::PageReporting::new(geo.nr_page_orders()),
         };
         pa.build_all_zonelists();
         pa.build_section_zones(layout.max_pfn);

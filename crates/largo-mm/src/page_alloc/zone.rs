@@ -14,6 +14,10 @@ use super::list::ListHead;
 pub struct FreeArea {
     pub free_list: [ListHead; MIGRATE_TYPES],
     pub nr_free: u64,
+    /// Blocks on these lists with `PG_reported` (free page reporting;
+    /// the seed series kept this per zone and order as `reported_pages`).
+    /// Invariant: equals the REPORTED heads on the lists.
+    pub nr_reported: u64,
 }
 
 impl FreeArea {

@@ -1,0 +1,221 @@
+//! Free page reporting as mm/page_reporting.c does it: the delayed pass,
+//! the per-list budget, batches of 32, PG_reported, refaults, the order
+//! knob, the seed trigger, the retention watermark, and the ram backing
+//! really giving memory back.
+
+use largo_mm::gfp::GFP_HIGHUSER_MOVABLE;
+use largo_mm::machine::Balloon;
+use largo_mm::memmap::PageFlags;
+use largo_mm::reporting::{PrState, PAGE_REPORTING_CAPACITY, PAGE_REPORTING_DELAY_NS};
+use largo_mm::{Folio, Machine, MachineConfig};
+use largo_physmem::BackingKind;
+
+const SEC: u64 = 1_000_000_000;
+
+fn machine(mem_mb: u64, backing: BackingKind, knobs: &[(&str, &str)]) -> Machine {
+    Machine::new(MachineConfig {
+        mem_bytes: mem_mb << 20,
+        kernel_reserved_bytes: 1 << 20,
+        backing,
+        balloon: Some(Balloon {
+            order: 0,
+            ack_latency_ns: 50_000,
+        }),
+        knobs: knobs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..MachineConfig::default()
+    })
+    .unwrap()
+}
+
+/// Free blocks of `order` and above, and how many of them are reported,
+/// in the zones big enough to pass the pass's gate (free above the low
+/// watermark plus 32 blocks of the reporting order: not the 16 MiB DMA
+/// zone, whose blocks are never reported, as on the host).
+fn free_and_reported(m: &Machine, min_order: usize) -> (u64, u64) {
+    m.page_alloc()
+        .zones()
+        .iter()
+        .filter(|z| z.managed_pages > 2 * (32 << 9))
+        .flat_map(|z| z.free_area.iter().skip(min_order))
+        .fold((0, 0), |(f, r), a| (f + a.nr_free, r + a.nr_reported))
+}
+
+/// Runs passes until the device goes idle; returns how many ran.
+fn report_everything(m: &mut Machine) -> u64 {
+    let before = m.reporting().stats.passes;
+    for _ in 0..200 {
+        m.advance_time(PAGE_REPORTING_DELAY_NS);
+        if m.reporting().state == PrState::Idle && m.reporting().due_ns.is_none() {
+            break;
+        }
+    }
+    m.check().unwrap();
+    m.reporting().stats.passes - before
+}
+
+#[test]
+fn the_first_pass_runs_2s_after_registration_within_the_budget() {
+    let mut m = machine(4096, BackingKind::Sim, &[]);
+    assert_eq!(m.reporting().order(9), 9, "the device's order: pageblock_order");
+    assert_eq!(m.reporting().state, PrState::Requested);
+    m.advance_time(SEC);
+    assert_eq!(m.reporting().stats.passes, 0, "not before 2 s");
+    // The budget of each list: DIV_ROUND_UP(nr_free, 32 * 16) report
+    // calls, plus the one that finds it spent; plus one leftover batch
+    // per zone.
+    let cap = PAGE_REPORTING_CAPACITY as u64;
+    let bound: u64 = m
+        .page_alloc()
+        .zones()
+        .iter()
+        .map(|z| {
+            let area = &z.free_area[10];
+            let lists = area.free_list.iter().filter(|l| !l.is_empty()).count() as u64;
+            lists * (area.nr_free.div_ceil(cap * 16) + 1) * cap + cap
+        })
+        .sum();
+    m.advance_time(SEC);
+    let s = m.reporting().stats.clone();
+    assert_eq!(s.passes, 1);
+    assert_eq!(s.timeline[0].t_ms, 2000 + s.report_calls * 50 / 1000);
+    let order10 = s.reported_pages_by_order[10];
+    assert!(order10 <= bound, "{order10} order-10 blocks in one pass, bound {bound}");
+    assert!(order10 >= cap);
+    // Not everything fit: another pass is due 2 s after this one ended.
+    assert_eq!(m.reporting().state, PrState::Requested);
+    let end = m.now_ns();
+    assert_eq!(m.reporting().due_ns, Some(end + PAGE_REPORTING_DELAY_NS));
+    m.check().unwrap();
+    let passes = report_everything(&mut m);
+    assert!(passes >= 2, "{passes}");
+    let (free, reported) = free_and_reported(&m, 9);
+    assert_eq!(
+        free, reported,
+        "an idle machine ends with every block >= order 9 reported"
+    );
+    let (free_low, reported_low) = free_and_reported(&m, 0);
+    assert_eq!(reported_low, reported, "nothing below the reporting order");
+    assert!(free_low > free);
+    // Passes are at least 2 s apart.
+    let t: Vec<u64> = m.reporting().stats.timeline.iter().map(|s| s.t_ms).collect();
+    assert!(t.windows(2).all(|w| w[1] - w[0] >= 2000), "{t:?}");
+}
+
+#[test]
+fn allocation_clears_pg_reported_and_counts_host_refaults() {
+    let mut m = machine(2048, BackingKind::Sim, &[]);
+    report_everything(&mut m);
+    let (_, reported_before) = free_and_reported(&m, 9);
+    // Order 10: freed straight to the buddy lists (order 9 would go
+    // through a pcp list, which never notifies).
+    let f = m.alloc_pages(0, GFP_HIGHUSER_MOVABLE, 10).unwrap().unwrap();
+    assert_eq!(
+        m.reporting().stats.host_refault_pages,
+        1024,
+        "a reported 4 MiB block came back"
+    );
+    assert!(!m
+        .page_alloc()
+        .memmap()
+        .page(f.pfn.0)
+        .flags()
+        .contains(PageFlags::REPORTED));
+    let (_, reported_after) = free_and_reported(&m, 9);
+    assert!(reported_after < reported_before, "the block left the reported count");
+    m.check().unwrap();
+    // Freeing it requests a pass; it is reported again (after merging).
+    m.free_folio(0, f).unwrap();
+    assert_eq!(m.reporting().state, PrState::Requested);
+    report_everything(&mut m);
+    let (free, reported) = free_and_reported(&m, 9);
+    assert_eq!(free, reported);
+}
+
+#[test]
+fn small_frees_do_not_request_a_pass() {
+    let mut m = machine(2048, BackingKind::Sim, &[]);
+    report_everything(&mut m);
+    let f = m.alloc_pages(0, GFP_HIGHUSER_MOVABLE, 3).unwrap().unwrap();
+    let passes = m.reporting().stats.passes;
+    // Order 3 freed goes to a pcp list, or merges below order 9: no request.
+    m.free_folio(0, f).unwrap();
+    assert_eq!(m.reporting().state, PrState::Idle);
+    m.advance_time(10 * SEC);
+    assert_eq!(m.reporting().stats.passes, passes);
+}
+
+#[test]
+fn the_order_knob_and_the_seed_trigger() {
+    let mut m = machine(2048, BackingKind::Sim, &[("page_reporting/page_reporting_order", "10")]);
+    report_everything(&mut m);
+    assert_eq!(m.reporting().stats.reported_pages_by_order[9], 0, "order 10 only");
+    assert!(m.reporting().stats.reported_pages_by_order[10] > 0);
+    let bad = m.set_knob("page_reporting/page_reporting_order", "11");
+    assert!(bad.is_err(), "beyond MAX_PAGE_ORDER");
+
+    // Seed trigger: a pass only once 32 unreported blocks of an order wait.
+    let mut m = machine(2048, BackingKind::Sim, &[("page_reporting/trigger", "seed")]);
+    report_everything(&mut m);
+    let folios: Vec<Folio> = (0..40)
+        .map(|_| m.alloc_pages(0, GFP_HIGHUSER_MOVABLE, 10).unwrap().unwrap())
+        .collect();
+    let mut freed = 0;
+    for f in folios {
+        m.free_folio(0, f).unwrap();
+        freed += 1;
+        let requested = m.reporting().state == PrState::Requested;
+        assert_eq!(requested, freed >= 32, "after {freed} frees");
+    }
+}
+
+#[test]
+fn the_retention_watermark_keeps_free_memory_unreported() {
+    let mut m = machine(2048, BackingKind::Sim, &[("page_reporting/retain_kbytes", "262144")]);
+    report_everything(&mut m);
+    let pa = m.page_alloc();
+    let free_pages: i64 = pa.zones().iter().map(|z| z.stat.nr_free_pages).sum();
+    let reported_pages: u64 = pa
+        .zones()
+        .iter()
+        .flat_map(|z| z.free_area.iter().enumerate())
+        .map(|(o, a)| a.nr_reported << o)
+        .sum();
+    let unreported = free_pages as u64 - reported_pages;
+    assert!(unreported >= 65536, "256 MiB stays unreported: {unreported} pages");
+    assert!(
+        unreported < 65536 + 4 * 1024 + 8192,
+        "and not much more: {unreported} pages"
+    );
+}
+
+#[test]
+fn ram_backing_gives_the_memory_back_to_the_host() {
+    let mut m = machine(1024, BackingKind::Ram, &[]);
+    report_everything(&mut m);
+    // 256 MiB allocated and written (zeroed through the backing: resident),
+    // in 4 MiB folios that free straight to the buddy lists.
+    let folios: Vec<Folio> = (0..64)
+        .map(|_| {
+            m.alloc_pages(0, GFP_HIGHUSER_MOVABLE | largo_mm::gfp::Gfp::ZERO, 10)
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    for f in &folios {
+        m.backing_mut().write(f.pfn, 0, &[0xa5; 4096]).unwrap();
+    }
+    let resident_before = m.backing().resident_bytes().unwrap();
+    for f in folios {
+        m.free_folio(0, f).unwrap();
+    }
+    let kib_before = m.reporting().stats.reported_kib;
+    report_everything(&mut m);
+    let reported_bytes = (m.reporting().stats.reported_kib - kib_before) << 10;
+    let resident_after = m.backing().resident_bytes().unwrap();
+    assert!(reported_bytes >= 256 << 20, "{reported_bytes}");
+    let dropped = resident_before - resident_after;
+    assert!(
+        dropped as f64 >= 0.9 * (256u64 << 20) as f64,
+        "resident {resident_before} -> {resident_after}"
+    );
+}
