@@ -118,6 +118,9 @@ pub enum ShowFile {
     Mthp,
     /// Mapped anonymous memory by folio size (tools/mm/thpmaps --rollup).
     Thpmaps,
+    /// Free page reporting: parameters, counters, Reported blocks per order.
+    #[value(name = "page_reporting")]
+    PageReporting,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,9 +140,11 @@ pub enum ThpEnabledArg {
 /// MACHINE: what hardware and kernel build to model.
 #[derive(Args, Debug, Clone)]
 pub struct MachineArgs {
-    /// Architecture preset: x86_64 (default), arm64-4k, arm64-16k, arm64-64k.
-    #[arg(long, value_parser = parse_preset)]
-    pub machine: Option<Preset>,
+    /// Architecture preset: x86_64 (default), arm64-4k, arm64-16k,
+    /// arm64-64k; or `host`: this machine now (its zones, free blocks per
+    /// order and migratetype, min_free_kbytes, free page reporting).
+    #[arg(long, value_parser = parse_machine)]
+    pub machine: Option<MachineChoice>,
     /// Memory size, with K/M/G/T suffix.
     #[arg(long, default_value = "16G", value_parser = parse_size_arg, value_name = "SIZE")]
     pub mem: u64,
@@ -164,6 +169,13 @@ pub struct MachineArgs {
     /// Size of ZONE_MOVABLE, taken from the top of each node (movablecore=).
     #[arg(long, default_value = "0", value_parser = parse_size_arg, value_name = "SIZE")]
     pub movable: u64,
+    /// A virtio-balloon device with free page reporting (the knobs
+    /// page_reporting/* then apply).
+    #[arg(long)]
+    pub balloon: bool,
+    /// The balloon's acknowledge latency per report call, in microseconds.
+    #[arg(long, default_value_t = 0, value_name = "US", requires = "balloon")]
+    pub balloon_ack_us: u64,
 }
 
 /// POLICY: knob settings applied after boot.
@@ -235,8 +247,13 @@ impl MachineArgs {
     /// The machine configuration these options describe, with `policy`'s knob writes.
     pub fn config(&self, policy: &PolicyArgs) -> Result<MachineConfig, UsageError> {
         let knobs = policy.knobs()?;
+        let preset = match self.machine {
+            Some(MachineChoice::Host) => return self.host_config(knobs),
+            Some(MachineChoice::Preset(p)) => p,
+            None => Preset::X86_64,
+        };
         Ok(MachineConfig {
-            preset: self.machine.unwrap_or(Preset::X86_64),
+            preset,
             overrides: GeometryOverrides {
                 max_page_order: self.max_page_order,
                 pageblock_order: self.pageblock_order,
@@ -248,6 +265,10 @@ impl MachineArgs {
             movable_bytes: self.movable,
             backing: self.backing,
             knobs,
+            balloon: self.balloon.then_some(largo_mm::machine::Balloon {
+                order: 0,
+                ack_latency_ns: self.balloon_ack_us * 1000,
+            }),
             ..MachineConfig::default()
         })
     }
@@ -257,8 +278,10 @@ impl MachineArgs {
     /// The flags again (every value explicit), for merging with a `--config` SPEC.
     pub fn to_tokens(&self) -> Vec<String> {
         let mut t = Vec::new();
-        if let Some(p) = self.machine {
-            t.extend(["--machine".to_string(), p.name().to_string()]);
+        match self.machine {
+            Some(MachineChoice::Preset(p)) => t.extend(["--machine".to_string(), p.name().to_string()]),
+            Some(MachineChoice::Host) => t.extend(["--machine".to_string(), "host".to_string()]),
+            None => {}
         }
         t.extend(["--mem".to_string(), self.mem.to_string()]);
         t.extend(["--nodes".to_string(), self.nodes.to_string()]);
@@ -274,15 +297,55 @@ impl MachineArgs {
             }
         }
         t.extend(["--movable".to_string(), self.movable.to_string()]);
+        if self.balloon {
+            t.push("--balloon".to_string());
+            t.extend(["--balloon-ack-us".to_string(), self.balloon_ack_us.to_string()]);
+        }
         t
     }
 }
 
-fn parse_preset(s: &str) -> Result<Preset, String> {
-    Preset::from_name(s).ok_or_else(|| {
+/// `--machine`: a preset, or this host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MachineChoice {
+    Preset(Preset),
+    Host,
+}
+
+fn parse_machine(s: &str) -> Result<MachineChoice, String> {
+    if s == "host" {
+        return Ok(MachineChoice::Host);
+    }
+    Preset::from_name(s).map(MachineChoice::Preset).ok_or_else(|| {
         let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
-        format!("unknown machine '{s}': expected one of {}", names.join(", "))
+        format!("unknown machine '{s}': expected one of {}, host", names.join(", "))
     })
+}
+
+impl MachineArgs {
+    /// `--machine host`: this host's shape; the geometry is x86_64's and
+    /// the size the host's, so --mem and the geometry overrides do not
+    /// apply; `--backing`, `--cpus` and the POLICY knobs do.
+    fn host_config(&self, knobs: Vec<(String, String)>) -> Result<MachineConfig, UsageError> {
+        let mut c = largo_host::hostshape::host_config().map_err(|e| UsageError(format!("--machine host: {e}")))?;
+        c.backing = self.backing;
+        c.nr_cpus = self.cpus as usize;
+        if self.balloon && c.balloon.is_none() {
+            c.balloon = Some(largo_mm::machine::Balloon {
+                order: 0,
+                ack_latency_ns: self.balloon_ack_us * 1000,
+            });
+        } else if let Some(b) = c.balloon.as_mut() {
+            b.ack_latency_ns = self.balloon_ack_us * 1000;
+        }
+        c.knobs.extend(knobs);
+        Ok(c)
+    }
+}
+
+/// A byte size with a K/M/G/T suffix, for clap.
+pub fn parse_size_value(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {

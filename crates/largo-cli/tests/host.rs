@@ -262,3 +262,27 @@ fn nix_kill(pid: u32, signal: &str) {
         .success();
     assert!(ok, "kill -{signal} {pid}");
 }
+
+/// Free page reporting on this host against a model shaped like it.
+#[test]
+fn reporting_timelines_agree_with_this_host() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !std::path::Path::new("/sys/module/page_reporting/parameters/reported_kib").exists() {
+        println!("reporting comparison not run here: the host exposes no reporting counters");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args(["validate", "reporting", "--size", "4G", "--idle", "16s", "--json"])
+        .output()
+        .expect("largo runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let j: serde_json::Value = serde_json::from_str(text.lines().next().unwrap_or("{}")).unwrap();
+    println!(
+        "host per pass {} / largo per pass {}",
+        j["host_per_pass_kib"], j["largo_per_pass_kib"]
+    );
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(j["match"], true);
+    let host: Vec<u64> = serde_json::from_value(j["host_per_pass_kib"].clone()).unwrap();
+    assert!(host.len() >= 4, "the host reported the 4 GiB over several passes");
+}

@@ -11,12 +11,14 @@
 pub mod calibrate;
 pub mod costcheck;
 pub mod counters;
+pub mod hostshape;
 pub mod kernel_time;
 pub mod knobs;
 pub mod layout;
 pub mod native;
 pub mod program;
 pub mod record;
+pub mod reporting_check;
 pub mod scenario;
 pub mod validate;
 

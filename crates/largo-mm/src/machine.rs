@@ -31,6 +31,18 @@ pub struct MachineConfig {
     /// A virtio-balloon device with free page reporting, registered at
     /// boot; `None` for no device (the default).
     pub balloon: Option<Balloon>,
+    /// Shape the free memory like a snapshot of a real machine after boot
+    /// and the knob writes (`--machine host`).
+    pub shape: Option<MachineShape>,
+}
+
+/// A snapshot of a real machine's zones to shape the free memory after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineShape {
+    pub zones: Vec<crate::page_alloc::shape::ZoneShape>,
+    /// Free blocks at or above this order start out reported (the
+    /// snapshot's reporting had caught up).
+    pub reported_from_order: Option<u32>,
 }
 
 /// The free page reporting device (virtio-balloon `VIRTIO_BALLOON_F_REPORTING`).
@@ -57,6 +69,7 @@ impl Default for MachineConfig {
             kernel_reserved_bytes: DEFAULT_KERNEL_RESERVED_BYTES,
             knobs: Vec::new(),
             balloon: None,
+            shape: None,
         }
     }
 }
@@ -95,6 +108,8 @@ pub struct Machine {
     vm: Vm,
     /// Where free page reporting sends its batches (see `reporting/device.rs`).
     pub(crate) report_sink: Box<dyn ReportSink>,
+    /// How each zone came out of `MachineConfig::shape`.
+    shaped: Vec<crate::page_alloc::shape::ZoneShaped>,
 }
 
 impl Machine {
@@ -136,6 +151,7 @@ impl Machine {
             backing,
             vm,
             report_sink,
+            shaped: Vec::new(),
         };
         if let Some(b) = balloon {
             let max_pfn = machine.layout.max_pfn;
@@ -146,11 +162,26 @@ impl Machine {
         for (path, value) in &knobs {
             machine.set_knob(path, value)?;
         }
+        if let Some(shape) = machine.config.shape.clone() {
+            machine.shaped = machine.page_alloc.shape_free_memory(&shape.zones);
+            if let Some(order) = shape.reported_from_order {
+                // The snapshot's reporting had caught up: idle, nothing due.
+                machine.page_alloc.mark_free_reported(order);
+                let r = machine.page_alloc.reporting_mut();
+                r.state = crate::reporting::PrState::Idle;
+                r.due_ns = None;
+            }
+        }
         Ok(machine)
     }
 
     pub fn config(&self) -> &MachineConfig {
         &self.config
+    }
+
+    /// How each zone came out of the configuration's shape (empty without one).
+    pub fn shaped(&self) -> &[crate::page_alloc::shape::ZoneShaped] {
+        &self.shaped
     }
 
     pub fn geometry(&self) -> &Geometry {

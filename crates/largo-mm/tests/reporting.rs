@@ -9,6 +9,7 @@ use largo_mm::memmap::PageFlags;
 use largo_mm::reporting::{PrState, PAGE_REPORTING_CAPACITY, PAGE_REPORTING_DELAY_NS};
 use largo_mm::{Folio, Machine, MachineConfig};
 use largo_physmem::BackingKind;
+use largo_types::MigrateType;
 
 const SEC: u64 = 1_000_000_000;
 
@@ -218,4 +219,130 @@ fn ram_backing_gives_the_memory_back_to_the_host() {
         dropped as f64 >= 0.9 * (256u64 << 20) as f64,
         "resident {resident_before} -> {resident_after}"
     );
+}
+
+/// The host's zones as /proc/zoneinfo and /proc/pagetypeinfo showed them
+/// on the development machine (24 GiB, Normal partly initialised).
+fn host_shape() -> largo_mm::machine::MachineShape {
+    use largo_mm::page_alloc::shape::ZoneShape;
+    use largo_types::ZoneType;
+    let row = |v: [u64; 11]| v;
+    let zone = |zone_type, managed_pages, per_mt: [[u64; 11]; 3], blocks: [u64; 3]| {
+        let free = (0..11)
+            .map(|o| [per_mt[0][o], per_mt[1][o], per_mt[2][o], 0, 0])
+            .collect();
+        ZoneShape {
+            nid: 0,
+            zone_type,
+            managed_pages,
+            free,
+            blocks: [blocks[0], blocks[1], blocks[2], 0, 0],
+        }
+    };
+    largo_mm::machine::MachineShape {
+        zones: vec![
+            zone(
+                ZoneType::Dma32,
+                772808,
+                [row([0; 11]), row([2, 3, 0, 2, 3, 2, 1, 4, 4, 2, 752]), row([0; 11])],
+                [0, 1528, 0],
+            ),
+            zone(
+                ZoneType::Normal,
+                1802240,
+                [
+                    row([51, 257, 610, 407, 259, 181, 130, 99, 48, 0, 0]),
+                    row([15117, 11741, 6118, 2383, 482, 127, 85, 36, 14, 4, 982]),
+                    row([2031, 2211, 1432, 404, 79, 9, 3, 1, 0, 0, 0]),
+                ],
+                [134, 3320, 66],
+            ),
+        ],
+        reported_from_order: Some(9),
+    }
+}
+
+#[test]
+fn a_machine_shaped_like_the_host_has_its_free_lists() {
+    let m = Machine::new(MachineConfig {
+        mem_bytes: 24 << 30,
+        balloon: Some(Balloon {
+            order: 0,
+            ack_latency_ns: 0,
+        }),
+        shape: Some(host_shape()),
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    m.check().unwrap();
+    let shape = host_shape();
+    for (z, s) in m
+        .page_alloc()
+        .zones()
+        .iter()
+        .filter(|z| z.managed())
+        .zip([None, Some(0), Some(1)])
+    {
+        let Some(i) = s else { continue };
+        let want = &shape.zones[i];
+        assert_eq!(z.managed_pages, want.managed_pages, "{}", z.name());
+        // Exact at the reporting orders; below them the zone may run out
+        // of room (a free block's buddy must be held), so the free pages
+        // come within 1% of the snapshot's.
+        let shaped = m.shaped().iter().find(|s| s.name.ends_with(z.name())).unwrap();
+        let (got, want_free) = (shaped.free_pages as f64, shaped.target_free_pages as f64);
+        assert!(
+            (got - want_free).abs() <= 0.01 * want_free,
+            "{}: {got} vs {want_free}",
+            z.name()
+        );
+        for (order, area) in z.free_area.iter().enumerate().skip(9) {
+            for mt in [MigrateType::Unmovable, MigrateType::Movable, MigrateType::Reclaimable] {
+                assert_eq!(
+                    area.list(mt).nr as u64,
+                    want.free[order][mt.index()],
+                    "{} order {order} {mt:?}",
+                    z.name()
+                );
+            }
+        }
+        let reported: u64 = z.free_area.iter().skip(9).map(|a| a.nr_reported).sum();
+        let free: u64 = z.free_area.iter().skip(9).map(|a| a.nr_free).sum();
+        assert_eq!(reported, free);
+    }
+}
+
+#[test]
+fn a_shaped_zone_grows_its_deferred_memory_before_falling_back() {
+    let mut m = Machine::new(MachineConfig {
+        mem_bytes: 24 << 30,
+        balloon: Some(Balloon {
+            order: 0,
+            ack_latency_ns: 0,
+        }),
+        shape: Some(host_shape()),
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    let zone = |m: &Machine, t: largo_types::ZoneType| {
+        let z = m.page_alloc().zones().iter().find(|z| z.zone_type == t).unwrap();
+        (z.managed_pages, z.stat.nr_free_pages)
+    };
+    let (normal_before, normal_free) = zone(&m, largo_types::ZoneType::Normal);
+    let (_, dma32_free) = zone(&m, largo_types::ZoneType::Dma32);
+    // Take more than Normal has free: it grows instead of spilling.
+    let want = normal_free as u64 + (1 << 18);
+    let mut held = Vec::new();
+    while (held.len() as u64) << 10 < want {
+        held.push(m.alloc_pages(0, GFP_HIGHUSER_MOVABLE, 10).unwrap().unwrap());
+    }
+    let (normal_after, _) = zone(&m, largo_types::ZoneType::Normal);
+    let (_, dma32_after) = zone(&m, largo_types::ZoneType::Dma32);
+    assert!(
+        normal_after > normal_before,
+        "Normal grew: {normal_before} -> {normal_after}"
+    );
+    assert_eq!((normal_after - normal_before) % 32768, 0, "a section at a time");
+    assert_eq!(dma32_after, dma32_free, "nothing came from DMA32");
+    m.check().unwrap();
 }

@@ -126,6 +126,21 @@ pub const TERMS: &[Term] = &[
         help: "page-table pages allocated or freed",
         count: |c| c.work.vm.pgtable_alloc + c.work.vm.pgtable_free,
     },
+    Term {
+        name: "host_refault",
+        help: "4 KiB units the host discarded after a free page report and backs again on the next touch",
+        count: |c| c.work.reporting.host_refault_pages * (c.page_size / 4096).max(1),
+    },
+    Term {
+        name: "report_call",
+        help: "free page reporting calls to the device (isolate, queue, kick, put back 32 blocks)",
+        count: |c| c.work.reporting.report_calls,
+    },
+    Term {
+        name: "report_walk",
+        help: "free-list entries a reporting pass looks at",
+        count: |c| c.work.reporting.walked,
+    },
 ];
 
 /// The cost groups `largo calibrate` fits from its calibration workloads

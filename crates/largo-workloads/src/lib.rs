@@ -18,6 +18,7 @@ pub mod policy;
 pub mod recorded;
 pub mod replay;
 pub mod report;
+pub mod reporting;
 pub mod run;
 pub mod sched;
 pub mod spec;

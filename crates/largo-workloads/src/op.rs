@@ -73,6 +73,9 @@ pub enum Op {
     Wait,
     /// `echo MODE > /proc/sys/vm/drop_caches`.
     DropCaches { mode: u32 },
+    /// Sleep: `ns` of simulated time pass (delayed work such as free page
+    /// reporting runs meanwhile).
+    Idle { ns: u64 },
 }
 
 /// An executed operation with the addresses the model gave its regions.
@@ -105,6 +108,9 @@ pub enum ResolvedOp {
     Wait,
     DropCaches {
         mode: u32,
+    },
+    Idle {
+        ns: u64,
     },
 }
 
@@ -188,6 +194,7 @@ fn emit(ops: &[ResolvedOp], pid: u32, page_size: u64, next_pid: &mut u32, out: &
             }
             ResolvedOp::Wait => {}
             ResolvedOp::DropCaches { mode } => out.push(Event::DropCaches { pid, mode: mode as u8 }),
+            ResolvedOp::Idle { ns } => out.push(Event::Tick { ns }),
         }
     }
 }

@@ -140,6 +140,7 @@ impl Replayer {
     fn apply(&mut self, m: &mut Machine, e: &Event) -> Result<(), String> {
         if let Event::Tick { ns } = *e {
             self.stats.trace_ns += ns;
+            m.advance_time(ns);
             return Ok(());
         }
         let tpid = e.pid().expect("every other event names a process");
@@ -356,7 +357,11 @@ pub fn replay(
     };
     let total = events.len() as u64;
     let mut peak = Peak::default();
+    let mut first_free = crate::reporting::FirstFree::default();
     for (i, e) in events.iter().enumerate() {
+        if matches!(e, Event::Munmap { .. }) {
+            first_free.note(m);
+        }
         let index = i as u64;
         // Anonymous memory shrinks only at these events (and in reclaim):
         // sampling the peak before each of them, and now and then between
@@ -397,6 +402,7 @@ pub fn replay(
     let run = RunOutcome {
         counters: Counters::read(m),
         peak,
+        reporting: crate::reporting::ReportingReport::read(m, first_free),
         problems: r.problems,
         resolved: Vec::new(),
         rounds: total,

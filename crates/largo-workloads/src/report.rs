@@ -37,6 +37,18 @@ pub struct Work {
     pub alloc: AllocWork,
     pub pgtable: PtWork,
     pub vm: VmWork,
+    pub reporting: ReportWork,
+}
+
+/// Free page reporting's work (zero without a reporting device).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReportWork {
+    /// `prdev->report` calls.
+    pub report_calls: u64,
+    /// Free-list entries the passes walked.
+    pub walked: u64,
+    /// Pages the host discarded that were allocated again.
+    pub host_refault_pages: u64,
 }
 
 /// Every counter of a machine at one moment.
@@ -100,6 +112,14 @@ impl Counters {
             alloc: m.page_alloc().work,
             pgtable: m.vm().pt_work(),
             vm: m.vm().work,
+            reporting: {
+                let s = &m.reporting().stats;
+                ReportWork {
+                    report_calls: s.report_calls,
+                    walked: s.walked,
+                    host_refault_pages: s.host_refault_pages,
+                }
+            },
         };
         Counters {
             vmstat,

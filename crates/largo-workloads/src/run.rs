@@ -60,6 +60,8 @@ pub struct RunOutcome {
     /// the workload's own).
     pub counters: Counters,
     pub peak: Peak,
+    /// Free page reporting, if the machine has a reporting device.
+    pub reporting: Option<crate::reporting::ReportingReport>,
     pub problems: Problems,
     /// Per root task, the operations with the model's addresses (for a
     /// host replay).
@@ -100,8 +102,15 @@ pub fn run(
     let mut sched = Scheduler::new(m, scripts, opts.mode, opts.quantum, opts.keep_mapped).map_err(RunError::Start)?;
     let mut peak = Peak::default();
     let mut rounds = 0;
+    let busy_ns_per_fault = busy_ns_per_fault();
+    let mut faults = pgfault(m);
     while sched.round(m) {
         rounds += 1;
+        // Simulated time passes with the work: each fault costs what the
+        // default cost profile says a fault and its zeroing take.
+        let now = pgfault(m);
+        m.advance_time((now - faults) * busy_ns_per_fault);
+        faults = now;
         update_peak(m, &mut peak);
         if opts.check_every > 0 && rounds % opts.check_every == 0 {
             m.check().map_err(|e| RunError::Invariant {
@@ -123,9 +132,24 @@ pub fn run(
     Ok(RunOutcome {
         counters: Counters::read(m),
         peak,
+        reporting: crate::reporting::ReportingReport::read(m, sched.first_free),
         resolved: sched.resolved(),
         problems: sched.problems.clone(),
         rounds,
+    })
+}
+
+fn pgfault(m: &Machine) -> u64 {
+    m.page_alloc().events.get(largo_mm::stats::VmEvent::Pgfault)
+}
+
+/// Simulated ns per page fault while a workload runs: a hot fault and the
+/// zeroing of its base page under the default cost profile.
+fn busy_ns_per_fault() -> u64 {
+    static NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NS.get_or_init(|| {
+        let p = crate::cost::Profile::default_profile();
+        (p.cost_at("fault", crate::cost::Faults::Hot) + p.cost_at("page_zero", crate::cost::Faults::Hot)).round() as u64
     })
 }
 

@@ -88,6 +88,8 @@ pub(crate) struct Scheduler {
     pub problems: Problems,
     /// Pages touched so far (progress).
     pub pages_touched: u64,
+    /// The state before the first munmap.
+    pub first_free: crate::reporting::FirstFree,
 }
 
 impl Scheduler {
@@ -111,6 +113,7 @@ impl Scheduler {
             keep,
             problems: Problems::default(),
             pages_touched: 0,
+            first_free: Default::default(),
         };
         let mut first: Option<Pid> = None;
         for mut script in scripts {
@@ -233,6 +236,7 @@ impl Scheduler {
                 }
             }
             Op::Munmap { slot, offset, len } => {
+                self.first_free.note(m);
                 if let Some(base) = slot_addr(&self.tasks[i], slot) {
                     let addr = base + offset;
                     match m.with_vm(cpu, |vm, ctx| vm.munmap(ctx, pid, addr, len)) {
@@ -288,6 +292,10 @@ impl Scheduler {
             Op::DropCaches { mode } => {
                 m.with_vm(cpu, |vm, ctx| vm.drop_caches(ctx, mode));
                 self.log(i, ResolvedOp::DropCaches { mode });
+            }
+            Op::Idle { ns } => {
+                m.advance_time(ns);
+                self.log(i, ResolvedOp::Idle { ns });
             }
         }
         self.tasks[i].ip += 1;

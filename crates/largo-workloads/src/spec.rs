@@ -13,6 +13,42 @@ pub enum ParamKind {
     Size,
     /// A non-negative integer.
     Count,
+    /// Simulated time in ns, written `30s`, `500ms`, `2m`, `100us`.
+    Duration,
+}
+
+/// Parses `30s`, `500ms`, `100us`, `2m` (or plain ns) into ns.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| "expected a duration such as 30s, 500ms or 2m".to_string())?;
+    let scale = match unit {
+        "" | "ns" => 1,
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        _ => return Err(format!("unknown time unit '{unit}': use ns, us, ms, s or m")),
+    };
+    n.checked_mul(scale).ok_or_else(|| "duration too long".to_string())
+}
+
+/// A duration as `parse_duration` reads it, in the largest exact unit.
+pub fn format_duration(ns: u64) -> String {
+    for (unit, scale) in [
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
+        if ns >= scale && ns.is_multiple_of(scale) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
 }
 
 /// One named parameter of a workload, with its default.
@@ -32,6 +68,7 @@ impl ParamDef {
         match self.kind {
             ParamKind::Size => format_size(self.default),
             ParamKind::Count => self.default.to_string(),
+            ParamKind::Duration => format_duration(self.default),
         }
     }
 }
@@ -96,6 +133,7 @@ impl WorkloadSpec {
                 ParamKind::Count => value
                     .parse::<u64>()
                     .map_err(|_| bad("expected a non-negative integer".into()))?,
+                ParamKind::Duration => parse_duration(value).map_err(bad)?,
             };
             if v < def.min {
                 return Err(bad(format!("must be at least {}", def.min)));
@@ -140,6 +178,7 @@ impl fmt::Display for WorkloadSpec {
             match def.kind {
                 ParamKind::Size => write!(f, "{sep}{}={}", def.name, format_size(v))?,
                 ParamKind::Count => write!(f, "{sep}{}={v}", def.name)?,
+                ParamKind::Duration => write!(f, "{sep}{}={}", def.name, format_duration(v))?,
             }
             sep = ',';
         }
@@ -150,6 +189,18 @@ impl fmt::Display for WorkloadSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_round_trip() {
+        assert_eq!(parse_duration("30s"), Ok(30_000_000_000));
+        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration("2m"), Ok(120_000_000_000));
+        assert!(parse_duration("3h").unwrap_err().contains("unit"));
+        assert!(parse_duration("s").is_err());
+        for ns in [0, 1500, 2_000_000, 30_000_000_000, 90_000_000_000] {
+            assert_eq!(parse_duration(&format_duration(ns)), Ok(ns));
+        }
+    }
 
     const DEFS: &[ParamDef] = &[
         ParamDef {

@@ -7,6 +7,7 @@ mod costs;
 mod list;
 mod program;
 pub mod record;
+mod reporting;
 pub mod run;
 mod show;
 mod table;

@@ -447,6 +447,10 @@ fn json_lines(
             "peak": r.outcome.peak,
             "problems": r.outcome.problems,
         });
+        let mut obj = obj;
+        if let Some(rep) = &r.outcome.reporting {
+            obj["page_reporting"] = serde_json::to_value(rep).expect("serializable");
+        }
         out.push_str(&obj.to_string());
         out.push('\n');
     }

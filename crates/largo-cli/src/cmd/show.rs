@@ -37,6 +37,7 @@ pub fn run(
         ShowFile::Meminfo => ProcFile::Meminfo,
         ShowFile::Mthp => ProcFile::Mthp,
         ShowFile::Thpmaps => ProcFile::Thpmaps,
+        ShowFile::PageReporting => ProcFile::PageReporting,
     };
     let text = file.render(&m);
     let mut stdout = std::io::stdout().lock();

@@ -77,6 +77,21 @@ fn rows(records: &[&Record]) -> Vec<Row> {
             r.outcome.counters.locks.split_queue_lock as f64
         }),
         row("OOM kills", 0, false, |r| r.outcome.counters.vmstat("oom_kill") as f64),
+        row("reporting passes", 0, false, |r| {
+            r.outcome.reporting.as_ref().map_or(0.0, |p| p.passes as f64)
+        }),
+        row("reported to the host (MiB)", 1, false, |r| {
+            r.outcome
+                .reporting
+                .as_ref()
+                .map_or(0.0, |p| p.reported_kib as f64 / 1024.0)
+        }),
+        row("host refaults (pages)", 0, false, |r| {
+            r.outcome
+                .reporting
+                .as_ref()
+                .map_or(0.0, |p| p.host_refault_pages as f64)
+        }),
     ]);
     rows
 }

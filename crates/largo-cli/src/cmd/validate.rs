@@ -44,6 +44,14 @@ pub struct ValidateArgs {
     /// 64K folios that follows the workload suite.
     #[arg(long)]
     pub no_costs: bool,
+    /// `largo validate reporting`: memory written and freed on the host
+    /// and on a host-shaped model.
+    #[arg(long, default_value = "4G", value_parser = crate::args::parse_size_value, value_name = "SIZE")]
+    pub size: u64,
+    /// `largo validate reporting`: how long the timelines are sampled
+    /// after the free.
+    #[arg(long, default_value = "40s", value_parser = largo_workloads::spec::parse_duration, value_name = "DURATION")]
+    pub idle: u64,
     /// The program of `--trace` and its arguments.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -201,6 +209,9 @@ fn cases(args: &ValidateArgs) -> Result<Vec<Case>> {
 }
 
 pub fn run(args: &ValidateArgs) -> Result<()> {
+    if args.sel.workloads == ["reporting"] {
+        return super::reporting::run(args);
+    }
     if let Some(reason) = largo_host::unavailable_reason() {
         bail!("cannot validate against this host: {reason}");
     }

@@ -182,14 +182,25 @@ impl PageAlloc {
                     alloc_flags.remove(AllocFlags::NOFRAGMENT);
                     continue 'retry;
                 }
-                if !self.zone_has_room(zi, order, ac.highest_zoneidx, alloc_flags) {
+                // A zone with deferred memory grows instead of failing
+                // (_deferred_grow_zone), then is tried again.
+                let mut room = self.zone_has_room(zi, order, ac.highest_zoneidx, alloc_flags);
+                while !room && self.deferred_grow_zone(zi, order) {
+                    room = self.zone_has_room(zi, order, ac.highest_zoneidx, alloc_flags);
+                }
+                if !room {
                     continue;
                 }
-                if let Some(pfn) = self.rmqueue(cpu, ac.preferred, zi, order, alloc_flags, ac.migratetype) {
-                    if alloc_flags.contains(AllocFlags::HIGHATOMIC) {
-                        self.reserve_highatomic_pageblock(zi, pfn, order);
+                loop {
+                    if let Some(pfn) = self.rmqueue(cpu, ac.preferred, zi, order, alloc_flags, ac.migratetype) {
+                        if alloc_flags.contains(AllocFlags::HIGHATOMIC) {
+                            self.reserve_highatomic_pageblock(zi, pfn, order);
+                        }
+                        return Some(pfn);
                     }
-                    return Some(pfn);
+                    if !self.deferred_grow_zone(zi, order) {
+                        break;
+                    }
                 }
             }
             if no_fallback {

@@ -14,6 +14,7 @@
 
 mod alloc;
 mod buddy;
+mod deferred;
 mod fallback;
 mod free;
 pub mod gfp;
@@ -22,6 +23,7 @@ pub mod list;
 pub mod pageblock;
 pub mod pcp;
 mod rmqueue;
+pub mod shape;
 mod split;
 mod watermark;
 pub mod zone;

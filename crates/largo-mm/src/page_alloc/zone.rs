@@ -86,6 +86,10 @@ pub struct Zone {
     /// `stat_threshold` of the per-cpu vmstat diffs (zoneinfo prints it).
     pub stat_threshold: u32,
     pub stat: ZoneStat,
+    /// Present pages not yet handed to the allocator (deferred struct
+    /// page init), lowest first: `(start_pfn, nr_pages)`. Only a zone
+    /// shaped after a host that initialises memory lazily has any.
+    pub deferred: Vec<(u64, u64)>,
 }
 
 impl Zone {
@@ -109,6 +113,7 @@ impl Zone {
             pageset_batch: 0,
             stat_threshold: 0,
             stat: ZoneStat::default(),
+            deferred: Vec::new(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! touches, touch-and-free, and partial unmaps feeding the deferred split
 //! queue.
 
-use super::{count, map_region, size, touch_seq, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
+use super::{count, duration, map_region, size, touch_seq, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
 use crate::op::Op;
 use crate::spec::{ParamDef, WorkloadSpec};
 
@@ -30,26 +30,71 @@ fn sparse(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     ops
 }
 
+/// Map `len` bytes, write every page, unmap them.
+fn write_and_free(len: u64, page_size: u64) -> [Op; 3] {
+    [
+        Op::Mmap {
+            slot: 0,
+            len,
+            write: true,
+        },
+        touch_seq(len, page_size, true),
+        Op::Munmap {
+            slot: 0,
+            offset: 0,
+            len,
+        },
+    ]
+}
+
 pub const MEMHOG: WorkloadDef = WorkloadDef {
     name: "memhog",
-    summary: "write every page of SIZE, then free it all at once (the free page reporting case)",
-    params: &[size("size", 2048 * MIB, "bytes written then freed")],
+    summary: "write every page of SIZE, free it all at once, then idle IDLE (the free page reporting case)",
+    params: &[
+        size("size", 2048 * MIB, "bytes written then freed"),
+        duration(
+            "idle",
+            0,
+            "simulated time to idle after the free (free page reporting runs)",
+        ),
+        duration(
+            "settle",
+            0,
+            "simulated time to idle first (reporting of the memory free at boot finishes)",
+        ),
+    ],
     default_suite: false,
     build: |spec, ctx| {
         let len = spec.get("size");
-        vec![
-            Op::Mmap {
-                slot: 0,
-                len,
-                write: true,
-            },
-            touch_seq(len, ctx.page_size, true),
-            Op::Munmap {
-                slot: 0,
-                offset: 0,
-                len,
-            },
-        ]
+        let mut ops = Vec::new();
+        if spec.get("settle") > 0 {
+            ops.push(Op::Idle { ns: spec.get("settle") });
+        }
+        ops.extend(write_and_free(len, ctx.page_size));
+        if spec.get("idle") > 0 {
+            ops.push(Op::Idle { ns: spec.get("idle") });
+        }
+        ops
+    },
+};
+
+pub const CHURN: WorkloadDef = WorkloadDef {
+    name: "churn",
+    summary: "CYCLES times: write SIZE, free it, idle IDLE (reported memory comes back as host refaults)",
+    params: &[
+        size("size", 512 * MIB, "bytes written then freed per cycle"),
+        count("cycles", 8, 1, "allocate / free / idle cycles"),
+        duration("idle", 3_000_000_000, "simulated time to idle after each free"),
+    ],
+    default_suite: false,
+    build: |spec, ctx| {
+        let len = spec.get("size");
+        let mut ops = Vec::new();
+        for _ in 0..spec.get("cycles") {
+            ops.extend(write_and_free(len, ctx.page_size));
+            ops.push(Op::Idle { ns: spec.get("idle") });
+        }
+        ops
     },
 };
 

@@ -49,7 +49,7 @@ pub fn catalog() -> &'static [WorkloadDef] {
     &CATALOG
 }
 
-static CATALOG: [WorkloadDef; 11] = [
+static CATALOG: [WorkloadDef; 12] = [
     willitscale::PAGE_FAULT1,
     willitscale::MALLOC1,
     willitscale::MMAP1,
@@ -60,6 +60,7 @@ static CATALOG: [WorkloadDef; 11] = [
     vmscalability::ANON_COW_SEQ,
     lifecycle::SPARSE,
     lifecycle::MEMHOG,
+    lifecycle::CHURN,
     lifecycle::MUNMAP_PARTIAL,
 ];
 
@@ -90,6 +91,16 @@ const fn size(name: &'static str, default: u64, help: &'static str) -> ParamDef 
         kind: ParamKind::Size,
         default,
         min: 1,
+        help,
+    }
+}
+
+const fn duration(name: &'static str, default_ns: u64, help: &'static str) -> ParamDef {
+    ParamDef {
+        name,
+        kind: ParamKind::Duration,
+        default: default_ns,
+        min: 0,
         help,
     }
 }

@@ -6,6 +6,7 @@ mod buddyinfo;
 mod meminfo;
 mod node;
 mod pagetypeinfo;
+mod reporting;
 mod thpmaps;
 mod vmstat;
 mod zoneinfo;
@@ -14,6 +15,7 @@ pub use buddyinfo::buddyinfo;
 pub use meminfo::{meminfo, meminfo_kb};
 pub use node::{global_node_item, node_item, zone_lru_item};
 pub use pagetypeinfo::pagetypeinfo;
+pub use reporting::page_reporting;
 pub use thpmaps::{mthp, thpmaps};
 pub use vmstat::{vmstat, vmstat_value};
 pub use zoneinfo::zoneinfo;
@@ -30,10 +32,12 @@ pub enum ProcFile {
     Mthp,
     /// Mapped anonymous memory by folio size (tools/mm/thpmaps).
     Thpmaps,
+    /// Free page reporting's parameters, counters and Reported blocks.
+    PageReporting,
 }
 
 impl ProcFile {
-    pub const ALL: [ProcFile; 7] = [
+    pub const ALL: [ProcFile; 8] = [
         ProcFile::Buddyinfo,
         ProcFile::Pagetypeinfo,
         ProcFile::Zoneinfo,
@@ -41,6 +45,7 @@ impl ProcFile {
         ProcFile::Meminfo,
         ProcFile::Mthp,
         ProcFile::Thpmaps,
+        ProcFile::PageReporting,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +57,7 @@ impl ProcFile {
             ProcFile::Meminfo => "meminfo",
             ProcFile::Mthp => "mthp",
             ProcFile::Thpmaps => "thpmaps",
+            ProcFile::PageReporting => "page_reporting",
         }
     }
 
@@ -64,6 +70,7 @@ impl ProcFile {
             ProcFile::Meminfo => meminfo(m),
             ProcFile::Mthp => mthp(m),
             ProcFile::Thpmaps => thpmaps(m),
+            ProcFile::PageReporting => page_reporting(m),
         }
     }
 }

@@ -1,0 +1,197 @@
+//! `largo validate reporting`: free page reporting on this host and on a
+//! model shaped like it, the two timelines side by side, pass by pass.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use largo_host::reporting_check::{self, per_pass, HostSample};
+use largo_mm::Machine;
+use largo_workloads::{builtin, RunOptions};
+
+use super::table;
+use super::validate::ValidateArgs;
+
+/// A pass is compared on its own when both sides reported at least this
+/// share of their largest pass: both bound by the per-list budget. The
+/// passes where the freed memory runs out of a list (which blocks remain
+/// at which order depends on where the allocation came from, block by
+/// block) and the tail (stray frees of other processes on the host) are
+/// judged by the cumulative amount instead: after every pass, the amount
+/// reported so far must agree.
+const JUDGED_SHARE: f64 = 0.9;
+/// Largest difference of a judged pass.
+const TOLERANCE: f64 = 0.15;
+
+pub fn run(args: &ValidateArgs) -> Result<()> {
+    if !reporting_check::available() {
+        bail!("cannot compare free page reporting here: the host exposes no reporting counters (/sys/module/page_reporting/parameters/passes, reported_kib)");
+    }
+    let size = args.size;
+    let idle = Duration::from_nanos(args.idle);
+    eprintln!(
+        "writing and freeing {} MiB on the host, then sampling for {} s ...",
+        size >> 20,
+        idle.as_secs()
+    );
+    let (config, host) = reporting_check::host_timeline(size, idle).context("the host experiment")?;
+    let mut m = Machine::new(config).context("the host-shaped machine")?;
+    let shaped = m.shaped().to_vec();
+    let spec = format!("memhog:size={},idle={}ns", size, args.idle);
+    let (def, spec) = builtin::parse(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let out = largo_workloads::run(&mut m, def, &spec, &RunOptions::default(), &mut |_, _| {})?;
+    let rep = out
+        .reporting
+        .context("the host-shaped machine has no reporting device")?;
+    let free_ms = rep.first_free_t_ms;
+    let largo: Vec<HostSample> = rep
+        .timeline
+        .iter()
+        .map(|s| HostSample {
+            t_ms: s.t_ms.saturating_sub(free_ms),
+            passes: s.passes,
+            reported_kib: s.reported_kib - rep.reported_kib_before_free,
+        })
+        .collect();
+    let host_pass = per_pass(&host.iter().map(|s| (s.passes, s.reported_kib)).collect::<Vec<_>>());
+    let largo_pass: Vec<u64> = {
+        let mut prev = 0;
+        largo
+            .iter()
+            .map(|s| {
+                let d = s.reported_kib - prev;
+                prev = s.reported_kib;
+                d
+            })
+            .collect()
+    };
+    let verdict = judge(&host_pass, &largo_pass);
+    let text = if args.sel.cfg.json {
+        serde_json::json!({
+            "validate": "reporting",
+            "size_bytes": size,
+            "host": host,
+            "largo": largo,
+            "host_per_pass_kib": host_pass,
+            "largo_per_pass_kib": largo_pass,
+            "shaped_zones": shaped.iter().map(|z| serde_json::json!({
+                "zone": z.name, "managed_pages": z.managed_pages, "target_managed_pages": z.target_managed_pages,
+                "free_pages": z.free_pages, "target_free_pages": z.target_free_pages})).collect::<Vec<_>>(),
+            "match": verdict.is_ok(),
+        })
+        .to_string()
+            + "\n"
+    } else {
+        render(&host, &largo, &host_pass, &largo_pass, &verdict, size)
+    };
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    if let Err(why) = verdict {
+        bail!("reporting differs: {why}");
+    }
+    Ok(())
+}
+
+/// Every budget-bound pass, and the amount reported so far after every
+/// pass, within the tolerance.
+fn judge(host: &[u64], largo: &[u64]) -> Result<usize, String> {
+    let largest = |v: &[u64]| v.iter().copied().max().unwrap_or(0) as f64;
+    let (host_max, largo_max) = (largest(host), largest(largo));
+    let mut judged = 0;
+    for (i, (&h, &l)) in host.iter().zip(largo).enumerate() {
+        if (h as f64) < JUDGED_SHARE * host_max || (l as f64) < JUDGED_SHARE * largo_max {
+            continue;
+        }
+        let diff = (l as f64 - h as f64) / h as f64;
+        if diff.abs() > TOLERANCE {
+            return Err(format!(
+                "pass {}: host {} MiB, largo {} MiB ({:+.0}%)",
+                i + 1,
+                h >> 10,
+                l >> 10,
+                diff * 100.0
+            ));
+        }
+        judged += 1;
+    }
+    if judged == 0 {
+        return Err("no pass to compare: the host reported nothing".into());
+    }
+    let (mut h_sum, mut l_sum) = (0u64, 0u64);
+    for i in 0..host.len().max(largo.len()) {
+        h_sum += host.get(i).copied().unwrap_or(0);
+        l_sum += largo.get(i).copied().unwrap_or(0);
+        let diff = (l_sum as f64 - h_sum as f64) / h_sum.max(1) as f64;
+        if diff.abs() > TOLERANCE {
+            return Err(format!(
+                "after pass {}: host {} MiB reported in all, largo {} MiB ({:+.0}%)",
+                i + 1,
+                h_sum >> 10,
+                l_sum >> 10,
+                diff * 100.0
+            ));
+        }
+    }
+    Ok(judged)
+}
+
+fn render(
+    host: &[HostSample],
+    largo: &[HostSample],
+    host_pass: &[u64],
+    largo_pass: &[u64],
+    verdict: &Result<usize, String>,
+    size: u64,
+) -> String {
+    let mut out = String::new();
+    let mut t = table::new_table([
+        "t (s)",
+        "host passes",
+        "host reported (MiB)",
+        "largo passes",
+        "largo reported (MiB)",
+    ]);
+    // One row per second is enough to read.
+    for h in host.iter().filter(|h| h.t_ms % 1000 < 500) {
+        let l = largo.iter().take_while(|l| l.t_ms <= h.t_ms).last();
+        t.add_row(vec![
+            format!("{:.1}", h.t_ms as f64 / 1000.0),
+            h.passes.to_string(),
+            (h.reported_kib >> 10).to_string(),
+            l.map_or("0".into(), |l| l.passes.to_string()),
+            l.map_or("0".into(), |l| (l.reported_kib >> 10).to_string()),
+        ]);
+    }
+    table::align_right(&mut t, 0..=4);
+    out.push_str(&format!(
+        "free page reporting after freeing {} MiB: this host vs largo on a machine shaped like it (--machine host), since the free\n{t}\n",
+        size >> 20
+    ));
+    let mut p = table::new_table(["pass", "host (MiB)", "largo (MiB)", "difference"]);
+    for i in 0..host_pass.len().max(largo_pass.len()) {
+        let (h, l) = (host_pass.get(i), largo_pass.get(i));
+        let diff = match (h, l) {
+            (Some(&h), Some(&l)) if h > 0 => format!("{:+.1}%", (l as f64 - h as f64) / h as f64 * 100.0),
+            _ => "-".into(),
+        };
+        p.add_row(vec![
+            (i + 1).to_string(),
+            h.map_or("-".into(), |h| (h >> 10).to_string()),
+            l.map_or("-".into(), |l| (l >> 10).to_string()),
+            diff,
+        ]);
+    }
+    table::align_right(&mut p, 0..=3);
+    out.push_str(&format!("reported per pass:\n{p}\n"));
+    out.push_str(&match verdict {
+        Ok(n) => format!(
+            "agree: {n} budget-bound passes (both sides at {:.0}% or more of their largest pass) each within {tol:.0}%, \
+             and the amount reported so far within {tol:.0}% after every pass (in all: host {} MiB, largo {} MiB)\n",
+            JUDGED_SHARE * 100.0,
+            host_pass.iter().sum::<u64>() >> 10,
+            largo_pass.iter().sum::<u64>() >> 10,
+            tol = TOLERANCE * 100.0
+        ),
+        Err(why) => format!("DIFFER: {why}\n"),
+    });
+    out
+}
