@@ -262,9 +262,8 @@ fn host_shape() -> largo_mm::machine::MachineShape {
     }
 }
 
-#[test]
-fn a_machine_shaped_like_the_host_has_its_free_lists() {
-    let m = Machine::new(MachineConfig {
+fn shaped_like_the_host() -> Machine {
+    Machine::new(MachineConfig {
         mem_bytes: 24 << 30,
         balloon: Some(Balloon {
             order: 0,
@@ -273,7 +272,12 @@ fn a_machine_shaped_like_the_host_has_its_free_lists() {
         shape: Some(host_shape()),
         ..MachineConfig::default()
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn a_machine_shaped_like_the_host_has_its_free_lists() {
+    let m = shaped_like_the_host();
     m.check().unwrap();
     let shape = host_shape();
     for (z, s) in m
@@ -314,16 +318,7 @@ fn a_machine_shaped_like_the_host_has_its_free_lists() {
 
 #[test]
 fn a_shaped_zone_grows_its_deferred_memory_before_falling_back() {
-    let mut m = Machine::new(MachineConfig {
-        mem_bytes: 24 << 30,
-        balloon: Some(Balloon {
-            order: 0,
-            ack_latency_ns: 0,
-        }),
-        shape: Some(host_shape()),
-        ..MachineConfig::default()
-    })
-    .unwrap();
+    let mut m = shaped_like_the_host();
     let zone = |m: &Machine, t: largo_types::ZoneType| {
         let z = m.page_alloc().zones().iter().find(|z| z.zone_type == t).unwrap();
         (z.managed_pages, z.stat.nr_free_pages)
