@@ -12,6 +12,7 @@
 //! block carries a `// SAFETY:` comment.
 
 mod backing;
+pub mod copy;
 pub mod host;
 mod ram;
 mod sim;
