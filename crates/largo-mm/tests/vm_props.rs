@@ -8,6 +8,7 @@
 
 use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, ThpDisable};
 use largo_mm::{Machine, MachineConfig};
+use largo_physmem::copy::{BatchCopy, CopyPolicy, MtCopy, Vanilla};
 use largo_types::Preset;
 use proptest::prelude::*;
 
@@ -76,6 +77,13 @@ enum Op {
         path: usize,
         value: usize,
     },
+    /// move_pages of every page of a range to a node, with a copy policy.
+    MovePages {
+        task: usize,
+        range: Range,
+        node: usize,
+        policy: usize,
+    },
 }
 
 /// A page range inside one VMA of a task, chosen by indices.
@@ -120,6 +128,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (task, -300i64..600).prop_map(|(task, delta_pages)| Op::Brk { task, delta_pages }),
         1 => (task, 0..PRCTL.len()).prop_map(|(task, mode)| Op::Prctl { task, mode }),
         2 => Just(Op::DropCaches),
+        4 => (task, range(), 0usize..2, 0usize..3).prop_map(|(task, range, node, policy)| Op::MovePages { task, range, node, policy }),
         4 => (any::<usize>(), any::<usize>()).prop_map(|(path, value)| Op::Knob { path, value }),
     ]
 }
@@ -180,7 +189,18 @@ fn machine() -> impl Strategy<Value = MachineConfig> {
             kernel_reserved_bytes: 1 << 20,
             ..MachineConfig::default()
         });
-    prop_oneof![3 => x86, 1 => arm]
+    let numa = (1usize..=2).prop_map(|cpus| MachineConfig {
+        mem_bytes: 128 << 20,
+        nr_nodes: 2,
+        nr_cpus: cpus * 2,
+        overrides: largo_types::GeometryOverrides {
+            section_bits: Some(24),
+            ..Default::default()
+        },
+        kernel_reserved_bytes: 1 << 20,
+        ..MachineConfig::default()
+    });
+    prop_oneof![3 => x86, 1 => arm, 2 => numa]
 }
 
 /// Initial THP settings: every size gets a random mode.
@@ -367,6 +387,54 @@ impl Runner {
                     .unwrap();
             }
             Op::DropCaches => self.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 3)),
+            Op::MovePages {
+                task,
+                range,
+                node,
+                policy,
+            } => {
+                let Some(pid) = self.task(task) else { return };
+                let Some((addr, len)) = self.resolve(pid, range) else {
+                    return;
+                };
+                let nr_nodes = self.m.config().nr_nodes;
+                let pages: Vec<u64> = (0..(len / page).min(64)).map(|i| addr + i * page).collect();
+                let nodes = vec![(node % nr_nodes) as i32; pages.len()];
+                let copy: Box<dyn CopyPolicy> = match policy {
+                    0 => Box::new(Vanilla),
+                    1 => Box::new(BatchCopy),
+                    _ => Box::new(MtCopy {
+                        threads: 2,
+                        chunk_pages: 16,
+                    }),
+                };
+                let cpu = self.cpu(pid);
+                let out = self
+                    .m
+                    .with_vm(cpu, |vm, ctx| {
+                        vm.move_pages(ctx, pid, &pages, Some(&nodes), copy.as_ref())
+                    })
+                    .expect("valid move_pages");
+                assert!(out.ret >= 0);
+                // Every page that moved is now on the target node.
+                let status = self
+                    .m
+                    .with_vm(cpu, |vm, ctx| vm.move_pages(ctx, pid, &pages, None, copy.as_ref()))
+                    .unwrap()
+                    .status;
+                if out.ret == 0 {
+                    for (i, s) in out.status.iter().enumerate() {
+                        if *s == Some(nodes[i]) {
+                            assert!(
+                                status[i] == Some(nodes[i]) || status[i] == Some(-2),
+                                "page {i}: moved to {} but now {:?}",
+                                nodes[i],
+                                status[i]
+                            );
+                        }
+                    }
+                }
+            }
             Op::Knob { path, value } => {
                 let (p, v) = knob_write(&self.m, path, value);
                 self.m.set_knob(&p, &v).unwrap();

@@ -63,6 +63,11 @@ vm_events! {
     ThpSplitPmd => "thp_split_pmd",
     ThpZeroPageAlloc => "thp_zero_page_alloc",
     ThpZeroPageAllocFailed => "thp_zero_page_alloc_failed",
+    PgmigrateSuccess => "pgmigrate_success",
+    PgmigrateFail => "pgmigrate_fail",
+    ThpMigrationSuccess => "thp_migration_success",
+    ThpMigrationFail => "thp_migration_fail",
+    ThpMigrationSplit => "thp_migration_split",
 }
 
 impl VmEvent {

@@ -23,6 +23,7 @@ mod fork;
 mod huge;
 mod madvise;
 pub mod maps;
+pub mod migrate;
 pub mod mm;
 mod mmap;
 mod order;

@@ -81,6 +81,12 @@ impl Pte {
         Pte(self.0 & !flag)
     }
 
+    /// The same entry mapping `pfn` (flags kept).
+    #[inline]
+    pub fn with_pfn(self, pfn: u64) -> Pte {
+        Pte((self.0 & ((1 << Self::VALUE_SHIFT) - 1)) | (pfn << Self::VALUE_SHIFT))
+    }
+
     /// The mapped pfn of a leaf.
     #[inline]
     pub fn pfn(self) -> u64 {

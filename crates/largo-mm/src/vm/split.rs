@@ -38,7 +38,7 @@ impl Vm {
         }
     }
 
-    fn deferred_push_tail(&mut self, nid: usize, key: usize) {
+    pub(super) fn deferred_push_tail(&mut self, nid: usize, key: usize) {
         let q = &mut self.deferred[nid];
         let tail = q.tail;
         self.folios[key].deferred = Some((tail, NO_LINK));
@@ -52,7 +52,7 @@ impl Vm {
         q.len += 1;
     }
 
-    fn deferred_unlink(&mut self, nid: usize, key: usize) {
+    pub(super) fn deferred_unlink(&mut self, nid: usize, key: usize) {
         let (prev, next) = self.folios[key].deferred.take().expect("queued");
         let q = &mut self.deferred[nid];
         if prev == NO_LINK {

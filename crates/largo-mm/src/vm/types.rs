@@ -145,6 +145,8 @@ pub enum VmError {
     NoTask(Pid),
     #[error("ENOTSUP: {0} is not modelled")]
     NotSupported(&'static str),
+    #[error("ENODEV: node {0} has no memory")]
+    NoNode(i32),
 }
 
 impl VmError {
@@ -157,6 +159,7 @@ impl VmError {
             VmError::Fault(_) => -14,
             VmError::NoTask(_) => -3,
             VmError::NotSupported(_) => -95,
+            VmError::NoNode(_) => -19,
         }
     }
 }

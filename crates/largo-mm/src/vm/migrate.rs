@@ -1,0 +1,420 @@
+//! Page migration of anonymous folios (mm/migrate.c): `migrate_pages`
+//! with `migrate_pages_batch`'s two phases, and `move_pages(2)`.
+//!
+//! Batches are cut at `NR_MAX_BATCHED_MIGRATION` base pages (the PMD
+//! size). Phase 1 (unmap) allocates each destination on the target node
+//! (`alloc_migration_target`, `__GFP_THISNODE`) and checks the folio can
+//! move (no reference beyond its mappings, `folio_expected_ref_count`);
+//! a large folio whose destination cannot be allocated is split and its
+//! pieces migrate in an extra pass, counting one failure. One batched TLB
+//! flush follows. Phase 2 (move) moves every folio: page-table entries,
+//! rmap and per-page state, LRU and node counters, the deferred split
+//! queue, and the data through the copy policy, inside each move
+//! (vanilla) or once for the whole batch after the metadata moved (the
+//! seed's batch copy). Nothing runs concurrently in the model, so the
+//! migration entries of the unmap phase are never observed and phase 2
+//! rewrites the entries directly; the work is counted as the kernel does
+//! it (two PTE writes per mapped page).
+
+use largo_physmem::copy::{CopyJob, CopyPolicy};
+use largo_types::Pfn;
+
+use super::types::{Pid, VmError};
+use super::{reclaim, Ctx, Vm};
+use crate::memmap::Folio;
+use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_TRANSHUGE};
+use crate::stats::VmEvent;
+
+/// `NR_MAX_MIGRATE_PAGES_RETRY`: passes over a batch.
+pub const NR_MAX_MIGRATE_PAGES_RETRY: u32 = 10;
+
+/// What `migrate_pages` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MigrateResult {
+    /// Folios not migrated (a split large folio counts once); the
+    /// syscall's return value.
+    pub nr_failed: u64,
+    /// Base pages migrated (`pgmigrate_success`).
+    pub nr_succeeded: u64,
+    /// Base pages not migrated (`pgmigrate_fail`).
+    pub nr_failed_pages: u64,
+    /// Batches, each with one batched TLB flush.
+    pub nr_batches: u64,
+    /// Large folios split because no destination could be allocated.
+    pub nr_split: u64,
+}
+
+/// Why a folio could not be unmapped for migration.
+enum UnmapError {
+    /// Referenced beyond its mappings (`-EAGAIN`, retried, then permanent).
+    Busy,
+    /// No destination memory (`-ENOMEM`).
+    NoMem,
+}
+
+impl Vm {
+    /// `migrate_pages(MIGRATE_SYNC)`: moves the anon folios `keys` to node
+    /// `nid` in batches, copying their data with `copy`. Folios already
+    /// on `nid` are left alone and count as migrated by no one.
+    pub fn migrate_pages(&mut self, ctx: &mut Ctx, keys: &[usize], nid: usize, copy: &dyn CopyPolicy) -> MigrateResult {
+        let mut result = MigrateResult::default();
+        let batch_pages = 1u64 << self.pmd_order();
+        let mut pending: Vec<usize> = keys.to_vec();
+        let mut split_pieces = Vec::new();
+        while !pending.is_empty() {
+            // `list_cut_before`: the batch ends where it reaches the limit.
+            let mut n = 0;
+            let mut pages = 0;
+            while n < pending.len() && pages < batch_pages {
+                pages += self.folios[pending[n]].nr_pages();
+                n += 1;
+            }
+            let batch: Vec<usize> = pending.drain(..n).collect();
+            self.migrate_pages_batch(ctx, &batch, nid, copy, &mut result, &mut split_pieces);
+        }
+        // Pieces of split folios: one best-effort pass, not counted as failures.
+        if !split_pieces.is_empty() {
+            let mut extra = MigrateResult::default();
+            let mut none = Vec::new();
+            for chunk in split_pieces.chunks(batch_pages as usize) {
+                self.migrate_pages_batch(ctx, chunk, nid, copy, &mut extra, &mut none);
+            }
+            result.nr_succeeded += extra.nr_succeeded;
+            result.nr_batches += extra.nr_batches;
+        }
+        ctx.pa.events.count(VmEvent::PgmigrateSuccess, result.nr_succeeded);
+        ctx.pa.events.count(VmEvent::PgmigrateFail, result.nr_failed_pages);
+        result
+    }
+
+    /// `migrate_pages_batch`: unmap every folio (destinations allocated),
+    /// one TLB flush, then move them and copy the data.
+    fn migrate_pages_batch(
+        &mut self,
+        ctx: &mut Ctx,
+        batch: &[usize],
+        nid: usize,
+        copy: &dyn CopyPolicy,
+        result: &mut MigrateResult,
+        split_pieces: &mut Vec<usize>,
+    ) {
+        let mut unmapped = Vec::new();
+        for &key in batch {
+            let (order, nr) = (self.folios[key].order, self.folios[key].nr_pages());
+            let is_thp = order == self.pmd_order();
+            match self.migrate_folio_unmap(ctx, key, nid) {
+                Ok(dst) => unmapped.push((key, dst)),
+                Err(UnmapError::NoMem) if order > 0 => {
+                    let pfn = self.folios[key].pfn;
+                    if self.split_anon_folio(ctx, key) {
+                        result.nr_split += 1;
+                        if is_thp {
+                            ctx.pa.events.count(VmEvent::ThpMigrationSplit, 1);
+                        }
+                        split_pieces.extend((pfn..pfn + nr).filter_map(|p| self.folio_key_of_pfn(ctx.pa, p)));
+                    }
+                    result.nr_failed += 1;
+                    if is_thp {
+                        ctx.pa.events.count(VmEvent::ThpMigrationFail, 1);
+                    }
+                }
+                Err(_) => {
+                    result.nr_failed += 1;
+                    result.nr_failed_pages += nr;
+                    if is_thp {
+                        ctx.pa.events.count(VmEvent::ThpMigrationFail, 1);
+                    }
+                }
+            }
+        }
+        if unmapped.is_empty() {
+            return;
+        }
+        result.nr_batches += 1;
+        let mut jobs = Vec::with_capacity(unmapped.len());
+        for &(key, dst) in &unmapped {
+            let src = self.folios[key].pfn;
+            let is_thp = self.folios[key].order == self.pmd_order();
+            let job = CopyJob {
+                src: Pfn(src),
+                dst: dst.pfn,
+                nr_pages: dst.nr_pages(),
+            };
+            self.migrate_folio_move(ctx, key, dst);
+            if copy.batched() {
+                jobs.push(job);
+            } else {
+                copy.copy(ctx.backing, &[job])
+                    .unwrap_or_else(|e| unreachable!("migration copy inside the backing: {e}"));
+            }
+            self.free_migrated_source(ctx, src, dst.order);
+            result.nr_succeeded += dst.nr_pages();
+            if is_thp {
+                ctx.pa.events.count(VmEvent::ThpMigrationSuccess, 1);
+            }
+        }
+        if !jobs.is_empty() {
+            copy.copy(ctx.backing, &jobs)
+                .unwrap_or_else(|e| unreachable!("migration copy inside the backing: {e}"));
+        }
+    }
+
+    /// `migrate_folio_unmap`: the folio must have no reference beyond its
+    /// mappings; its destination comes from node `nid`
+    /// (`alloc_migration_target`: `GFP_HIGHUSER_MOVABLE | __GFP_THISNODE`,
+    /// `GFP_TRANSHUGE` without direct reclaim for a large folio).
+    fn migrate_folio_unmap(&mut self, ctx: &mut Ctx, key: usize, nid: usize) -> Result<Folio, UnmapError> {
+        if self.folio_has_extra_refs(ctx.pa, key) {
+            return Err(UnmapError::Busy);
+        }
+        let order = self.folios[key].order;
+        let gfp = if order > 0 {
+            (GFP_TRANSHUGE | Gfp::THISNODE).difference(Gfp::DIRECT_RECLAIM)
+        } else {
+            GFP_HIGHUSER_MOVABLE | Gfp::THISNODE
+        };
+        let mut reclaimer = reclaim::VmReclaim {
+            vm: self,
+            backing: &mut *ctx.backing,
+        };
+        let folio = ctx
+            .pa
+            .alloc_pages_node(ctx.cpu, nid, gfp, order, &mut reclaimer)
+            .unwrap_or_else(|e| unreachable!("a valid migration target request: {e}"));
+        folio.ok_or(UnmapError::NoMem)
+    }
+
+    /// `migrate_folio_move`: every mapping now points into `dst`, which
+    /// takes over the folio's per-page state, its metadata, its place on
+    /// the LRU, in the node counters and on the deferred split queue.
+    fn migrate_folio_move(&mut self, ctx: &mut Ctx, key: usize, dst: Folio) {
+        let (src, nr, lazyfree) = {
+            let m = &self.folios[key];
+            (m.pfn, m.nr_pages(), m.lazyfree)
+        };
+        let (old_nid, new_nid) = (self.node_of(ctx.pa, src), self.node_of(ctx.pa, dst.pfn.0));
+        for m in self.rmap_walk(key) {
+            let entries = if m.level == 1 { 1 } else { m.nr as usize };
+            for i in 0..entries {
+                let index = m.slot.index + i;
+                let e = self.pt.get(m.slot.table, index);
+                let moved = e.with_pfn(e.pfn() - src + dst.pfn.0);
+                // try_to_migrate writes a migration entry, remove_migration_ptes the new PTE.
+                self.pt.set(m.slot.table, index, moved);
+                self.pt.set(m.slot.table, index, moved);
+            }
+        }
+        let queued = self.folios[key].deferred.is_some();
+        if queued {
+            self.deferred_unlink(old_nid, key);
+        }
+        self.lru_del(ctx.pa, src, lazyfree, nr as i64);
+        let mut mapped = 0;
+        for i in 0..nr {
+            let record = *ctx.pa.memmap.page(src + i);
+            if record.mapcount() > 0 {
+                mapped += 1;
+            }
+            *ctx.pa.memmap.page_mut(dst.pfn.0 + i) = record;
+        }
+        let meta = &mut self.folios[key];
+        meta.pfn = dst.pfn.0;
+        // A PMD mapping maps every page (per-page mapcounts count PTEs only).
+        let thps = if meta.entire_mapcount > 0 { nr as i64 } else { 0 };
+        if thps > 0 {
+            mapped = nr as i64;
+        }
+        self.node_stat[old_nid].anon_mapped -= mapped;
+        self.node_stat[new_nid].anon_mapped += mapped;
+        self.node_stat[old_nid].anon_thps -= thps;
+        self.node_stat[new_nid].anon_thps += thps;
+        self.lru_add(ctx.pa, dst.pfn.0, lazyfree, nr as i64);
+        if queued {
+            self.deferred_push_tail(new_nid, key);
+        }
+        if lazyfree {
+            for entry in self.lazyfree.iter_mut().filter(|e| e.0 == key) {
+                entry.1 = dst.pfn.0;
+            }
+        }
+    }
+
+    /// The source frames after the move: their records cleared, freed.
+    fn free_migrated_source(&mut self, ctx: &mut Ctx, src: u64, order: u32) {
+        for p in src..src + (1 << order) {
+            ctx.pa.memmap.page_mut(p).clear();
+        }
+        ctx.pa.prep_new_page(src, order);
+        ctx.pa
+            .free_folio(ctx.cpu, Folio { pfn: Pfn(src), order })
+            .unwrap_or_else(|e| unreachable!("migrated source {src:#x} not freeable: {e}"));
+    }
+}
+
+/// `-EFAULT`, `-ENOENT`, `-EACCES`, `-EBUSY` as `move_pages` stores them.
+pub const EFAULT: i32 = -14;
+pub const ENOENT: i32 = -2;
+pub const EACCES: i32 = -13;
+pub const EBUSY: i32 = -16;
+
+/// What `move_pages(2)` returns: 0, or the number of pages not migrated,
+/// and the status of each entry (a node id or a negative errno; entries
+/// after an abort stay `None`, unwritten).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovePages {
+    pub ret: i64,
+    pub status: Vec<Option<i32>>,
+    pub result: MigrateResult,
+}
+
+impl Vm {
+    /// `move_pages(pid, count, pages, nodes, status, MPOL_MF_MOVE)`
+    /// (`kernel_move_pages`, `do_pages_move`, `do_pages_stat`): with
+    /// `nodes` `None`, the node of each page; else each page's folio moved
+    /// to its node, consecutive entries for one node migrated together.
+    pub fn move_pages(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        pages: &[u64],
+        nodes: Option<&[i32]>,
+        copy: &dyn CopyPolicy,
+    ) -> Result<MovePages, VmError> {
+        let mm = self.task_mm(pid)?;
+        let mut out = MovePages {
+            ret: 0,
+            status: vec![None; pages.len()],
+            result: MigrateResult::default(),
+        };
+        let Some(nodes) = nodes else {
+            for (i, &addr) in pages.iter().enumerate() {
+                out.status[i] = Some(
+                    self.page_status(ctx, mm, addr)
+                        .map_or_else(|e| e, |(nid, _)| nid as i32),
+                );
+            }
+            return Ok(out);
+        };
+        if nodes.len() != pages.len() {
+            return Err(VmError::Invalid("nodes and pages differ in length"));
+        }
+        let nr_nodes = self.node_stat.len() as i32;
+        if let Some(&bad) = nodes
+            .iter()
+            .find(|&&n| n < 0 || n >= nr_nodes || !self.node_has_memory(ctx, n as usize))
+        {
+            return Err(VmError::NoNode(bad));
+        }
+        let mut run: Vec<usize> = Vec::new();
+        let mut run_node = -1;
+        let mut start = 0;
+        for i in 0..pages.len() {
+            let node = nodes[i];
+            if node != run_node {
+                let flushed = self.move_pages_and_store_status(ctx, &mut run, run_node, start, i, &mut out, copy);
+                if flushed > 0 {
+                    out.ret = flushed + (pages.len() - i) as i64;
+                    return Ok(out);
+                }
+                run_node = node;
+                start = i;
+            }
+            match self.page_status(ctx, mm, pages[i]) {
+                Err(e) => out.status[i] = Some(e),
+                Ok((nid, _)) if nid as i32 == node => out.status[i] = Some(node),
+                Ok((_, key)) => {
+                    // folio_maybe_mapped_shared (CONFIG_MM_ID): a small
+                    // folio by its mapcount, a large one by its flag.
+                    let meta = &self.folios[key];
+                    let shared = if meta.order == 0 {
+                        self.folio_mapcount(ctx.pa, key) > 1
+                    } else {
+                        meta.maybe_mapped_shared
+                    };
+                    if shared {
+                        out.status[i] = Some(EACCES);
+                    } else if run.contains(&key) {
+                        out.status[i] = Some(EBUSY);
+                    } else {
+                        run.push(key);
+                    }
+                }
+            }
+        }
+        let flushed = self.move_pages_and_store_status(ctx, &mut run, run_node, start, pages.len(), &mut out, copy);
+        out.ret = flushed;
+        Ok(out)
+    }
+
+    /// Migrates the run queued for `node` and writes the node into the
+    /// status of the entries `start..end` not already written; returns the
+    /// folios that failed.
+    #[allow(clippy::too_many_arguments)]
+    fn move_pages_and_store_status(
+        &mut self,
+        ctx: &mut Ctx,
+        run: &mut Vec<usize>,
+        node: i32,
+        start: usize,
+        end: usize,
+        out: &mut MovePages,
+        copy: &dyn CopyPolicy,
+    ) -> i64 {
+        if node < 0 {
+            return 0;
+        }
+        let mut failed = 0;
+        if !run.is_empty() {
+            let r = self.migrate_pages(ctx, run, node as usize, copy);
+            out.result.nr_succeeded += r.nr_succeeded;
+            out.result.nr_failed += r.nr_failed;
+            out.result.nr_failed_pages += r.nr_failed_pages;
+            out.result.nr_batches += r.nr_batches;
+            out.result.nr_split += r.nr_split;
+            failed = r.nr_failed as i64;
+            run.clear();
+        }
+        for s in &mut out.status[start..end] {
+            s.get_or_insert(node);
+        }
+        failed
+    }
+
+    /// The node and folio of the page at `addr`: `-EFAULT` without a VMA,
+    /// `-ENOENT` if nothing (or the zero page) is mapped there.
+    fn page_status(&self, ctx: &Ctx, mm: super::types::MmId, addr: u64) -> Result<(usize, usize), i32> {
+        if self.mms[mm].vma_at(addr, &self.vmas).is_none() {
+            return Err(EFAULT);
+        }
+        let pfn = self.follow_page(mm, addr).ok_or(ENOENT)?;
+        let key = self.folio_key_of_pfn(ctx.pa, pfn).ok_or(ENOENT)?;
+        Ok((self.node_of(ctx.pa, self.folios[key].pfn), key))
+    }
+
+    /// `follow_page`: the frame of the anonymous page mapped at `addr`
+    /// (not the zero page).
+    fn follow_page(&self, mm: super::types::MmId, addr: u64) -> Option<u64> {
+        let root = self.mms[mm].pgd;
+        let (table, index, level) = self.pt.leaf(root, addr)?;
+        let e = self.pt.get(table, index);
+        if !e.present() || e.is_special() {
+            return None;
+        }
+        Some(if level == 1 {
+            e.pfn() + ((addr >> self.page_shift()) & ((1 << self.pmd_order()) - 1))
+        } else {
+            e.pfn()
+        })
+    }
+
+    /// The frame mapped at `addr` in `pid`'s address space, if an
+    /// anonymous page (not the zero page) is mapped there.
+    pub fn translate(&self, pid: Pid, addr: u64) -> Option<u64> {
+        let mm = self.task_mm(pid).ok()?;
+        self.follow_page(mm, addr)
+    }
+
+    fn node_has_memory(&self, ctx: &Ctx, nid: usize) -> bool {
+        ctx.pa.zones().iter().any(|z| z.nid == nid && z.managed())
+    }
+}
