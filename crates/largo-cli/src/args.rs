@@ -105,6 +105,9 @@ pub enum BenchCommand {
     /// Trace replay on a sim machine: events per second, next to decoding
     /// the same trace.
     Replay(crate::cmd::bench::replay::ReplayBenchArgs),
+    /// move_pages of N folios between two nodes of a ram machine with each
+    /// copy policy (vanilla, mt_1..mt_CPUs), GB/s, next to memcpy.
+    Migrate(crate::cmd::bench::migrate::MigrateBenchArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

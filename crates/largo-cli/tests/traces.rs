@@ -98,3 +98,19 @@ fn bench_replay_reports_events_per_second_for_each_trace() {
     assert!(j["replay_events_per_s"].as_f64().unwrap() > 0.0);
     assert!(j["decode_events_per_s"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn bench_migrate_reports_each_cell_and_the_memcpy_limit() {
+    let lines = json_lines(&["bench", "migrate", "--quick", "--runs", "1", "--json"]);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // 3 rows x (vanilla + mt_1..mt_cpus) + memcpy_1..memcpy_cpus.
+    assert_eq!(lines.len(), 3 * (1 + cpus) + cpus);
+    for j in &lines {
+        assert_eq!(j["bench"], "migrate");
+        assert!(j["gbps"].as_f64().unwrap() > 0.0, "{j}");
+    }
+    assert!(lines.iter().any(|j| j["column"] == "mt_1" && j["folio_kib"] == 2048));
+    assert!(lines
+        .iter()
+        .any(|j| j["column"] == "memcpy_1" && j["folio_kib"].is_null()));
+}

@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> Result<()> {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),
             BenchCommand::Fault(args) => bench::fault::run(&args),
             BenchCommand::Replay(args) => bench::replay::run(&args),
+            BenchCommand::Migrate(args) => bench::migrate::run(&args),
         },
     }
 }

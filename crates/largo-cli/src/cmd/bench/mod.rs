@@ -2,5 +2,6 @@
 
 pub mod alloc;
 pub mod fault;
+pub mod migrate;
 pub mod replay;
 mod stream;

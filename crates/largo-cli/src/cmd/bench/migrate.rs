@@ -1,0 +1,224 @@
+//! `largo bench migrate`: the seed series' experiment on this machine.
+//! A two-node `ram` machine; a task writes N folios of one size on node 0
+//! and `move_pages` moves them to node 1, with the mainline copy (each
+//! folio inside its move step, `vanilla`) and the batch copy on 1..=CPUs
+//! worker threads (`mt_N`); throughput in GB/s of folio data moved per
+//! second of wall time, next to the host's plain memcpy bandwidth with the
+//! same thread counts (`memcpy_N`), measured in the same run. `--busy`
+//! keeps every CPU busy with a spinning thread meanwhile, as the seed's
+//! second experiment did.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use largo_mm::vm::{MapFlags, Prot};
+use largo_mm::{Machine, MachineConfig};
+use largo_physmem::copy::{memcpy_gbps, CopyPolicy, MtCopy, Vanilla};
+use largo_physmem::BackingKind;
+use largo_types::GeometryOverrides;
+
+use crate::cmd::table::{align_right, new_table};
+
+#[derive(Args, Debug)]
+pub struct MigrateBenchArgs {
+    /// Timed runs per cell; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub runs: u32,
+    /// Run a spinning thread on every CPU while measuring.
+    #[arg(long)]
+    pub busy: bool,
+    /// Small rows only (a quick look; the tests use it).
+    #[arg(long)]
+    pub quick: bool,
+    /// One JSON object per cell instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A row: folios of `folio_kib`, `nr` of them.
+fn rows(quick: bool) -> Vec<(u64, u64)> {
+    if quick {
+        return vec![(4, 256), (64, 32), (2048, 4)];
+    }
+    let mut v: Vec<(u64, u64)> = [32, 256, 1024, 4096].into_iter().map(|n| (4, n)).collect();
+    v.extend([32, 128, 512, 1024].into_iter().map(|n| (64, n)));
+    v.extend([1, 8, 64, 256, 1024].into_iter().map(|n| (2048, n)));
+    v
+}
+
+fn machine() -> Result<Machine> {
+    Ok(Machine::new(MachineConfig {
+        mem_bytes: 8 << 30,
+        nr_nodes: 2,
+        nr_cpus: 2,
+        backing: BackingKind::Ram,
+        overrides: GeometryOverrides::default(),
+        ..MachineConfig::default()
+    })?)
+}
+
+/// Writes `nr` folios of `folio_kib` on node 0 and times moving them all
+/// to node 1 with `copy`; returns seconds.
+fn one_move(m: &mut Machine, folio_kib: u64, nr: u64, copy: &dyn CopyPolicy) -> Result<f64> {
+    let page = m.geometry().page_size();
+    let folio = folio_kib << 10;
+    let len = folio * nr;
+    let (pid, addr) = m.with_vm(0, |vm, ctx| -> Result<(u32, u64)> {
+        let pid = vm.spawn(ctx)?;
+        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        let base = vm.mmap(ctx, pid, 0, len + folio, Prot::READ | Prot::WRITE, flags)?;
+        let addr = base.next_multiple_of(folio);
+        for a in (addr..addr + len).step_by(page as usize) {
+            vm.access(ctx, pid, a, true)?;
+        }
+        Ok((pid, addr))
+    })?;
+    let pages: Vec<u64> = (0..nr).map(|i| addr + i * folio).collect();
+    let nodes = vec![1; pages.len()];
+    let t = Instant::now();
+    let out = m.with_vm(0, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&nodes), copy))?;
+    let s = t.elapsed().as_secs_f64();
+    if out.ret != 0 || out.result.nr_succeeded != len / page {
+        bail!(
+            "move_pages of {nr} x {folio_kib} KiB moved {} of {} pages (ret {})",
+            out.result.nr_succeeded,
+            len / page,
+            out.ret
+        );
+    }
+    m.with_vm(0, |vm, ctx| vm.exit(ctx, pid))?;
+    Ok(s)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Spinning threads on every CPU until dropped.
+struct Busy {
+    stop: std::sync::Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(n: usize) -> Busy {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+pub fn run(args: &MigrateBenchArgs) -> Result<()> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut columns: Vec<(String, Box<dyn CopyPolicy>)> = vec![("vanilla".into(), Box::new(Vanilla))];
+    for t in 1..=cpus {
+        columns.push((
+            format!("mt_{t}"),
+            Box::new(MtCopy {
+                threads: t,
+                chunk_pages: 16,
+            }),
+        ));
+    }
+    let mut m = machine()?;
+    let _busy = args.busy.then(|| Busy::start(cpus));
+    let mut cells: Vec<(u64, u64, String, f64)> = Vec::new();
+    for (folio_kib, nr) in rows(args.quick) {
+        let knob = format!("transparent_hugepage/hugepages-{folio_kib}kB/enabled");
+        if folio_kib > 4 {
+            m.set_knob(&knob, "always")?;
+        }
+        for (name, copy) in &columns {
+            let times: Vec<f64> = (0..args.runs)
+                .map(|_| one_move(&mut m, folio_kib, nr, copy.as_ref()))
+                .collect::<Result<_>>()?;
+            let bytes = (folio_kib << 10) * nr;
+            cells.push((folio_kib, nr, name.clone(), bytes as f64 / median(times) / 1e9));
+        }
+        if folio_kib > 4 {
+            m.set_knob(&knob, "never")?;
+        }
+    }
+    let memcpy: Vec<(String, f64)> = (1..=cpus)
+        .map(|t| (format!("memcpy_{t}"), memcpy_gbps(256 << 20, t, args.runs as usize + 2)))
+        .collect();
+    print(&cells, &memcpy, &columns, args);
+    Ok(())
+}
+
+fn print(
+    cells: &[(u64, u64, String, f64)],
+    memcpy: &[(String, f64)],
+    columns: &[(String, Box<dyn CopyPolicy>)],
+    args: &MigrateBenchArgs,
+) {
+    if args.json {
+        for (kib, nr, col, gbps) in cells {
+            println!(
+                "{}",
+                serde_json::json!({"bench": "migrate", "folio_kib": kib, "nr_folios": nr, "column": col, "gbps": gbps, "busy": args.busy})
+            );
+        }
+        for (col, gbps) in memcpy {
+            println!(
+                "{}",
+                serde_json::json!({"bench": "migrate", "folio_kib": null, "nr_folios": null, "column": col, "gbps": gbps, "busy": args.busy})
+            );
+        }
+        return;
+    }
+    let mut header = vec!["folio".to_string(), "folios".to_string()];
+    header.extend(columns.iter().map(|c| c.0.clone()));
+    header.push("best / memcpy".into());
+    let mut t = new_table(header);
+    let best_memcpy = memcpy.iter().map(|m| m.1).fold(0.0, f64::max);
+    let mut rows: Vec<(u64, u64)> = cells.iter().map(|c| (c.0, c.1)).collect();
+    rows.dedup();
+    for (kib, nr) in rows {
+        let row: Vec<f64> = cells.iter().filter(|c| c.0 == kib && c.1 == nr).map(|c| c.3).collect();
+        let best = row.iter().copied().fold(0.0, f64::max);
+        let mut r = vec![
+            if kib >= 1024 {
+                format!("{}M", kib >> 10)
+            } else {
+                format!("{kib}K")
+            },
+            nr.to_string(),
+        ];
+        r.extend(row.iter().map(|g| format!("{g:.2}")));
+        r.push(format!("{:.0}%", best / best_memcpy * 100.0));
+        t.add_row(r);
+    }
+    let n = columns.len() + 2;
+    align_right(&mut t, 1..=n);
+    println!(
+        "move_pages of N folios from node 0 to node 1 on a ram machine, GB/s of folio data per second of wall time, median of {} runs{}",
+        args.runs,
+        if args.busy { ", every CPU busy with a spinning thread" } else { "" }
+    );
+    println!("{t}");
+    let limits: Vec<String> = memcpy.iter().map(|(c, g)| format!("{c} {g:.2}")).collect();
+    println!("host memcpy limit (GB/s, 256 MiB): {}", limits.join(", "));
+}
