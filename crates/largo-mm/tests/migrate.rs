@@ -188,3 +188,33 @@ fn a_thp_that_cannot_move_whole_is_split_and_moved_in_pieces() {
     assert!(c("pgmigrate_success") > 0, "its pieces moved");
     m.check().unwrap();
 }
+
+#[test]
+fn a_failure_in_the_middle_of_a_batch_leaves_everything_consistent() {
+    let knobs = [("transparent_hugepage/hugepages-64kB/enabled", "always")];
+    let mut m = two_nodes(BackingKind::Ram, &knobs);
+    let (pid, addr) = populated(&mut m, 1 << 20);
+    let base = addr.next_multiple_of(64 << 10);
+    let pages: Vec<u64> = (0..8).map(|i| base + i * (64 << 10)).collect();
+    m.with_vm(0, |vm, _| vm.inject_migrate_failures(3));
+    let out = m
+        .with_vm(0, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&[1; 8]), &BatchCopy))
+        .unwrap();
+    m.with_vm(0, |vm, _| vm.inject_migrate_failures(0));
+    assert_eq!(out.result.nr_failed, 2, "the 3rd and 6th folios refused");
+    assert_eq!(out.ret, 2);
+    assert_eq!(out.result.nr_succeeded, 6 * 16);
+    m.check().unwrap();
+    let on_node1 = pages
+        .iter()
+        .filter(|&&a| node_of(&m, m.vm().translate(pid, a).unwrap()) == 1)
+        .count();
+    assert_eq!(on_node1, 6);
+    // Every byte still where the task sees it.
+    for i in 0..(1u64 << 20) / PAGE {
+        let pfn = m.vm().translate(pid, addr + i * PAGE).unwrap();
+        let mut buf = vec![0u8; PAGE as usize];
+        m.backing().read(Pfn(pfn), 0, &mut buf).unwrap();
+        assert!(buf == pattern(i), "page {i}");
+    }
+}

@@ -83,6 +83,7 @@ enum Op {
         range: Range,
         node: usize,
         policy: usize,
+        fail_every: u32,
     },
 }
 
@@ -128,7 +129,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (task, -300i64..600).prop_map(|(task, delta_pages)| Op::Brk { task, delta_pages }),
         1 => (task, 0..PRCTL.len()).prop_map(|(task, mode)| Op::Prctl { task, mode }),
         2 => Just(Op::DropCaches),
-        4 => (task, range(), 0usize..2, 0usize..3).prop_map(|(task, range, node, policy)| Op::MovePages { task, range, node, policy }),
+        4 => (task, range(), 0usize..2, 0usize..3, prop_oneof![2 => Just(0u32), 1 => 1u32..4])
+            .prop_map(|(task, range, node, policy, fail_every)| Op::MovePages { task, range, node, policy, fail_every }),
         4 => (any::<usize>(), any::<usize>()).prop_map(|(path, value)| Op::Knob { path, value }),
     ]
 }
@@ -392,6 +394,7 @@ impl Runner {
                 range,
                 node,
                 policy,
+                fail_every,
             } => {
                 let Some(pid) = self.task(task) else { return };
                 let Some((addr, len)) = self.resolve(pid, range) else {

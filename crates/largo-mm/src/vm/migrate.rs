@@ -53,6 +53,12 @@ enum UnmapError {
 }
 
 impl Vm {
+    /// Failure injection (tests): every `every`-th folio a migration tries
+    /// to unmap is refused as busy; 0 turns it off.
+    pub fn inject_migrate_failures(&mut self, every: u32) {
+        self.migrate_fail_every = every;
+    }
+
     /// `migrate_pages(MIGRATE_SYNC)`: moves the anon folios `keys` to node
     /// `nid` in batches, copying their data with `copy`. Folios already
     /// on `nid` are left alone and count as migrated by no one.
@@ -164,7 +170,10 @@ impl Vm {
     /// (`alloc_migration_target`: `GFP_HIGHUSER_MOVABLE | __GFP_THISNODE`,
     /// `GFP_TRANSHUGE` without direct reclaim for a large folio).
     fn migrate_folio_unmap(&mut self, ctx: &mut Ctx, key: usize, nid: usize) -> Result<Folio, UnmapError> {
-        if self.folio_has_extra_refs(ctx.pa, key) {
+        self.migrate_attempts += 1;
+        let injected =
+            self.migrate_fail_every > 0 && self.migrate_attempts.is_multiple_of(self.migrate_fail_every as u64);
+        if injected || self.folio_has_extra_refs(ctx.pa, key) {
             return Err(UnmapError::Busy);
         }
         let order = self.folios[key].order;

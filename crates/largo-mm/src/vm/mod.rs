@@ -146,6 +146,10 @@ pub struct Vm {
     pub(crate) committed_pages: i64,
     /// Lazyfree folios (metadata key, head pfn) in the order reclaim meets them.
     pub(crate) lazyfree: std::collections::VecDeque<(usize, u64)>,
+    /// Failure injection for tests: every Nth folio a migration tries to
+    /// unmap is refused as busy (0: never), and the attempts so far.
+    pub(crate) migrate_fail_every: u32,
+    pub(crate) migrate_attempts: u64,
     pub locks: VmLockStats,
     pub work: VmWork,
     pub(crate) oom_kills: Vec<OomKill>,
@@ -174,6 +178,8 @@ impl Vm {
             deposits: HashMap::new(),
             committed_pages: 0,
             lazyfree: std::collections::VecDeque::new(),
+            migrate_fail_every: 0,
+            migrate_attempts: 0,
             locks: VmLockStats::default(),
             work: VmWork::default(),
             oom_kills: Vec::new(),
