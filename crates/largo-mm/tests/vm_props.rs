@@ -412,12 +412,16 @@ impl Runner {
                     }),
                 };
                 let cpu = self.cpu(pid);
+                // Failures injected in the middle of batches: every
+                // fail_every-th folio is refused as busy.
+                self.m.with_vm(cpu, |vm, _| vm.inject_migrate_failures(fail_every));
                 let out = self
                     .m
                     .with_vm(cpu, |vm, ctx| {
                         vm.move_pages(ctx, pid, &pages, Some(&nodes), copy.as_ref())
                     })
                     .expect("valid move_pages");
+                self.m.with_vm(cpu, |vm, _| vm.inject_migrate_failures(0));
                 assert!(out.ret >= 0);
                 // Every page that moved is now on the target node.
                 let status = self
