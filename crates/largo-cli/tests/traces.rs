@@ -114,3 +114,33 @@ fn bench_migrate_reports_each_cell_and_the_memcpy_limit() {
         .iter()
         .any(|j| j["column"] == "memcpy_1" && j["folio_kib"].is_null()));
 }
+
+#[test]
+fn a_trace_can_move_pages_between_nodes() {
+    let path = temp_file(
+        "move.trace",
+        "largo-trace 1\n\
+         1 mmap 0x7f0000000000 2M rw- private,anonymous\n\
+         1 touch 0x7f0000000000 2M w\n\
+         1 move_pages 0x7f0000000000 1M 1\n\
+         1 exit\n",
+    );
+    let replay = |extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            path.to_str().unwrap(),
+            "--nodes",
+            "2",
+            "--mem",
+            "4G",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json_lines(&args).remove(0)
+    };
+    let j = replay(&[]);
+    assert_eq!(j["vmstat"]["pgmigrate_success"], 256);
+    let j = replay(&["--thp", "2M"]);
+    assert_eq!(j["vmstat"]["pgmigrate_success"], 512, "the THP moves whole");
+    assert_eq!(j["vmstat"]["thp_migration_success"], 1);
+}

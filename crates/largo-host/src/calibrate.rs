@@ -34,6 +34,9 @@ pub const PRIORS: &[(&str, f64)] = &[
     ("host_refault", 400.0),
     ("report_call", 10000.0),
     ("report_walk", 5.0),
+    // A page copy (the fitted page_copy, ~500 ns per 4 KiB) plus unmap,
+    // remap and the source's free.
+    ("page_migrate", 650.0),
 ];
 
 /// One calibration point: a workload under one folio size.

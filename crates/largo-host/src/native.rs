@@ -202,6 +202,12 @@ pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
                     "program images and brk (record and run the program instead)",
                 ))
             }
+            Event::MovePages { .. } => {
+                return Err(unsupported(
+                    i,
+                    "move_pages (this host has one NUMA node; migration is validated on the model)",
+                ))
+            }
             Event::Tick { .. } => continue,
         };
         stack.last_mut().expect("non-empty").1.push(step);

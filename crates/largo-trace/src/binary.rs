@@ -39,6 +39,7 @@ mod tag {
     pub const DROP_CACHES: u8 = 17;
     pub const TICK: u8 = 18;
     pub const EXEC_PAGE: u8 = 19;
+    pub const MOVE_PAGES: u8 = 20;
 }
 
 fn zigzag(d: i64) -> u64 {
@@ -197,6 +198,13 @@ impl<W: Write> BinaryWriter<W> {
             Tick { ns } => {
                 b.push(tag::TICK);
                 put(b, ns);
+            }
+            MovePages { pid, addr, len, node } => {
+                b.push(tag::MOVE_PAGES);
+                put(b, pid as u64);
+                self.addr(addr);
+                put(&mut self.buf, len);
+                put(&mut self.buf, node as u64);
             }
         }
         if self.buf.len() >= 64 << 10 {
@@ -500,6 +508,14 @@ impl<R: Read> BinaryReader<R> {
                 Event::DropCaches { pid, mode }
             }
             tag::TICK => Event::Tick { ns: self.varint()? },
+            tag::MOVE_PAGES => {
+                let pid = self.pid()?;
+                let addr = self.addr()?;
+                let len = self.varint()?;
+                let node = self.varint()?;
+                let node = u32::try_from(node).map_err(|_| bad(format!("node {node}")))?;
+                Event::MovePages { pid, addr, len, node }
+            }
             other => return Err(bad(format!("unknown record tag {other}"))),
         };
         Ok(Some(e))

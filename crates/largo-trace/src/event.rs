@@ -276,6 +276,14 @@ pub enum Event {
         pid: TracePid,
         mode: u8,
     },
+    /// `move_pages(pid, ..., MPOL_MF_MOVE)` of every base page of
+    /// `[addr, addr + len)` to `node`.
+    MovePages {
+        pid: TracePid,
+        addr: u64,
+        len: u64,
+        node: u32,
+    },
     /// Time passes.
     Tick {
         ns: u64,
@@ -302,7 +310,8 @@ impl Event {
             | Clone { pid, .. }
             | Exit { pid }
             | PrctlThpDisable { pid, .. }
-            | DropCaches { pid, .. } => Some(pid),
+            | DropCaches { pid, .. }
+            | MovePages { pid, .. } => Some(pid),
             Tick { .. } => None,
         }
     }

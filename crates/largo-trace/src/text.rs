@@ -275,6 +275,16 @@ fn event(toks: &[&str]) -> Result<Event, String> {
             }
             Event::DropCaches { pid, mode: mode as u8 }
         }
+        "move_pages" => {
+            want(3, "ADDR LEN NODE")?;
+            let node = number(args[2], false)?;
+            Event::MovePages {
+                pid,
+                addr: addr(0)?,
+                len: len(1)?,
+                node: u32::try_from(node).map_err(|_| format!("node {node} is too large"))?,
+            }
+        }
         other => return Err(format!("unknown event '{other}'")),
     })
 }
@@ -488,6 +498,7 @@ pub fn event_line(e: &Event) -> String {
         PrctlThpDisable { pid, mode } => format!("{pid} prctl_thp_disable {}", mode.name()),
         DropCaches { pid, mode } => format!("{pid} drop_caches {mode}"),
         Tick { ns } => format!("tick {ns}"),
+        MovePages { pid, addr, len, node } => format!("{pid} move_pages {addr:#x} {} {node}", len_text(len)),
     }
 }
 

@@ -78,7 +78,13 @@ fn arb_event() -> impl Strategy<Value = Event> {
             pid,
             mode: ThpDisableMode::NAMES[m].1
         }),
-        (pid, 1u8..4).prop_map(|(pid, mode)| Event::DropCaches { pid, mode }),
+        (pid.clone(), 1u8..4).prop_map(|(pid, mode)| Event::DropCaches { pid, mode }),
+        (pid, any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(pid, addr, len, node)| Event::MovePages {
+            pid,
+            addr,
+            len,
+            node
+        }),
         any::<u64>().prop_map(|ns| Event::Tick { ns }),
     ]
 }

@@ -127,6 +127,11 @@ pub const TERMS: &[Term] = &[
         count: |c| c.work.vm.pgtable_alloc + c.work.vm.pgtable_free,
     },
     Term {
+        name: "page_migrate",
+        help: "4 KiB units migrated (isolate, unmap, copy, remap, free the source)",
+        count: |c| c.vmstat("pgmigrate_success") * (c.page_size / 4096).max(1),
+    },
+    Term {
         name: "host_refault",
         help: "4 KiB units the host discarded after a free page report and backs again on the next touch",
         count: |c| c.work.reporting.host_refault_pages * (c.page_size / 4096).max(1),

@@ -76,6 +76,13 @@ pub enum Op {
     /// Sleep: `ns` of simulated time pass (delayed work such as free page
     /// reporting runs meanwhile).
     Idle { ns: u64 },
+    /// `move_pages` of every base page of `[slot + offset, + len)` to `node`.
+    MovePages {
+        slot: Slot,
+        offset: u64,
+        len: u64,
+        node: u32,
+    },
 }
 
 /// An executed operation with the addresses the model gave its regions.
@@ -111,6 +118,11 @@ pub enum ResolvedOp {
     },
     Idle {
         ns: u64,
+    },
+    MovePages {
+        addr: u64,
+        len: u64,
+        node: u32,
     },
 }
 
@@ -195,6 +207,7 @@ fn emit(ops: &[ResolvedOp], pid: u32, page_size: u64, next_pid: &mut u32, out: &
             ResolvedOp::Wait => {}
             ResolvedOp::DropCaches { mode } => out.push(Event::DropCaches { pid, mode: mode as u8 }),
             ResolvedOp::Idle { ns } => out.push(Event::Tick { ns }),
+            ResolvedOp::MovePages { addr, len, node } => out.push(Event::MovePages { pid, addr, len, node }),
         }
     }
 }

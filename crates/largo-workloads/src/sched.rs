@@ -297,6 +297,26 @@ impl Scheduler {
                 m.advance_time(ns);
                 self.log(i, ResolvedOp::Idle { ns });
             }
+            Op::MovePages {
+                slot,
+                offset,
+                len,
+                node,
+            } => {
+                if let Some(base) = slot_addr(&self.tasks[i], slot) {
+                    let addr = base + offset;
+                    let page = m.geometry().page_size();
+                    let pages: Vec<u64> = (0..len.div_ceil(page)).map(|k| addr + k * page).collect();
+                    let nodes = vec![node as i32; pages.len()];
+                    let copy = largo_physmem::copy::Vanilla;
+                    match m.with_vm(cpu, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&nodes), &copy)) {
+                        Ok(out) if out.ret > 0 => self.fail("move_pages", format!("{} pages not migrated", out.ret)),
+                        Ok(_) => {}
+                        Err(e) => self.fail("move_pages", e),
+                    }
+                    self.log(i, ResolvedOp::MovePages { addr, len, node });
+                }
+            }
         }
         self.tasks[i].ip += 1;
     }

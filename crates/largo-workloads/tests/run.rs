@@ -92,6 +92,9 @@ fn every_workload_on_every_preset_keeps_the_invariants() {
                 if *name == "iterations" {
                     *value = 1;
                 }
+                if *name == "node" {
+                    *value = 0; // one node: move_pages to where the pages are
+                }
             }
             let opts = RunOptions {
                 nr_tasks: 2,
@@ -190,4 +193,27 @@ fn the_kernel_time_estimate_follows_the_host_between_4k_and_64k() {
         error * 100.0
     );
     assert!(error.abs() <= 0.15, "host {host_ratio:.2} vs largo {model_ratio:.2}");
+}
+
+#[test]
+fn move_pages_workload_migrates_every_page_to_the_other_node() {
+    let mut m = Machine::new(MachineConfig {
+        mem_bytes: 4 << 30,
+        nr_nodes: 2,
+        knobs: vec![always(64)],
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    let out = run_spec(&mut m, "move-pages:size=64M", &RunOptions::default());
+    let c = &out.counters;
+    assert_eq!(c.vmstat("pgmigrate_success"), 16384);
+    assert_eq!(c.vmstat("pgmigrate_fail"), 0);
+    assert_eq!(c.mthp("64kB", "anon_fault_alloc"), 1024);
+    assert!(out.problems.failed_syscalls.is_empty(), "{:?}", out.problems);
+    m.check().unwrap();
+    // One node: the call fails with ENODEV, reported, nothing moves.
+    let mut one = machine(Preset::X86_64, &[]);
+    let out = run_spec(&mut one, "move-pages:size=4M", &RunOptions::default());
+    assert_eq!(out.counters.vmstat("pgmigrate_success"), 0);
+    assert!(out.problems.failed_syscalls[0].contains("ENODEV"));
 }

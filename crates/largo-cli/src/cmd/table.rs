@@ -77,6 +77,12 @@ fn rows(records: &[&Record]) -> Vec<Row> {
             r.outcome.counters.locks.split_queue_lock as f64
         }),
         row("OOM kills", 0, false, |r| r.outcome.counters.vmstat("oom_kill") as f64),
+        row("pages migrated", 0, false, |r| {
+            r.outcome.counters.vmstat("pgmigrate_success") as f64
+        }),
+        row("pages not migrated", 0, false, |r| {
+            r.outcome.counters.vmstat("pgmigrate_fail") as f64
+        }),
         row("reporting passes", 0, false, |r| {
             r.outcome.reporting.as_ref().map_or(0.0, |p| p.passes as f64)
         }),

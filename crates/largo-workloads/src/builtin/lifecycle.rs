@@ -98,6 +98,34 @@ pub const CHURN: WorkloadDef = WorkloadDef {
     },
 };
 
+pub const MOVE_PAGES: WorkloadDef = WorkloadDef {
+    name: "move-pages",
+    summary: "write SIZE, move_pages every page of it to NODE (needs --nodes 2 or more), munmap",
+    params: &[
+        size("size", 64 * MIB, "bytes written then migrated"),
+        count("node", 1, 0, "the target node"),
+        HUGEPAGE,
+    ],
+    default_suite: false,
+    build: |spec, ctx| {
+        let len = spec.get("size");
+        let mut ops = map_region(spec, len);
+        ops.push(touch_seq(len, ctx.page_size, true));
+        ops.push(Op::MovePages {
+            slot: 0,
+            offset: 0,
+            len,
+            node: spec.get("node") as u32,
+        });
+        ops.push(Op::Munmap {
+            slot: 0,
+            offset: 0,
+            len,
+        });
+        ops
+    },
+};
+
 const PARTIAL_PARAMS: [ParamDef; 5] = [
     size("size", 256 * MIB, "bytes mapped and written"),
     size(

@@ -49,7 +49,7 @@ pub fn catalog() -> &'static [WorkloadDef] {
     &CATALOG
 }
 
-static CATALOG: [WorkloadDef; 12] = [
+static CATALOG: [WorkloadDef; 13] = [
     willitscale::PAGE_FAULT1,
     willitscale::MALLOC1,
     willitscale::MMAP1,
@@ -61,6 +61,7 @@ static CATALOG: [WorkloadDef; 12] = [
     lifecycle::SPARSE,
     lifecycle::MEMHOG,
     lifecycle::CHURN,
+    lifecycle::MOVE_PAGES,
     lifecycle::MUNMAP_PARTIAL,
 ];
 
