@@ -154,6 +154,9 @@ pub struct MachineArgs {
     /// NUMA nodes; memory is split evenly.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub nodes: u16,
+    /// The memory of each node, e.g. `6G,2G` (sets --nodes and --mem).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size_arg, value_name = "SIZES", conflicts_with = "nodes")]
+    pub node_mem: Vec<u64>,
     /// CPUs, numbered node by node.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub cpus: u16,
@@ -262,8 +265,17 @@ impl MachineArgs {
                 pageblock_order: self.pageblock_order,
                 section_bits: self.section_bits,
             },
-            mem_bytes: self.mem,
-            nr_nodes: self.nodes as usize,
+            mem_bytes: if self.node_mem.is_empty() {
+                self.mem
+            } else {
+                self.node_mem.iter().sum()
+            },
+            nr_nodes: if self.node_mem.is_empty() {
+                self.nodes as usize
+            } else {
+                self.node_mem.len()
+            },
+            node_mem_bytes: self.node_mem.clone(),
             nr_cpus: self.cpus as usize,
             movable_bytes: self.movable,
             backing: self.backing,
@@ -287,7 +299,12 @@ impl MachineArgs {
             None => {}
         }
         t.extend(["--mem".to_string(), self.mem.to_string()]);
-        t.extend(["--nodes".to_string(), self.nodes.to_string()]);
+        if self.node_mem.is_empty() {
+            t.extend(["--nodes".to_string(), self.nodes.to_string()]);
+        } else {
+            let sizes: Vec<String> = self.node_mem.iter().map(|b| b.to_string()).collect();
+            t.extend(["--node-mem".to_string(), sizes.join(",")]);
+        }
         t.extend(["--cpus".to_string(), self.cpus.to_string()]);
         t.extend(["--backing".to_string(), self.backing.name().to_string()]);
         for (flag, v) in [

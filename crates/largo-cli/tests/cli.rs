@@ -353,3 +353,29 @@ fn list_workloads_shows_parameters() {
     }
     assert!(out.contains("iterations=4"));
 }
+
+#[test]
+fn node_mem_sizes_each_node() {
+    let text = stdout(&["show", "zoneinfo", "--node-mem", "6G,2G"]);
+    let managed_of = |node: &str| -> u64 {
+        let mut total = 0;
+        let mut in_node = false;
+        for l in text.lines() {
+            if l.starts_with("Node ") {
+                in_node = l.starts_with(&format!("Node {node},"));
+            } else if in_node && l.trim_start().starts_with("present") {
+                total += l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap();
+            }
+        }
+        total
+    };
+    let (n0, n1) = (managed_of("0") as f64, managed_of("1") as f64);
+    // Node boundaries round up to a section (128 MiB).
+    let ratio = n0 / n1;
+    assert!(
+        (2.7..3.4).contains(&ratio),
+        "node 0 has about three times the memory of node 1: {n0} / {n1}"
+    );
+    let out = largo(&["show", "zoneinfo", "--node-mem", "6G,2G", "--nodes", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+}

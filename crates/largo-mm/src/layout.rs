@@ -96,10 +96,12 @@ impl ZoneLayout {
 }
 
 /// What the caller asks for.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct LayoutSpec {
     pub mem_bytes: u64,
     pub nr_nodes: usize,
+    /// Relative node sizes (`--node-mem`); empty: even.
+    pub node_weights: Vec<u64>,
     pub nr_cpus: usize,
     pub movable_bytes: u64,
     pub kernel_reserved_bytes: u64,
@@ -111,6 +113,7 @@ impl LayoutSpec {
         LayoutSpec {
             mem_bytes,
             nr_nodes: 1,
+            node_weights: Vec::new(),
             nr_cpus,
             movable_bytes: 0,
             kernel_reserved_bytes: DEFAULT_KERNEL_RESERVED_BYTES,
@@ -178,7 +181,7 @@ impl Layout {
                 max: NIL as u64 - 1,
             });
         }
-        let mut nodes = split_nodes(geo, &ram, spec.nr_nodes)?;
+        let mut nodes = split_nodes(geo, &ram, spec.nr_nodes, &spec.node_weights)?;
         assign_cpus(&mut nodes, spec.nr_cpus);
         place_movable(geo, &mut nodes, spec.movable_bytes)?;
         let zones = zone_layouts(geo, &ram, &nodes);
@@ -239,8 +242,14 @@ fn ram_ranges(geo: &Geometry, mem: u64) -> Vec<PfnRange> {
         .collect()
 }
 
-/// Splits RAM evenly by page count; boundaries are rounded up to a section.
-fn split_nodes(geo: &Geometry, ram: &[PfnRange], nr_nodes: usize) -> Result<Vec<NodeLayout>, LayoutError> {
+/// Splits RAM by page count, evenly or in proportion to `weights`;
+/// boundaries are rounded up to a section.
+fn split_nodes(
+    geo: &Geometry,
+    ram: &[PfnRange],
+    nr_nodes: usize,
+    weights: &[u64],
+) -> Result<Vec<NodeLayout>, LayoutError> {
     let total: u64 = ram.iter().map(PfnRange::len).sum();
     let sections_with_ram = count_sections(geo, ram);
     if nr_nodes == 0 || nr_nodes > sections_with_ram {
@@ -251,8 +260,13 @@ fn split_nodes(geo: &Geometry, ram: &[PfnRange], nr_nodes: usize) -> Result<Vec<
     }
     let pps = geo.pages_per_section();
     let mut boundaries = vec![0u64];
+    let weight_sum: u64 = weights.iter().sum();
     for k in 1..nr_nodes {
-        let target = total * k as u64 / nr_nodes as u64;
+        let target = if weights.len() == nr_nodes && weight_sum > 0 {
+            (total as u128 * weights[..k].iter().sum::<u64>() as u128 / weight_sum as u128) as u64
+        } else {
+            total * k as u64 / nr_nodes as u64
+        };
         let pfn = pfn_at_cumulative(ram, target);
         boundaries.push(pfn.div_ceil(pps) * pps);
     }

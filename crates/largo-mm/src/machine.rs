@@ -20,6 +20,8 @@ pub struct MachineConfig {
     pub overrides: GeometryOverrides,
     pub mem_bytes: u64,
     pub nr_nodes: usize,
+    /// Memory of each node (`--node-mem`), in proportion; empty: even.
+    pub node_mem_bytes: Vec<u64>,
     pub nr_cpus: usize,
     /// Size of ZONE_MOVABLE (`movablecore=`), 0 for none.
     pub movable_bytes: u64,
@@ -63,6 +65,7 @@ impl Default for MachineConfig {
             overrides: GeometryOverrides::default(),
             mem_bytes: 16 << 30,
             nr_nodes: 1,
+            node_mem_bytes: Vec::new(),
             nr_cpus: 2,
             movable_bytes: 0,
             backing: BackingKind::Sim,
@@ -119,6 +122,7 @@ impl Machine {
         let geo = config.preset.geometry().with_overrides(config.overrides)?;
         let spec = LayoutSpec {
             nr_nodes: config.nr_nodes,
+            node_weights: config.node_mem_bytes.clone(),
             movable_bytes: config.movable_bytes,
             kernel_reserved_bytes: config.kernel_reserved_bytes,
             ..LayoutSpec::new(config.mem_bytes, config.nr_cpus)
