@@ -64,14 +64,7 @@ fn populated(m: &mut Machine, len: u64) -> (u32, u64) {
 
 #[test]
 fn move_pages_moves_folios_whole_and_their_bytes_with_every_policy() {
-    let policies: Vec<Box<dyn CopyPolicy>> = vec![
-        Box::new(Vanilla),
-        Box::new(BatchCopy),
-        Box::new(MtCopy {
-            threads: 2,
-            chunk_pages: 4,
-        }),
-    ];
+    let policies: Vec<Box<dyn CopyPolicy>> = vec![Box::new(Vanilla), Box::new(BatchCopy), Box::new(MtCopy::new(2, 4))];
     for (thp, len) in [("64kB", 1u64 << 20), ("2048kB", 4 << 20)] {
         for copy in &policies {
             let knob = format!("transparent_hugepage/hugepages-{thp}/enabled");

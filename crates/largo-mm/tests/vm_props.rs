@@ -406,10 +406,7 @@ impl Runner {
                 let copy: Box<dyn CopyPolicy> = match policy {
                     0 => Box::new(Vanilla),
                     1 => Box::new(BatchCopy),
-                    _ => Box::new(MtCopy {
-                        threads: 2,
-                        chunk_pages: 16,
-                    }),
+                    _ => Box::new(MtCopy::new(2, 16)),
                 };
                 let cpu = self.cpu(pid);
                 // Failures injected in the middle of batches: every

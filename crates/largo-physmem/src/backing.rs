@@ -73,17 +73,11 @@ pub trait Backing: Send + Sync {
     fn write(&mut self, pfn: Pfn, offset: u64, data: &[u8]) -> Result<(), BackingError>;
     /// Host memory currently resident for the backing, if it has any.
     fn resident_bytes(&self) -> Option<u64>;
-    /// Copies every job's pages, the work split into chunks of at most
-    /// `chunk_pages` spread over `threads` threads. Destination ranges
-    /// must not overlap each other or any source. The default copies one
-    /// job after the other on the calling thread.
-    fn copy_jobs(
-        &mut self,
-        jobs: &[crate::copy::CopyJob],
-        threads: usize,
-        chunk_pages: u64,
-    ) -> Result<(), BackingError> {
-        let _ = (threads, chunk_pages);
+    /// Copies every job's pages, the work split as `exec` says.
+    /// Destination ranges must not overlap each other or any source. The
+    /// default copies one job after the other on the calling thread.
+    fn copy_jobs(&mut self, jobs: &[crate::copy::CopyJob], exec: &crate::copy::Executor) -> Result<(), BackingError> {
+        let _ = exec;
         crate::copy::check_disjoint(jobs)?;
         for j in jobs {
             self.copy(j.src, j.dst, j.nr_pages)?;

@@ -70,15 +70,32 @@ impl CopyPolicy for BatchCopy {
     }
 
     fn copy(&self, backing: &mut dyn Backing, jobs: &[CopyJob]) -> Result<(), BackingError> {
-        backing.copy_jobs(jobs, 1, u64::MAX)
+        backing.copy_jobs(jobs, &Executor::SERIAL)
     }
 }
 
-/// The batch copy on `threads` workers, folios cut into `chunk_pages`.
-#[derive(Clone, Copy, Debug)]
+/// The batch copy on `threads` workers (the calling thread and a pool of
+/// `threads - 1` kept for the policy's life), folios cut into `chunk_pages`.
+#[derive(Clone, Debug)]
 pub struct MtCopy {
     pub threads: usize,
     pub chunk_pages: u64,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+}
+
+impl MtCopy {
+    pub fn new(threads: usize, chunk_pages: u64) -> MtCopy {
+        let threads = threads.max(1);
+        let pool = (threads > 1)
+            .then(|| rayon::ThreadPoolBuilder::new().num_threads(threads - 1).build().ok())
+            .flatten()
+            .map(std::sync::Arc::new);
+        MtCopy {
+            threads,
+            chunk_pages: chunk_pages.max(1),
+            pool,
+        }
+    }
 }
 
 impl CopyPolicy for MtCopy {
@@ -91,8 +108,30 @@ impl CopyPolicy for MtCopy {
     }
 
     fn copy(&self, backing: &mut dyn Backing, jobs: &[CopyJob]) -> Result<(), BackingError> {
-        backing.copy_jobs(jobs, self.threads.max(1), self.chunk_pages.max(1))
+        let exec = Executor {
+            threads: self.threads,
+            chunk_pages: self.chunk_pages,
+            pool: self.pool.as_deref(),
+        };
+        backing.copy_jobs(jobs, &exec)
     }
+}
+
+/// Where a batch copy runs: `threads` shares of chunks of `chunk_pages`,
+/// the first on the calling thread, the others on `pool`.
+pub struct Executor<'a> {
+    pub threads: usize,
+    pub chunk_pages: u64,
+    pub pool: Option<&'a rayon::ThreadPool>,
+}
+
+impl Executor<'_> {
+    /// One share, on the calling thread.
+    pub const SERIAL: Executor<'static> = Executor {
+        threads: 1,
+        chunk_pages: u64::MAX,
+        pool: None,
+    };
 }
 
 /// Checks that no destination range overlaps another destination or any

@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 use largo_types::Pfn;
 
 use crate::backing::{check_bytes, check_pages};
-use crate::copy::CopyJob;
+use crate::copy::{CopyJob, Executor};
 
 /// The arena's base address, handed to the copy threads.
 #[derive(Clone, Copy)]
@@ -16,6 +16,9 @@ struct ArenaPtr(*mut u8);
 // SAFETY: the pointer is only used inside `copy_jobs`, whose threads write
 // disjoint byte ranges of the arena while `&mut RamBacking` is held.
 unsafe impl Send for ArenaPtr {}
+// SAFETY: as for Send: shared between the copy threads of one `copy_jobs`
+// call, each writing only its own disjoint ranges.
+unsafe impl Sync for ArenaPtr {}
 use crate::{Backing, BackingError, BackingKind, BackingStats};
 
 /// Bytes of the arena `mincore` is asked about at once when counting
@@ -170,38 +173,39 @@ impl Backing for RamBacking {
         Ok(())
     }
 
-    fn copy_jobs(&mut self, jobs: &[CopyJob], threads: usize, chunk_pages: u64) -> Result<(), BackingError> {
+    fn copy_jobs(&mut self, jobs: &[CopyJob], exec: &Executor) -> Result<(), BackingError> {
         for j in jobs {
             check_pages(j.src, j.nr_pages, self.nr_pages)?;
             check_pages(j.dst, j.nr_pages, self.nr_pages)?;
         }
         crate::copy::check_disjoint(jobs)?;
-        let shares = crate::copy::plan(jobs, self.page_size, threads, chunk_pages);
+        let threads = if exec.pool.is_some() { exec.threads } else { 1 };
+        let shares = crate::copy::plan(jobs, self.page_size, threads, exec.chunk_pages);
         let base = ArenaPtr(self.base.as_ptr());
-        std::thread::scope(|s| {
-            for share in &shares {
-                s.spawn(move || {
-                    let base = base;
-                    for &(src, dst, len) in share {
-                        // SAFETY: every job's source and destination lie
-                        // inside the arena (checked above); no destination
-                        // overlaps another destination or any source
-                        // (check_disjoint), and the plan gives each byte of
-                        // each job to exactly one thread, so no two threads
-                        // write the same byte and none reads a byte another
-                        // writes. `&mut self` keeps every other access out
-                        // until the scope has joined all threads.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                base.0.add(src as usize),
-                                base.0.add(dst as usize),
-                                len as usize,
-                            )
-                        };
-                    }
-                });
+        let run = move |share: &[(u64, u64, u64)]| {
+            let base = base;
+            for &(src, dst, len) in share {
+                // SAFETY: every job's source and destination lie inside the
+                // arena (checked above); no destination overlaps another
+                // destination or any source (check_disjoint), and the plan
+                // gives each byte of each job to exactly one share, so no
+                // two threads write the same byte and none reads a byte
+                // another writes. `&mut self` keeps every other access out
+                // until all shares are done (the scope below joins them).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(base.0.add(src as usize), base.0.add(dst as usize), len as usize)
+                };
             }
-        });
+        };
+        match (exec.pool, shares.split_first()) {
+            (Some(pool), Some((first, rest))) if !rest.is_empty() => pool.scope(|s| {
+                for share in rest {
+                    s.spawn(move |_| run(share));
+                }
+                run(first);
+            }),
+            _ => shares.iter().for_each(|share| run(share)),
+        }
         self.stats.copied_bytes += jobs.iter().map(|j| j.nr_pages * self.page_size).sum::<u64>();
         Ok(())
     }

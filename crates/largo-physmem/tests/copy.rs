@@ -40,18 +40,9 @@ fn every_policy_moves_the_bytes_exactly() {
     let policies: Vec<Box<dyn CopyPolicy>> = vec![
         Box::new(Vanilla),
         Box::new(BatchCopy),
-        Box::new(MtCopy {
-            threads: 1,
-            chunk_pages: 16,
-        }),
-        Box::new(MtCopy {
-            threads: 2,
-            chunk_pages: 16,
-        }),
-        Box::new(MtCopy {
-            threads: 3,
-            chunk_pages: 1,
-        }),
+        Box::new(MtCopy::new(1, 16)),
+        Box::new(MtCopy::new(2, 16)),
+        Box::new(MtCopy::new(3, 1)),
     ];
     for (seed, policy) in policies.iter().enumerate() {
         let mut b = RamBacking::new(nr_pages, PAGE).unwrap();
@@ -95,10 +86,7 @@ fn overlapping_or_out_of_range_jobs_are_refused_untouched() {
             nr_pages: 8,
         },
     ];
-    let mt = MtCopy {
-        threads: 2,
-        chunk_pages: 4,
-    };
+    let mt = MtCopy::new(2, 4);
     assert!(mt.copy(&mut b, &overlapping).is_err());
     let mut buf = [0u8; 16];
     b.read(Pfn(40), 0, &mut buf).unwrap();

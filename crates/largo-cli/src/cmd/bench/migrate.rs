@@ -134,13 +134,7 @@ pub fn run(args: &MigrateBenchArgs) -> Result<()> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut columns: Vec<(String, Box<dyn CopyPolicy>)> = vec![("vanilla".into(), Box::new(Vanilla))];
     for t in 1..=cpus {
-        columns.push((
-            format!("mt_{t}"),
-            Box::new(MtCopy {
-                threads: t,
-                chunk_pages: 16,
-            }),
-        ));
+        columns.push((format!("mt_{t}"), Box::new(MtCopy::new(t, 16))));
     }
     let mut m = machine()?;
     let _busy = args.busy.then(|| Busy::start(cpus));
