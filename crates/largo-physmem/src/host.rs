@@ -493,6 +493,41 @@ pub fn prctl_thp_disable(mode: u8) -> Result<(), HostError> {
     Ok(())
 }
 
+/// `move_pages(0, ...)` for this process: with `nodes`, move each page to
+/// its node (`MPOL_MF_MOVE`); without, query each page's node. Returns the
+/// syscall's result (a count of pages not migrated, or `-errno`) and the
+/// status array (left as `i32::MIN` where the kernel wrote nothing).
+pub fn move_pages(pages: &[u64], nodes: Option<&[i32]>) -> (i64, Vec<i32>) {
+    const MPOL_MF_MOVE: libc::c_int = 1 << 1;
+    let ptrs: Vec<*mut libc::c_void> = pages.iter().map(|&p| p as *mut libc::c_void).collect();
+    let mut status = vec![i32::MIN; pages.len()];
+    if nodes.is_some_and(|n| n.len() != pages.len()) {
+        return (-(libc::EINVAL as i64), status);
+    }
+    let node_ptr = nodes.map_or(std::ptr::null(), |n| n.as_ptr());
+    // SAFETY: `ptrs`, the node array (when given) and `status` each hold
+    // `pages.len()` elements and outlive the call; the kernel only reads
+    // the first two and writes the third. The addresses are values the
+    // kernel checks itself (a bad one yields -EFAULT in its status).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0 as libc::c_long,
+            pages.len() as libc::c_ulong,
+            ptrs.as_ptr(),
+            node_ptr,
+            status.as_mut_ptr(),
+            if nodes.is_some() { MPOL_MF_MOVE } else { 0 },
+        )
+    };
+    let ret = if rc < 0 {
+        -(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL) as i64)
+    } else {
+        rc as i64
+    };
+    (ret, status)
+}
+
 /// Writes `value` to a file in a child-safe way (no allocation): for
 /// `/proc/sys/vm/drop_caches` from a forked child. Returns success.
 pub fn write_file_no_alloc(path: &std::ffi::CStr, value: &[u8]) -> bool {

@@ -311,6 +311,10 @@ impl Scheduler {
                     let copy = largo_physmem::copy::Vanilla;
                     match m.with_vm(cpu, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&nodes), &copy)) {
                         Ok(out) if out.ret > 0 => self.fail("move_pages", format!("{} pages not migrated", out.ret)),
+                        Ok(out) if out.ret == -19 => {
+                            self.fail("move_pages", format!("ENODEV: node {node} has no memory"))
+                        }
+                        Ok(out) if out.ret < 0 => self.fail("move_pages", format!("error {}", out.ret)),
                         Ok(_) => {}
                         Err(e) => self.fail("move_pages", e),
                     }

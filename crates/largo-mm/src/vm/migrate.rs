@@ -308,29 +308,39 @@ impl Vm {
             return Err(VmError::Invalid("nodes and pages differ in length"));
         }
         let nr_nodes = self.node_stat.len() as i32;
-        if let Some(&bad) = nodes
-            .iter()
-            .find(|&&n| n < 0 || n >= nr_nodes || !self.node_has_memory(ctx, n as usize))
-        {
-            return Err(VmError::NoNode(bad));
-        }
+        let n = pages.len();
         let mut run: Vec<usize> = Vec::new();
-        let mut run_node = -1;
+        // `current_node` of do_pages_move: -1 when nothing is queued.
+        let mut current = -1;
         let mut start = 0;
-        for i in 0..pages.len() {
+        for i in 0..n {
             let node = nodes[i];
-            if node != run_node {
-                let flushed = self.move_pages_and_store_status(ctx, &mut run, run_node, start, i, &mut out, copy);
-                if flushed > 0 {
-                    out.ret = flushed + (pages.len() - i) as i64;
+            if node < 0 || node >= nr_nodes || !self.node_has_memory(ctx, node as usize) {
+                // out_flush: what is queued still moves; then -ENODEV.
+                let failed = self.move_pages_and_store_status(ctx, &mut run, current, start, i, &mut out, copy);
+                out.ret = if failed > 0 {
+                    failed + (n - i) as i64
+                } else {
+                    VmError::NoNode(node).errno() as i64
+                };
+                return Ok(out);
+            }
+            if current < 0 {
+                current = node;
+                start = i;
+            } else if node != current {
+                let failed = self.move_pages_and_store_status(ctx, &mut run, current, start, i, &mut out, copy);
+                if failed > 0 {
+                    out.ret = failed + (n - i) as i64;
                     return Ok(out);
                 }
-                run_node = node;
                 start = i;
+                current = node;
             }
-            match self.page_status(ctx, mm, pages[i]) {
-                Err(e) => out.status[i] = Some(e),
-                Ok((nid, _)) if nid as i32 == node => out.status[i] = Some(node),
+            // add_page_for_migration: queued, or a status of its own.
+            let status = match self.page_status(ctx, mm, pages[i]) {
+                Err(e) => e,
+                Ok((nid, _)) if nid as i32 == current => current,
                 Ok((_, key)) => {
                     // folio_maybe_mapped_shared (CONFIG_MM_ID): a small
                     // folio by its mapcount, a large one by its flag.
@@ -341,23 +351,32 @@ impl Vm {
                         meta.maybe_mapped_shared
                     };
                     if shared {
-                        out.status[i] = Some(EACCES);
+                        EACCES
                     } else if run.contains(&key) {
-                        out.status[i] = Some(EBUSY);
+                        EBUSY
                     } else {
                         run.push(key);
+                        continue;
                     }
                 }
+            };
+            out.status[i] = Some(status);
+            // Not queued: what is queued so far moves now.
+            let failed = self.move_pages_and_store_status(ctx, &mut run, current, start, i, &mut out, copy);
+            if failed > 0 {
+                out.ret = failed - 1 + (n - i) as i64;
+                return Ok(out);
             }
+            current = -1;
         }
-        let flushed = self.move_pages_and_store_status(ctx, &mut run, run_node, start, pages.len(), &mut out, copy);
-        out.ret = flushed;
+        out.ret = self.move_pages_and_store_status(ctx, &mut run, current, start, n, &mut out, copy);
         Ok(out)
     }
 
-    /// Migrates the run queued for `node` and writes the node into the
-    /// status of the entries `start..end` not already written; returns the
-    /// folios that failed.
+    /// `move_pages_and_store_status`: migrates what is queued for `node`
+    /// and, if every folio moved, writes the node into the status of the
+    /// entries `start..end` (all queued ones); returns the folios that
+    /// failed. Nothing queued: nothing written.
     #[allow(clippy::too_many_arguments)]
     fn move_pages_and_store_status(
         &mut self,
@@ -369,35 +388,47 @@ impl Vm {
         out: &mut MovePages,
         copy: &dyn CopyPolicy,
     ) -> i64 {
-        if node < 0 {
+        if run.is_empty() || node < 0 {
             return 0;
         }
-        let mut failed = 0;
-        if !run.is_empty() {
-            let r = self.migrate_pages(ctx, run, node as usize, copy);
-            out.result.nr_succeeded += r.nr_succeeded;
-            out.result.nr_failed += r.nr_failed;
-            out.result.nr_failed_pages += r.nr_failed_pages;
-            out.result.nr_batches += r.nr_batches;
-            out.result.nr_split += r.nr_split;
-            failed = r.nr_failed as i64;
-            run.clear();
+        let r = self.migrate_pages(ctx, run, node as usize, copy);
+        run.clear();
+        out.result.nr_succeeded += r.nr_succeeded;
+        out.result.nr_failed += r.nr_failed;
+        out.result.nr_failed_pages += r.nr_failed_pages;
+        out.result.nr_batches += r.nr_batches;
+        out.result.nr_split += r.nr_split;
+        if r.nr_failed > 0 {
+            return r.nr_failed as i64;
         }
         for s in &mut out.status[start..end] {
-            s.get_or_insert(node);
+            *s = Some(node);
         }
-        failed
+        0
     }
 
-    /// The node and folio of the page at `addr`: `-EFAULT` without a VMA,
-    /// `-ENOENT` if nothing (or the zero page) is mapped there.
+    /// The node and folio of the page at `addr`: `-EFAULT` without a VMA
+    /// or on the (huge) zero page, `-ENOENT` if nothing is mapped there
+    /// (`folio_walk_start(FW_ZEROPAGE)` in `do_pages_stat_array` and
+    /// `add_page_for_migration`, as this host's 6.18 kernel answers).
     fn page_status(&self, ctx: &Ctx, mm: super::types::MmId, addr: u64) -> Result<(usize, usize), i32> {
         if self.mms[mm].vma_at(addr, &self.vmas).is_none() {
+            return Err(EFAULT);
+        }
+        if self.maps_zero_page(mm, addr) {
             return Err(EFAULT);
         }
         let pfn = self.follow_page(mm, addr).ok_or(ENOENT)?;
         let key = self.folio_key_of_pfn(ctx.pa, pfn).ok_or(ENOENT)?;
         Ok((self.node_of(ctx.pa, self.folios[key].pfn), key))
+    }
+
+    fn maps_zero_page(&self, mm: super::types::MmId, addr: u64) -> bool {
+        let root = self.mms[mm].pgd;
+        self.pt.leaf(root, addr).is_some_and(|(table, index, _)| {
+            let e = self.pt.get(table, index);
+            e.present() && e.is_special()
+        })
     }
 
     /// `follow_page`: the frame of the anonymous page mapped at `addr`
