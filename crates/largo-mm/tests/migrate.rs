@@ -191,20 +191,36 @@ fn a_failure_in_the_middle_of_a_batch_leaves_everything_consistent() {
     let (pid, addr) = populated(&mut m, 1 << 20);
     let base = addr.next_multiple_of(64 << 10);
     let pages: Vec<u64> = (0..8).map(|i| base + i * (64 << 10)).collect();
+    // Every third unmap attempt busy: -EAGAIN is retried (3 batched
+    // passes, then 7 per folio), so every folio moves in the end.
     m.with_vm(0, |vm, _| vm.inject_migrate_failures(3));
     let out = m
         .with_vm(0, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&[1; 8]), &BatchCopy))
         .unwrap();
+    assert_eq!(
+        (out.ret, out.result.nr_failed),
+        (0, 0),
+        "transient failures are retried"
+    );
+    assert_eq!(out.result.nr_succeeded, 8 * 16);
+    m.check().unwrap();
+    // Every attempt busy: each folio fails for good after all its passes;
+    // nothing moves back, the statuses of the run stay unwritten.
+    m.with_vm(0, |vm, _| vm.inject_migrate_failures(1));
+    let out = m
+        .with_vm(0, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&[0; 8]), &BatchCopy))
+        .unwrap();
     m.with_vm(0, |vm, _| vm.inject_migrate_failures(0));
-    assert_eq!(out.result.nr_failed, 2, "the 3rd and 6th folios refused");
-    assert_eq!(out.ret, 2);
-    assert_eq!(out.result.nr_succeeded, 6 * 16);
+    assert_eq!((out.ret, out.result.nr_failed), (8, 8));
+    assert!(out.status.iter().all(Option::is_none), "{:?}", out.status);
+    let c = |name| largo_mm::stats::render::vmstat_value(&m, name);
+    assert_eq!(c("pgmigrate_fail"), 8 * 16);
     m.check().unwrap();
     let on_node1 = pages
         .iter()
         .filter(|&&a| node_of(&m, m.vm().translate(pid, a).unwrap()) == 1)
         .count();
-    assert_eq!(on_node1, 6);
+    assert_eq!(on_node1, 8);
     // Every byte still where the task sees it.
     for i in 0..(1u64 << 20) / PAGE {
         let pfn = m.vm().translate(pid, addr + i * PAGE).unwrap();

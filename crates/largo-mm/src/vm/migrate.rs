@@ -25,8 +25,12 @@ use crate::memmap::Folio;
 use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_TRANSHUGE};
 use crate::stats::VmEvent;
 
-/// `NR_MAX_MIGRATE_PAGES_RETRY`: passes over a batch.
+/// `NR_MAX_MIGRATE_PAGES_RETRY`: passes over a folio in all.
 pub const NR_MAX_MIGRATE_PAGES_RETRY: u32 = 10;
+/// `NR_MAX_MIGRATE_ASYNC_RETRY`: passes of the batched asynchronous try.
+pub const NR_MAX_MIGRATE_ASYNC_RETRY: u32 = 3;
+/// `NR_MAX_MIGRATE_SYNC_RETRY`: passes of each folio's synchronous retry.
+pub const NR_MAX_MIGRATE_SYNC_RETRY: u32 = NR_MAX_MIGRATE_PAGES_RETRY - NR_MAX_MIGRATE_ASYNC_RETRY;
 
 /// What `migrate_pages` did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -76,14 +80,39 @@ impl Vm {
                 n += 1;
             }
             let batch: Vec<usize> = pending.drain(..n).collect();
-            self.migrate_pages_batch(ctx, &batch, nid, copy, &mut result, &mut split_pieces);
+            // migrate_pages_sync: the batch asynchronously (3 passes), then
+            // each folio still busy on its own (7 passes; batching locked
+            // folios in sync mode could deadlock).
+            let busy = self.migrate_pages_batch(
+                ctx,
+                &batch,
+                nid,
+                copy,
+                NR_MAX_MIGRATE_ASYNC_RETRY,
+                &mut result,
+                &mut split_pieces,
+            );
+            for key in busy {
+                let still = self.migrate_pages_batch(
+                    ctx,
+                    &[key],
+                    nid,
+                    copy,
+                    NR_MAX_MIGRATE_SYNC_RETRY,
+                    &mut result,
+                    &mut split_pieces,
+                );
+                for key in still {
+                    self.count_permanent_failure(ctx, key, &mut result);
+                }
+            }
         }
         // Pieces of split folios: one best-effort pass, not counted as failures.
         if !split_pieces.is_empty() {
             let mut extra = MigrateResult::default();
             let mut none = Vec::new();
             for chunk in split_pieces.chunks(batch_pages as usize) {
-                self.migrate_pages_batch(ctx, chunk, nid, copy, &mut extra, &mut none);
+                self.migrate_pages_batch(ctx, chunk, nid, copy, NR_MAX_MIGRATE_ASYNC_RETRY, &mut extra, &mut none);
             }
             result.nr_succeeded += extra.nr_succeeded;
             result.nr_batches += extra.nr_batches;
@@ -93,52 +122,99 @@ impl Vm {
         result
     }
 
-    /// `migrate_pages_batch`: unmap every folio (destinations allocated),
-    /// one TLB flush, then move them and copy the data.
+    /// A folio that could not move: one failure, its pages in `pgmigrate_fail`.
+    fn count_permanent_failure(&mut self, ctx: &mut Ctx, key: usize, result: &mut MigrateResult) {
+        result.nr_failed += 1;
+        result.nr_failed_pages += self.folios[key].nr_pages();
+        if self.folios[key].order == self.pmd_order() {
+            ctx.pa.events.count(VmEvent::ThpMigrationFail, 1);
+        }
+    }
+
+    /// `migrate_pages_batch`: up to `nr_pass` passes unmapping the folios
+    /// (destinations allocated; a busy folio is retried in the next pass),
+    /// one TLB flush, then every unmapped folio moved and its data copied.
+    /// Returns the folios still busy after the last pass.
+    #[allow(clippy::too_many_arguments)]
     fn migrate_pages_batch(
         &mut self,
         ctx: &mut Ctx,
         batch: &[usize],
         nid: usize,
         copy: &dyn CopyPolicy,
+        nr_pass: u32,
         result: &mut MigrateResult,
         split_pieces: &mut Vec<usize>,
-    ) {
+    ) -> Vec<usize> {
         let mut unmapped = Vec::new();
-        for &key in batch {
-            let (order, nr) = (self.folios[key].order, self.folios[key].nr_pages());
-            let is_thp = order == self.pmd_order();
-            match self.migrate_folio_unmap(ctx, key, nid) {
-                Ok(dst) => unmapped.push((key, dst)),
-                Err(UnmapError::NoMem) if order > 0 => {
-                    let pfn = self.folios[key].pfn;
-                    if self.split_anon_folio(ctx, key) {
-                        result.nr_split += 1;
-                        if is_thp {
-                            ctx.pa.events.count(VmEvent::ThpMigrationSplit, 1);
-                        }
-                        split_pieces.extend((pfn..pfn + nr).filter_map(|p| self.folio_key_of_pfn(ctx.pa, p)));
-                    }
-                    result.nr_failed += 1;
-                    if is_thp {
-                        ctx.pa.events.count(VmEvent::ThpMigrationFail, 1);
-                    }
-                }
-                Err(_) => {
-                    result.nr_failed += 1;
-                    result.nr_failed_pages += nr;
-                    if is_thp {
-                        ctx.pa.events.count(VmEvent::ThpMigrationFail, 1);
-                    }
+        let mut retry: Vec<usize> = batch.to_vec();
+        for _ in 0..nr_pass {
+            if retry.is_empty() {
+                break;
+            }
+            let mut again = Vec::new();
+            for key in std::mem::take(&mut retry) {
+                if self.unmap_or_fail(ctx, key, nid, result, split_pieces, &mut unmapped) {
+                    again.push(key);
                 }
             }
+            retry = again;
         }
+        self.move_unmapped(ctx, &unmapped, copy, result);
+        retry
+    }
+
+    /// One unmap attempt of `key`: unmapped (queued in `unmapped`), split,
+    /// or failed for good; true if busy (to be retried).
+    fn unmap_or_fail(
+        &mut self,
+        ctx: &mut Ctx,
+        key: usize,
+        nid: usize,
+        result: &mut MigrateResult,
+        split_pieces: &mut Vec<usize>,
+        unmapped: &mut Vec<(usize, Folio)>,
+    ) -> bool {
+        let (order, nr) = (self.folios[key].order, self.folios[key].nr_pages());
+        let is_thp = order == self.pmd_order();
+        match self.migrate_folio_unmap(ctx, key, nid) {
+            Ok(dst) => unmapped.push((key, dst)),
+            Err(UnmapError::Busy) => return true,
+            Err(UnmapError::NoMem) => {
+                // -ENOMEM: a large folio is split and its pieces try again
+                // (one failure counted); a small one, or one that cannot
+                // be split, fails for good.
+                let pfn = self.folios[key].pfn;
+                if order == 0 || !self.split_anon_folio(ctx, key) {
+                    self.count_permanent_failure(ctx, key, result);
+                    return false;
+                }
+                result.nr_split += 1;
+                result.nr_failed += 1;
+                if is_thp {
+                    ctx.pa.events.count(VmEvent::ThpMigrationSplit, 1);
+                    ctx.pa.events.count(VmEvent::ThpMigrationFail, 1);
+                }
+                split_pieces.extend((pfn..pfn + nr).filter_map(|p| self.folio_key_of_pfn(ctx.pa, p)));
+            }
+        }
+        false
+    }
+
+    /// The move phase of a batch, after its one TLB flush.
+    fn move_unmapped(
+        &mut self,
+        ctx: &mut Ctx,
+        unmapped: &[(usize, Folio)],
+        copy: &dyn CopyPolicy,
+        result: &mut MigrateResult,
+    ) {
         if unmapped.is_empty() {
             return;
         }
         result.nr_batches += 1;
         let mut jobs = Vec::with_capacity(unmapped.len());
-        for &(key, dst) in &unmapped {
+        for &(key, dst) in unmapped {
             let src = self.folios[key].pfn;
             let is_thp = self.folios[key].order == self.pmd_order();
             let job = CopyJob {
