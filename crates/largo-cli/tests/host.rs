@@ -282,22 +282,22 @@ fn reporting_timelines_agree_with_this_host() {
         "host per pass {} / largo per pass {} / verdict {}",
         j["host_per_pass_kib"], j["largo_per_pass_kib"], j["match"]
     );
-    // The command's verdict also judges the passes where the freed memory
-    // runs out of a list and the running totals, which depend on the
-    // host's free lists at that moment (other tests of this run allocate
-    // and free memory on it): run `largo validate reporting` on a quiet
-    // host for that. Here: both sides report the freed memory over several
-    // passes 2 s apart, and the first, budget-bound pass agrees.
+    // The command's verdict judges pass by pass and the running totals,
+    // which depend on the host's free lists at that moment (which blocks
+    // the 4 GiB came from; other tests of this run allocate and free
+    // memory on it): run `largo validate reporting` on a quiet host for
+    // that. Here: both sides report the freed memory over several passes,
+    // and the typical (median) pass, bound by the per-list budget, agrees.
     let host: Vec<u64> = serde_json::from_value(j["host_per_pass_kib"].clone()).unwrap();
     let largo: Vec<u64> = serde_json::from_value(j["largo_per_pass_kib"].clone()).unwrap();
     assert!(host.len() >= 4 && largo.len() >= 4, "several passes on both sides");
-    let diff = (largo[0] as f64 - host[0] as f64) / host[0] as f64;
-    assert!(
-        diff.abs() <= 0.15,
-        "first pass: host {} KiB, largo {} KiB",
-        host[0],
-        largo[0]
-    );
+    let median = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v[v.len() / 2] as f64
+    };
+    let (h, l) = (median(&host), median(&largo));
+    assert!((l - h).abs() <= 0.15 * h, "median pass: host {h} KiB, largo {l} KiB");
     let times: Vec<u64> = j["largo"]
         .as_array()
         .unwrap()
