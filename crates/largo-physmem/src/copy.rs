@@ -108,14 +108,21 @@ impl CopyPolicy for MtCopy {
     }
 
     fn copy(&self, backing: &mut dyn Backing, jobs: &[CopyJob]) -> Result<(), BackingError> {
+        // A worker costs a wake-up: each gets at least MIN_PAGES_PER_THREAD.
+        let pages: u64 = jobs.iter().map(|j| j.nr_pages).sum();
+        let threads = self.threads.min((pages / MIN_PAGES_PER_THREAD).max(1) as usize);
         let exec = Executor {
-            threads: self.threads,
+            threads,
             chunk_pages: self.chunk_pages,
             pool: self.pool.as_deref(),
         };
         backing.copy_jobs(jobs, &exec)
     }
 }
+
+/// The least work a copy thread is woken for: 64 base pages (256 KiB of
+/// 4 KiB pages); a smaller batch runs on fewer threads.
+pub const MIN_PAGES_PER_THREAD: u64 = 64;
 
 /// Where a batch copy runs: `threads` shares of chunks of `chunk_pages`,
 /// the first on the calling thread, the others on `pool`.
