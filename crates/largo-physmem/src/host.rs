@@ -171,20 +171,7 @@ impl Window {
         if unsafe { libc::munmap(addr as *mut libc::c_void, len as usize) } != 0 {
             return Err(sys("munmap"));
         }
-        // SAFETY: re-reserves the now unmapped range of this window.
-        let p = unsafe {
-            libc::mmap(
-                addr as *mut libc::c_void,
-                len as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(sys("mmap"));
-        }
+        self.reserve_again(addr, len)?;
         self.forget(addr, addr + len);
         Ok(())
     }

@@ -278,13 +278,9 @@ impl Replayer {
             }
             Event::DropCaches { mode, .. } => m.with_vm(cpu, |vm, ctx| vm.drop_caches(ctx, mode as u32)),
             Event::MovePages { addr, len, node, .. } => {
-                // One entry per base page, as a program passes them; the
-                // data moves through the mainline per-folio copy.
-                let page = self.page_size;
-                let pages: Vec<u64> = (0..len.div_ceil(page)).map(|i| addr + i * page).collect();
-                let nodes = vec![node as i32; pages.len()];
+                // The data moves through the mainline per-folio copy.
                 m.with_vm(cpu, |vm, ctx| {
-                    vm.move_pages(ctx, pid, &pages, Some(&nodes), &largo_physmem::copy::Vanilla)
+                    vm.move_range(ctx, pid, addr, len, node, &largo_physmem::copy::Vanilla)
                 })
                 .map_err(|e| format!("move_pages: {e}"))?;
             }

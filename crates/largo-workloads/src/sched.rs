@@ -305,11 +305,8 @@ impl Scheduler {
             } => {
                 if let Some(base) = slot_addr(&self.tasks[i], slot) {
                     let addr = base + offset;
-                    let page = m.geometry().page_size();
-                    let pages: Vec<u64> = (0..len.div_ceil(page)).map(|k| addr + k * page).collect();
-                    let nodes = vec![node as i32; pages.len()];
                     let copy = largo_physmem::copy::Vanilla;
-                    match m.with_vm(cpu, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&nodes), &copy)) {
+                    match m.with_vm(cpu, |vm, ctx| vm.move_range(ctx, pid, addr, len, node, &copy)) {
                         Ok(out) if out.ret > 0 => self.fail("move_pages", format!("{} pages not migrated", out.ret)),
                         Ok(out) if out.ret == -19 => {
                             self.fail("move_pages", format!("ENODEV: node {node} has no memory"))

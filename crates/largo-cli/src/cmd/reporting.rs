@@ -66,28 +66,22 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         t_ms: first.first_free_t_ms,
     };
     let rep = largo_workloads::reporting::ReportingReport::read(&m, first_free).expect("a reporting device");
+    // The model's samples since the free, counted from it as the host's are.
     let free_ms = rep.first_free_t_ms;
+    let passes_before = rep.timeline.iter().filter(|s| s.t_ms < free_ms).count() as u64;
     let largo: Vec<HostSample> = rep
         .timeline
         .iter()
+        .filter(|s| s.t_ms >= free_ms)
         .map(|s| HostSample {
-            t_ms: s.t_ms.saturating_sub(free_ms),
-            passes: s.passes,
+            t_ms: s.t_ms - free_ms,
+            passes: s.passes - passes_before,
             reported_kib: s.reported_kib - rep.reported_kib_before_free,
         })
         .collect();
-    let host_pass = per_pass(&host.iter().map(|s| (s.passes, s.reported_kib)).collect::<Vec<_>>());
-    let largo_pass: Vec<u64> = {
-        let mut prev = 0;
-        largo
-            .iter()
-            .map(|s| {
-                let d = s.reported_kib - prev;
-                prev = s.reported_kib;
-                d
-            })
-            .collect()
-    };
+    let passes_and_kib = |v: &[HostSample]| v.iter().map(|s| (s.passes, s.reported_kib)).collect::<Vec<_>>();
+    let host_pass = per_pass(&passes_and_kib(&host));
+    let largo_pass = per_pass(&passes_and_kib(&largo));
     let verdict = judge(&host_pass, &largo_pass);
     let text = if args.sel.cfg.json {
         serde_json::json!({

@@ -48,6 +48,16 @@ pub struct MigrateResult {
     pub nr_split: u64,
 }
 
+impl std::ops::AddAssign for MigrateResult {
+    fn add_assign(&mut self, r: MigrateResult) {
+        self.nr_failed += r.nr_failed;
+        self.nr_succeeded += r.nr_succeeded;
+        self.nr_failed_pages += r.nr_failed_pages;
+        self.nr_batches += r.nr_batches;
+        self.nr_split += r.nr_split;
+    }
+}
+
 /// Why a folio could not be unmapped for migration.
 enum UnmapError {
     /// Referenced beyond its mappings (`-EAGAIN`, retried, then permanent).
@@ -469,11 +479,7 @@ impl Vm {
         }
         let r = self.migrate_pages(ctx, run, node as usize, copy);
         run.clear();
-        out.result.nr_succeeded += r.nr_succeeded;
-        out.result.nr_failed += r.nr_failed;
-        out.result.nr_failed_pages += r.nr_failed_pages;
-        out.result.nr_batches += r.nr_batches;
-        out.result.nr_split += r.nr_split;
+        out.result += r;
         if r.nr_failed > 0 {
             return r.nr_failed as i64;
         }
@@ -491,32 +497,25 @@ impl Vm {
         if self.mms[mm].vma_at(addr, &self.vmas).is_none() {
             return Err(EFAULT);
         }
-        if self.maps_zero_page(mm, addr) {
-            return Err(EFAULT);
-        }
-        let pfn = self.follow_page(mm, addr).ok_or(ENOENT)?;
+        let pfn = self.follow_page(mm, addr)?;
         let key = self.folio_key_of_pfn(ctx.pa, pfn).ok_or(ENOENT)?;
         Ok((self.node_of(ctx.pa, self.folios[key].pfn), key))
     }
 
-    fn maps_zero_page(&self, mm: super::types::MmId, addr: u64) -> bool {
+    /// `folio_walk_start(FW_ZEROPAGE)`: the frame of the anonymous page
+    /// mapped at `addr`; `-EFAULT` for the (huge) zero page, `-ENOENT`
+    /// for nothing mapped.
+    fn follow_page(&self, mm: super::types::MmId, addr: u64) -> Result<u64, i32> {
         let root = self.mms[mm].pgd;
-        self.pt.leaf(root, addr).is_some_and(|(table, index, _)| {
-            let e = self.pt.get(table, index);
-            e.present() && e.is_special()
-        })
-    }
-
-    /// `follow_page`: the frame of the anonymous page mapped at `addr`
-    /// (not the zero page).
-    fn follow_page(&self, mm: super::types::MmId, addr: u64) -> Option<u64> {
-        let root = self.mms[mm].pgd;
-        let (table, index, level) = self.pt.leaf(root, addr)?;
+        let (table, index, level) = self.pt.leaf(root, addr).ok_or(ENOENT)?;
         let e = self.pt.get(table, index);
-        if !e.present() || e.is_special() {
-            return None;
+        if !e.present() {
+            return Err(ENOENT);
         }
-        Some(if level == 1 {
+        if e.is_special() {
+            return Err(EFAULT);
+        }
+        Ok(if level == 1 {
             e.pfn() + ((addr >> self.page_shift()) & ((1 << self.pmd_order()) - 1))
         } else {
             e.pfn()
@@ -527,7 +526,25 @@ impl Vm {
     /// anonymous page (not the zero page) is mapped there.
     pub fn translate(&self, pid: Pid, addr: u64) -> Option<u64> {
         let mm = self.task_mm(pid).ok()?;
-        self.follow_page(mm, addr)
+        self.follow_page(mm, addr).ok()
+    }
+
+    /// `move_pages` of every base page of `[addr, addr + len)` to `node`,
+    /// one entry per page as a program passes them (trace events and
+    /// workloads).
+    pub fn move_range(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        node: u32,
+        copy: &dyn CopyPolicy,
+    ) -> Result<MovePages, VmError> {
+        let page = 1u64 << self.page_shift();
+        let pages: Vec<u64> = (0..len.div_ceil(page)).map(|k| addr + k * page).collect();
+        let nodes = vec![node as i32; pages.len()];
+        self.move_pages(ctx, pid, &pages, Some(&nodes), copy)
     }
 
     fn node_has_memory(&self, ctx: &Ctx, nid: usize) -> bool {
