@@ -265,7 +265,7 @@ fn nix_kill(pid: u32, signal: &str) {
 
 /// Free page reporting on this host against a model shaped like it.
 #[test]
-fn reporting_timelines_agree_with_this_host() {
+fn reporting_comparison_runs_against_this_host() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !std::path::Path::new("/sys/module/page_reporting/parameters/reported_kib").exists() {
         println!("reporting comparison not run here: the host exposes no reporting counters");
