@@ -172,6 +172,10 @@ pub struct MachineArgs {
     /// Override SECTION_SIZE_BITS.
     #[arg(long, value_name = "N")]
     pub section_bits: Option<u32>,
+    /// Let buddy blocks exceed a section (MAX_PAGE_ORDER 18 with 128 MiB
+    /// sections): the seed thread's contiguous-memmap proposal.
+    #[arg(long)]
+    pub buddy_beyond_section: bool,
     /// Size of ZONE_MOVABLE, taken from the top of each node (movablecore=).
     #[arg(long, default_value = "0", value_parser = parse_size_arg, value_name = "SIZE")]
     pub movable: u64,
@@ -264,6 +268,7 @@ impl MachineArgs {
                 max_page_order: self.max_page_order,
                 pageblock_order: self.pageblock_order,
                 section_bits: self.section_bits,
+                buddy_beyond_section: self.buddy_beyond_section,
             },
             mem_bytes: if self.node_mem.is_empty() {
                 self.mem
@@ -315,6 +320,9 @@ impl MachineArgs {
             if let Some(v) = v {
                 t.extend([flag.to_string(), v.to_string()]);
             }
+        }
+        if self.buddy_beyond_section {
+            t.push("--buddy-beyond-section".to_string());
         }
         t.extend(["--movable".to_string(), self.movable.to_string()]);
         if self.balloon {

@@ -34,6 +34,8 @@ pub struct CheckReport {
     pub pcp_pages: u64,
     pub allocated_pages: u64,
     pub reserved_pages: u64,
+    /// Present pages taken out of the allocator by memory offlining.
+    pub offline_pages: u64,
 }
 
 macro_rules! ensure {
@@ -53,6 +55,7 @@ impl PageAlloc {
             total.pcp_pages += r.pcp_pages;
             total.allocated_pages += r.allocated_pages;
             total.reserved_pages += r.reserved_pages;
+            total.offline_pages += r.offline_pages;
         }
         Ok(total)
     }
@@ -303,6 +306,11 @@ impl PageAlloc {
                 r.pcp_pages += nr;
             } else if flags.contains(PageFlags::RESERVED) {
                 r.reserved_pages += 1;
+                pfn += 1;
+                continue;
+            } else if flags == PageFlags::OFFLINE && page.refcount() == 0 {
+                // Offlined by hotplug: present, not managed.
+                r.offline_pages += 1;
                 pfn += 1;
                 continue;
             } else if self.memmap.is_folio_head(pfn) {

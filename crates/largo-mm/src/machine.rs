@@ -36,6 +36,10 @@ pub struct MachineConfig {
     /// Shape the free memory like a snapshot of a real machine after boot
     /// and the knob writes (`--machine host`).
     pub shape: Option<MachineShape>,
+    /// Memory block size (`memory_block_size_bytes`); `None` probes it as
+    /// the host does. Below the section size (down to a 2 MiB subsection)
+    /// is the seed's decoupled hotplug granularity.
+    pub memory_block_bytes: Option<u64>,
 }
 
 /// A snapshot of a real machine's zones to shape the free memory after.
@@ -73,6 +77,7 @@ impl Default for MachineConfig {
             knobs: Vec::new(),
             balloon: None,
             shape: None,
+            memory_block_bytes: None,
         }
     }
 }
@@ -89,6 +94,8 @@ pub enum MachineError {
     Knob(#[from] KnobError),
     #[error("the machine needs a kernel image reservation (it holds the zero page)")]
     NoKernelImage,
+    #[error("--memory-block-size {0}: must be a power of two from 2M (one subsection) to 2G")]
+    MemoryBlockSize(String),
 }
 
 /// Either checker's finding.
@@ -105,10 +112,10 @@ pub struct Machine {
     config: MachineConfig,
     geo: Geometry,
     layout: Layout,
-    sparse: Sparse,
+    pub(crate) sparse: Sparse,
     pub(crate) page_alloc: PageAlloc,
     pub(crate) backing: Box<dyn Backing>,
-    vm: Vm,
+    pub(crate) vm: Vm,
     /// Where free page reporting sends its batches (see `reporting/device.rs`).
     pub(crate) report_sink: Box<dyn ReportSink>,
     /// How each zone came out of `MachineConfig::shape`.
@@ -127,7 +134,13 @@ impl Machine {
             kernel_reserved_bytes: config.kernel_reserved_bytes,
             ..LayoutSpec::new(config.mem_bytes, config.nr_cpus)
         };
-        let layout = Layout::build(&geo, &spec)?;
+        let mut layout = Layout::build(&geo, &spec)?;
+        if let Some(bytes) = config.memory_block_bytes {
+            if !bytes.is_power_of_two() || !(2 << 20..=2 << 30).contains(&bytes) || bytes < geo.page_size() {
+                return Err(MachineError::MemoryBlockSize(format_size(bytes)));
+            }
+            layout.memory_block_bytes = bytes;
+        }
         let sparse = Sparse::build(&geo, &layout);
         let thp = ThpKnobs::defaults(geo.pmd_order);
         let tunables = Tunables {
@@ -249,6 +262,53 @@ impl Machine {
             self.page_alloc.run_kswapd();
         }
         Ok(folio)
+    }
+
+    /// Runs an allocator operation that may reclaim or migrate, with the
+    /// VM as its [`Reclaim`](crate::page_alloc::Reclaim).
+    pub fn with_reclaim<R>(&mut self, f: impl FnOnce(&mut PageAlloc, &mut dyn crate::page_alloc::Reclaim) -> R) -> R {
+        let mut reclaim = crate::vm::reclaim::VmReclaim {
+            vm: &mut self.vm,
+            backing: self.backing.as_mut(),
+        };
+        f(&mut self.page_alloc, &mut reclaim)
+    }
+
+    /// `alloc_pages` with direct reclaim and compaction through the VM.
+    pub fn alloc_pages_compact(&mut self, cpu: usize, gfp: Gfp, order: u32) -> Result<Option<Folio>, AllocError> {
+        let folio = self.with_reclaim(|pa, r| pa.alloc_pages_reclaim(cpu, gfp, order, r))?;
+        if self.page_alloc.kswapd_pending() {
+            self.with_reclaim(|pa, r| pa.run_kswapd_with(r));
+        }
+        Ok(folio)
+    }
+
+    /// `alloc_contig_pages(nr_pages, GFP_KERNEL | __GFP_COMP, nid)`: a
+    /// naturally aligned folio of `nr_pages` (a power of two, may exceed
+    /// MAX_PAGE_ORDER), movable pages migrated out of its way.
+    pub fn alloc_contig_pages(&mut self, nr_pages: u64, nid: usize) -> Result<Option<Folio>, AllocError> {
+        let gfp = crate::gfp::GFP_KERNEL | Gfp::COMP;
+        self.with_reclaim(|pa, r| pa.alloc_contig_pages(nr_pages, gfp, nid, 0, r))
+    }
+
+    /// `alloc_contig_range` of `[start, end)` as one folio (a naturally
+    /// aligned power of two).
+    pub fn alloc_contig_range(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Option<Folio>, crate::compaction::ContigError> {
+        self.with_reclaim(|pa, r| pa.alloc_contig_range(start, end, true, 0, r))
+    }
+
+    /// `free_contig_range` of a folio `alloc_contig_*` returned.
+    pub fn free_contig_folio(&mut self, folio: Folio) {
+        self.page_alloc.free_contig_range(folio.pfn.0, folio.nr_pages());
+    }
+
+    /// `echo 1 > /proc/sys/vm/compact_memory`; returns base pages migrated.
+    pub fn compact_memory(&mut self) -> u64 {
+        self.with_reclaim(|pa, r| pa.compact_memory(r))
     }
 
     pub fn free_folio(&mut self, cpu: usize, folio: Folio) -> Result<(), FreeError> {

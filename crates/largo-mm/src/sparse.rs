@@ -16,6 +16,9 @@ pub struct MemSection {
     /// One bit per 2 MiB subsection whose memmap is valid
     /// (`mem_section_usage.subsection_map`).
     pub subsection_map: Vec<u64>,
+    /// One bit per 2 MiB subsection whose pages the allocator manages
+    /// (the seed's subsection-granular onlining; `online` is "any").
+    pub online_map: Vec<u64>,
 }
 
 /// State of a memory block as sysfs prints it (`/sys/devices/system/memory/memoryN/state`).
@@ -34,13 +37,14 @@ impl MemoryBlockState {
     }
 }
 
-/// A hotplug unit (`struct memory_block`).
+/// A hotplug unit (`struct memory_block`): one or more sections in
+/// mainline; with the seed's decoupling, as small as one 2 MiB subsection.
 #[derive(Clone, Debug)]
 pub struct MemoryBlock {
-    /// Block number: the first section's number / sections per block.
+    /// Block number: start pfn / pages per block (`memoryN` in sysfs).
     pub id: u64,
-    pub start_section: u64,
-    pub nr_sections: u64,
+    pub start_pfn: u64,
+    pub nr_pages: u64,
     pub nid: usize,
     pub state: MemoryBlockState,
 }
@@ -71,30 +75,36 @@ impl Sparse {
                     let ms = &mut sections[(pfn >> shift) as usize];
                     if ms.subsection_map.is_empty() {
                         ms.subsection_map = vec![0; words];
+                        ms.online_map = vec![0; words];
                     }
                     ms.present = true;
                     ms.online = true;
                     ms.nid = node.nid;
                     let sub = ((pfn & (geo.pages_per_section() - 1)) / pages_per_subsection) as usize;
                     ms.subsection_map[sub / 64] |= 1 << (sub % 64);
+                    ms.online_map[sub / 64] |= 1 << (sub % 64);
                     pfn = (pfn / pages_per_subsection + 1) * pages_per_subsection;
                 }
             }
         }
-        let sections_per_block = (layout.memory_block_bytes / geo.section_size_bytes()).max(1);
+        let block_pages = layout.memory_block_bytes >> geo.page_shift;
         let mut blocks = Vec::new();
-        for start in (0..nr_sections as u64).step_by(sections_per_block as usize) {
-            let end = (start + sections_per_block).min(nr_sections as u64);
-            let Some(first) = (start..end).find(|s| sections[*s as usize].present) else {
-                continue;
-            };
-            blocks.push(MemoryBlock {
-                id: start / sections_per_block,
-                start_section: start,
-                nr_sections: sections_per_block,
-                nid: sections[first as usize].nid,
-                state: MemoryBlockState::Online,
-            });
+        let mut start = 0;
+        while start < layout.max_pfn {
+            let end = (start + block_pages).min(layout.max_pfn);
+            let present = (start..end)
+                .step_by(pages_per_subsection as usize)
+                .find(|&p| Self::subsection_bit(&sections, shift, pages_per_subsection, p, false));
+            if let Some(first) = present {
+                blocks.push(MemoryBlock {
+                    id: start / block_pages,
+                    start_pfn: start,
+                    nr_pages: block_pages,
+                    nid: sections[(first >> shift) as usize].nid,
+                    state: MemoryBlockState::Online,
+                });
+            }
+            start += block_pages;
         }
         Sparse {
             sections,
@@ -103,6 +113,52 @@ impl Sparse {
             pfn_section_shift: shift,
             pages_per_subsection,
         }
+    }
+
+    /// The subsection bit of `pfn` in the present (`online == false`) or
+    /// online map.
+    fn subsection_bit(sections: &[MemSection], shift: u32, per_sub: u64, pfn: u64, online: bool) -> bool {
+        let Some(ms) = sections.get((pfn >> shift) as usize) else {
+            return false;
+        };
+        let map = if online { &ms.online_map } else { &ms.subsection_map };
+        if map.is_empty() {
+            return false;
+        }
+        let sub = ((pfn & ((1 << shift) - 1)) / per_sub) as usize;
+        map[sub / 64] & (1 << (sub % 64)) != 0
+    }
+
+    /// Marks the subsections of `[start, end)` online or offline and
+    /// recomputes each section's `online` (any subsection online).
+    pub fn set_online(&mut self, start: u64, end: u64, online: bool) {
+        let mut pfn = start;
+        while pfn < end {
+            let nr = self.section_nr(pfn);
+            let offset = pfn & ((1 << self.pfn_section_shift) - 1);
+            let sub = (offset / self.pages_per_subsection) as usize;
+            let ms = &mut self.sections[nr];
+            if online {
+                ms.online_map[sub / 64] |= 1 << (sub % 64);
+            } else {
+                ms.online_map[sub / 64] &= !(1 << (sub % 64));
+            }
+            ms.online = ms.online_map.iter().any(|w| *w != 0);
+            pfn += self.pages_per_subsection;
+        }
+    }
+
+    /// The memory block with sysfs number `id`.
+    pub fn block(&self, id: u64) -> Option<&MemoryBlock> {
+        self.blocks.iter().find(|b| b.id == id)
+    }
+
+    pub fn block_mut(&mut self, id: u64) -> Option<&mut MemoryBlock> {
+        self.blocks.iter_mut().find(|b| b.id == id)
+    }
+
+    pub fn pages_per_subsection(&self) -> u64 {
+        self.pages_per_subsection
     }
 
     #[inline]
@@ -123,9 +179,15 @@ impl Sparse {
         ms.subsection_map[sub / 64] & (1 << (sub % 64)) != 0
     }
 
-    /// `pfn_to_online_page` succeeds: valid and in an online section.
+    /// `pfn_to_online_page` succeeds: valid and in an online subsection.
     pub fn pfn_online(&self, pfn: u64) -> bool {
-        self.pfn_valid(pfn) && self.sections[self.section_nr(pfn)].online
+        Self::subsection_bit(
+            &self.sections,
+            self.pfn_section_shift,
+            self.pages_per_subsection,
+            pfn,
+            true,
+        )
     }
 
     pub fn nr_present_sections(&self) -> usize {

@@ -22,7 +22,11 @@ pub enum Arch {
 /// - `pageblock_order <= pmd_order <= max_page_order` (`hugepage_init`'s
 ///   `HPAGE_PMD_ORDER > MAX_PAGE_ORDER` check; pageblocks are capped at the PMD order);
 /// - `page_shift + max_page_order <= section_size_bits` (mmzone.h `#error`:
-///   a buddy block never spans a section);
+///   a buddy block never spans a section), unless `buddy_beyond_section`
+///   is set: the seed thread's proposal, where the memmap is virtually
+///   contiguous (SPARSEMEM_VMEMMAP) and buddies merge across section
+///   boundaries inside one zone, so 1 GiB blocks come from the buddy
+///   allocator with 128 MiB sections;
 /// - `section_size_bits >= SUBSECTION_SHIFT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Geometry {
@@ -43,6 +47,8 @@ pub struct Geometry {
     pub cont_pte_order: Option<u32>,
     /// Largest physical address width (`MAX_PHYSMEM_BITS`).
     pub max_physmem_bits: u32,
+    /// Buddy blocks may be larger than a section (not a mainline build).
+    pub buddy_beyond_section: bool,
 }
 
 /// Command-line overrides of a preset's geometry.
@@ -51,6 +57,8 @@ pub struct GeometryOverrides {
     pub max_page_order: Option<u32>,
     pub pageblock_order: Option<u32>,
     pub section_bits: Option<u32>,
+    /// Allow MAX_PAGE_ORDER beyond the section size (`--buddy-beyond-section`).
+    pub buddy_beyond_section: bool,
 }
 
 /// A geometry the model cannot represent (or the kernel would refuse to build).
@@ -58,7 +66,7 @@ pub struct GeometryOverrides {
 pub enum GeometryError {
     #[error("--max-page-order {max_page_order} is below the PMD order {pmd_order}: PMD THP must be buddy-allocatable (HPAGE_PMD_ORDER <= MAX_PAGE_ORDER)")]
     MaxOrderBelowPmd { max_page_order: u32, pmd_order: u32 },
-    #[error("--max-page-order {max_page_order} makes a buddy block ({block}) larger than a memory section ({section}); raise --section-bits to at least {needed}")]
+    #[error("--max-page-order {max_page_order} makes a buddy block ({block}) larger than a memory section ({section}); raise --section-bits to at least {needed}, or pass --buddy-beyond-section to let buddies merge across sections")]
     MaxOrderExceedsSection {
         max_page_order: u32,
         block: String,
@@ -132,6 +140,16 @@ impl Geometry {
         (self.pgtable_levels >= 4).then(|| 1u64 << pud_shift)
     }
 
+    /// `MAX_FOLIO_ORDER`: the largest folio, buddy-allocated or gigantic
+    /// (`alloc_contig_pages`): the PUD order where PUDs exist, else
+    /// MAX_PAGE_ORDER.
+    pub fn max_folio_order(&self) -> u32 {
+        let pud_order = self
+            .pud_size_bytes()
+            .map_or(0, |b| b.trailing_zeros() - self.page_shift);
+        self.max_page_order.max(pud_order)
+    }
+
     /// The anonymous mTHP orders the kernel exposes in sysfs
     /// (`THP_ORDERS_ALL_ANON`: 2..=PMD order).
     pub fn anon_orders(&self) -> std::ops::RangeInclusive<u32> {
@@ -149,6 +167,7 @@ impl Geometry {
         if let Some(order) = ov.pageblock_order {
             self.pageblock_order = order;
         }
+        self.buddy_beyond_section |= ov.buddy_beyond_section;
         self.validate()?;
         Ok(self)
     }
@@ -173,7 +192,7 @@ impl Geometry {
             });
         }
         let block_bits = self.page_shift + self.max_page_order;
-        if block_bits > self.section_size_bits {
+        if block_bits > self.section_size_bits && !self.buddy_beyond_section {
             return Err(GeometryError::MaxOrderExceedsSection {
                 max_page_order: self.max_page_order,
                 block: format_size(1 << block_bits),
@@ -268,6 +287,19 @@ mod tests {
         };
         let msg = x86().with_overrides(ov).unwrap_err().to_string();
         assert!(msg.contains("--section-bits to at least 30"), "{msg}");
+        assert!(msg.contains("--buddy-beyond-section"), "{msg}");
+    }
+
+    #[test]
+    fn buddy_beyond_section_allows_gigantic_orders() {
+        let ov = GeometryOverrides {
+            max_page_order: Some(18),
+            buddy_beyond_section: true,
+            ..Default::default()
+        };
+        let g = x86().with_overrides(ov).unwrap();
+        assert_eq!((g.max_page_order, g.section_size_bits), (18, 27));
+        assert!(g.buddy_beyond_section);
     }
 
     #[test]

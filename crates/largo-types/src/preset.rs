@@ -39,6 +39,7 @@ impl Preset {
                 pgtable_levels: 4,
                 cont_pte_order: None,
                 max_physmem_bits: 46,
+                buddy_beyond_section: false,
             },
             Preset::Arm64_4k => Geometry {
                 arch: Arch::Arm64,
@@ -50,6 +51,7 @@ impl Preset {
                 pgtable_levels: 4,
                 cont_pte_order: Some(4),
                 max_physmem_bits: 48,
+                buddy_beyond_section: false,
             },
             Preset::Arm64_16k => Geometry {
                 arch: Arch::Arm64,
@@ -61,6 +63,7 @@ impl Preset {
                 pgtable_levels: 4,
                 cont_pte_order: Some(7),
                 max_physmem_bits: 48,
+                buddy_beyond_section: false,
             },
             Preset::Arm64_64k => Geometry {
                 arch: Arch::Arm64,
@@ -72,6 +75,7 @@ impl Preset {
                 pgtable_levels: 3,
                 cont_pte_order: Some(5),
                 max_physmem_bits: 48,
+                buddy_beyond_section: false,
             },
         }
     }

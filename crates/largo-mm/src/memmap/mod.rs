@@ -19,7 +19,7 @@ const NOT_A_FOLIO: PageFlags = PageFlags::BUDDY.union(PageFlags::PCP).union(Page
 /// is all-zero.
 pub struct Memmap {
     pub(crate) pages: Vec<Page>,
-    /// Largest folio order (`MAX_PAGE_ORDER`): bounds the head search.
+    /// Largest folio order (`MAX_FOLIO_ORDER`): bounds the head search.
     max_order: u32,
 }
 

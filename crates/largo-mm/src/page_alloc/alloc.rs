@@ -1,25 +1,43 @@
 //! Allocation: `__alloc_pages` and the paths below it.
 //!
-//! The model has no reclaimable memory yet (no page cache, no swap), so
-//! the slow path's direct reclaim makes no progress: it counts the stall,
-//! drains the pcp lists and releases high-atomic reserves as the kernel
-//! does when reclaim fails, retries once, and fails. Direct compaction
-//! joins the slow path with the compaction model.
+//! The slow path follows `__alloc_pages_slowpath`: kswapd woken, a retry
+//! at the min watermark, an early asynchronous direct compaction for
+//! costly (and non-movable high-order) requests, then rounds of direct
+//! reclaim (through the [`Reclaim`] trait: lazyfree folios, shrinkers),
+//! pcp drain and high-atomic release, and direct compaction at rising
+//! priority, with the kernel's rules for giving up (`__GFP_NORETRY`,
+//! costly orders without `__GFP_RETRY_MAYFAIL`, `should_reclaim_retry`).
 
 use largo_types::{MigrateType, ZoneType, MAX_NR_ZONES};
 
 use super::gfp::{AllocFlags, Gfp, GfpError, Wmark};
 use super::{PageAlloc, ZoneFlags};
+use crate::compaction::direct::CompactRequest;
+use crate::compaction::{CompactPriority, CompactResult};
 use crate::memmap::{Folio, PageFlags};
 use crate::stats::VmEvent;
 
-/// What the allocator calls when it needs memory freed: direct reclaim on
-/// the slow path, and kswapd's balancing. The VM layer implements it (the
-/// deferred split and huge zero page shrinkers, lazyfree folios); the
-/// allocator alone has nothing to reclaim.
+/// What the allocator asks of the layer that owns the mappings: memory
+/// freed (direct reclaim on the slow path, kswapd's balancing) and movable
+/// folios migrated (compaction, `alloc_contig_range`, memory offlining,
+/// which reach mappings only through rmap). The VM layer implements it;
+/// the allocator alone can neither reclaim nor migrate.
 pub trait Reclaim {
     /// Frees up to `nr_to_reclaim` pages of node `nid`; returns how many.
     fn reclaim(&mut self, pa: &mut PageAlloc, cpu: usize, nid: usize, nr_to_reclaim: u64, kswapd: bool) -> u64;
+
+    /// `migrate_pages`: moves the movable (LRU) folios headed at `pfns` to
+    /// destinations from `target`. Returns the heads that did not move
+    /// (the caller puts them back), in the order given.
+    fn migrate_folios(
+        &mut self,
+        _pa: &mut PageAlloc,
+        _cpu: usize,
+        pfns: &[u64],
+        _target: &mut super::MigrationTarget,
+    ) -> Vec<u64> {
+        pfns.to_vec()
+    }
 }
 
 /// Nothing to reclaim.
@@ -161,6 +179,55 @@ impl PageAlloc {
         })
     }
 
+    /// The zones of the zonelist `gfp` selects on node `nid`, in order.
+    pub(crate) fn zonelist_zones(&self, nid: usize, gfp: Gfp) -> Result<Vec<usize>, AllocError> {
+        let cpu = self.nodes.get(nid).and_then(|n| n.cpus.first().copied()).unwrap_or(0);
+        let ac = self.prepare_alloc_pages(cpu, nid, gfp, 0)?;
+        Ok(self.zonelists[ac.zonelist].zones.clone())
+    }
+
+    /// `__alloc_pages_direct_compact`: compaction of the zonelist's zones
+    /// at `prio`, then a freelist attempt. Counts `compact_stall` and its
+    /// outcome unless compaction was skipped.
+    fn __alloc_pages_direct_compact(
+        &mut self,
+        cpu: usize,
+        order: u32,
+        alloc_flags: AllocFlags,
+        ac: &AllocContext,
+        prio: CompactPriority,
+        reclaim: &mut dyn Reclaim,
+    ) -> (Option<u64>, CompactResult) {
+        if order == 0 || self.in_compaction {
+            return (None, CompactResult::Skipped);
+        }
+        let req = CompactRequest {
+            order,
+            alloc_flags,
+            highest_zoneidx: ac.highest_zoneidx,
+            migratetype: ac.migratetype,
+            prio,
+        };
+        let zones = self.zonelists[ac.zonelist].zones.clone();
+        let result = self.try_to_compact_pages(&zones, req, cpu, reclaim);
+        if result == CompactResult::Skipped {
+            return (None, result);
+        }
+        self.count_event(VmEvent::CompactStall, 1);
+        match self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
+            Some(pfn) => {
+                let zi = self.zone_of(pfn);
+                self.zones[zi].compact.defer_reset(order, true);
+                self.count_event(VmEvent::CompactSuccess, 1);
+                (Some(pfn), result)
+            }
+            None => {
+                self.count_event(VmEvent::CompactFail, 1);
+                (None, result)
+            }
+        }
+    }
+
     /// `get_page_from_freelist`: the first zone of the zonelist whose
     /// watermark allows the allocation and that has a block. Without
     /// success under ALLOC_NOFRAGMENT, the walk repeats allowing fallbacks;
@@ -283,6 +350,22 @@ impl PageAlloc {
             return None;
         }
         let costly = order > largo_types::PAGE_ALLOC_COSTLY_ORDER;
+        // gfp_compaction_allowed: compaction needs __GFP_IO.
+        let can_compact = gfp.contains(Gfp::IO);
+        let mut compact_priority = CompactPriority::SyncLight;
+        if can_compact && (costly || (order > 0 && ac.migratetype != MigrateType::Movable)) {
+            let (page, result) =
+                self.__alloc_pages_direct_compact(cpu, order, alloc_flags, ac, CompactPriority::Async, reclaim);
+            if page.is_some() {
+                return page;
+            }
+            if costly && gfp.contains(Gfp::NORETRY) {
+                if matches!(result, CompactResult::Skipped | CompactResult::Deferred) {
+                    return None;
+                }
+                compact_priority = CompactPriority::Async;
+            }
+        }
         let stall_zone = ZoneType::from_index(ac.highest_zoneidx.min(ZoneType::Movable.index()));
         let mut drained = false;
         let mut no_progress_loops = 0;
@@ -302,8 +385,29 @@ impl PageAlloc {
                     return Some(pfn);
                 }
             }
+            let mut compact_result = CompactResult::Skipped;
+            if can_compact {
+                let (page, result) =
+                    self.__alloc_pages_direct_compact(cpu, order, alloc_flags, ac, compact_priority, reclaim);
+                if page.is_some() {
+                    return page;
+                }
+                compact_result = result;
+            }
             if gfp.contains(Gfp::NORETRY) || (costly && !gfp.contains(Gfp::RETRY_MAYFAIL)) {
                 return None;
+            }
+            // should_compact_retry: a failed compaction retries at a more
+            // thorough priority.
+            if order > 0
+                && matches!(compact_result, CompactResult::Complete | CompactResult::PartialSkipped)
+                && compact_priority > CompactPriority::SyncFull
+            {
+                compact_priority = if compact_priority == CompactPriority::Async {
+                    CompactPriority::SyncLight
+                } else {
+                    CompactPriority::SyncFull
+                };
             }
             if progress > 0 && !costly {
                 no_progress_loops = 0;
@@ -438,8 +542,19 @@ impl PageAlloc {
                 }
             }
             let balanced = self.pgdat_balanced(nid, order, highest);
+            let boosted = self.pgdat_watermark_boosted(nid, highest);
             for zt in 0..MAX_NR_ZONES {
                 self.zones[nid * MAX_NR_ZONES + zt].watermark_boost = 0;
+            }
+            // kswapd_try_to_sleep / boosted reclaim: kcompactd compacts
+            // for the order kswapd was woken for.
+            if order > 0 || boosted {
+                self.kcompactd_do_work(
+                    nid,
+                    order.max(self.geo.pageblock_order * boosted as u32),
+                    highest,
+                    reclaim,
+                );
             }
             if balanced || reclaimed > 0 {
                 self.nodes[nid].kswapd_failures = 0;

@@ -107,7 +107,13 @@ impl PageAlloc {
 
     /// `__move_freepages_block`: moves every free block of the pageblock to
     /// the `new_mt` lists and retypes the pageblock. Returns pages moved.
-    fn __move_freepages_block(&mut self, zi: usize, start_pfn: u64, old_mt: MigrateType, new_mt: MigrateType) -> u64 {
+    pub(crate) fn __move_freepages_block(
+        &mut self,
+        zi: usize,
+        start_pfn: u64,
+        old_mt: MigrateType,
+        new_mt: MigrateType,
+    ) -> u64 {
         let end = start_pfn + self.geo.pageblock_nr_pages();
         let mut pfn = start_pfn;
         let mut moved = 0;

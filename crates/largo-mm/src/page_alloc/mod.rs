@@ -19,22 +19,26 @@ mod fallback;
 mod free;
 pub mod gfp;
 mod highatomic;
+pub mod isolation;
 pub mod list;
 pub mod pageblock;
 pub mod pcp;
 mod rmqueue;
 pub mod shape;
 mod split;
+pub mod target;
 mod watermark;
 pub mod zone;
 
 use largo_types::{Geometry, MigrateType, ZoneType, MAX_NR_ZONES, MIGRATE_TYPES};
 
 pub use alloc::{AllocError, NoReclaim, Reclaim, SWAP_CLUSTER_MAX};
+pub(crate) use fallback::Fallback;
 pub use free::FreeError;
 pub use gfp::{AllocFlags, Gfp, Wmark};
 pub use pcp::PerCpuPages;
 pub use split::SplitError;
+pub use target::MigrationTarget;
 pub use watermark::Tunables;
 pub use zone::{FreeArea, Zone, ZoneFlags};
 
@@ -116,6 +120,9 @@ pub struct PageAlloc {
     pub allocs_by_order: Vec<u64>,
     /// Free page reporting (no device registered by default).
     pub(crate) reporting: crate::reporting::PageReporting,
+    /// A compaction or contiguous allocation is migrating (the kernel's
+    /// `PF_MEMALLOC` context): allocations for its targets never compact.
+    pub(crate) in_compaction: bool,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -179,7 +186,7 @@ impl PageAlloc {
             .collect::<Vec<_>>();
         let mut pa = PageAlloc {
             geo,
-            memmap: Memmap::new(layout.max_pfn, geo.max_page_order),
+            memmap: Memmap::new(layout.max_pfn, geo.max_folio_order()),
             pageblocks: Pageblocks::new(layout.max_pfn, geo.pageblock_order),
             pcp: vec![PerCpuPages::boot_pageset(); zones.len() * nr_cpus],
             zones,
@@ -199,6 +206,7 @@ impl PageAlloc {
             work: AllocWork::default(),
             allocs_by_order: vec![0; geo.max_page_order as usize + 1],
             reporting: crate::reporting::PageReporting::new(geo.nr_page_orders()),
+            in_compaction: false,
         };
         pa.build_all_zonelists();
         pa.build_section_zones(layout.max_pfn);
@@ -327,6 +335,11 @@ impl PageAlloc {
 
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// The machine's RAM ranges (present memory, holes excluded).
+    pub fn ram_ranges(&self) -> &[PfnRange] {
+        &self.ram
     }
 
     pub fn nr_cpus(&self) -> usize {

@@ -78,6 +78,10 @@ pub struct Zone {
     pub lowmem_reserve: [u64; MAX_NR_ZONES],
     pub nr_reserved_highatomic: u64,
     pub nr_free_highatomic: u64,
+    /// `nr_isolate_pageblock`: pageblocks currently isolated.
+    pub nr_isolate_pageblock: u64,
+    /// Compaction's cached scanner positions and deferral.
+    pub compact: crate::compaction::ZoneCompact,
     pub flags: ZoneFlags,
     /// The zone-wide pcp settings every cpu's pageset copies.
     pub pageset_high_min: i32,
@@ -107,6 +111,8 @@ impl Zone {
             lowmem_reserve: [0; MAX_NR_ZONES],
             nr_reserved_highatomic: 0,
             nr_free_highatomic: 0,
+            nr_isolate_pageblock: 0,
+            compact: Default::default(),
             flags: ZoneFlags::empty(),
             pageset_high_min: 0,
             pageset_high_max: 0,

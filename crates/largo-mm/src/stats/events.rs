@@ -68,6 +68,17 @@ vm_events! {
     ThpMigrationSuccess => "thp_migration_success",
     ThpMigrationFail => "thp_migration_fail",
     ThpMigrationSplit => "thp_migration_split",
+    CompactMigrateScanned => "compact_migrate_scanned",
+    CompactFreeScanned => "compact_free_scanned",
+    CompactIsolated => "compact_isolated",
+    CompactStall => "compact_stall",
+    CompactFail => "compact_fail",
+    CompactSuccess => "compact_success",
+    CompactDaemonWake => "compact_daemon_wake",
+    CompactDaemonMigrateScanned => "compact_daemon_migrate_scanned",
+    CompactDaemonFreeScanned => "compact_daemon_free_scanned",
+    HtlbBuddyAllocSuccess => "htlb_buddy_alloc_success",
+    HtlbBuddyAllocFail => "htlb_buddy_alloc_fail",
 }
 
 impl VmEvent {

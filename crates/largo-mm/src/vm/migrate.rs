@@ -22,7 +22,7 @@ use largo_types::Pfn;
 use super::types::{Pid, VmError};
 use super::{reclaim, Ctx, Vm};
 use crate::memmap::Folio;
-use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_TRANSHUGE};
+use crate::page_alloc::MigrationTarget;
 use crate::stats::VmEvent;
 
 /// `NR_MAX_MIGRATE_PAGES_RETRY`: passes over a folio in all.
@@ -73,10 +73,16 @@ impl Vm {
         self.migrate_fail_every = every;
     }
 
-    /// `migrate_pages(MIGRATE_SYNC)`: moves the anon folios `keys` to node
-    /// `nid` in batches, copying their data with `copy`. Folios already
-    /// on `nid` are left alone and count as migrated by no one.
-    pub fn migrate_pages(&mut self, ctx: &mut Ctx, keys: &[usize], nid: usize, copy: &dyn CopyPolicy) -> MigrateResult {
+    /// `migrate_pages(MIGRATE_SYNC)`: moves the anon folios `keys` to
+    /// destinations from `target` in batches, copying their data with
+    /// `copy`.
+    pub fn migrate_pages(
+        &mut self,
+        ctx: &mut Ctx,
+        keys: &[usize],
+        target: &mut MigrationTarget,
+        copy: &dyn CopyPolicy,
+    ) -> MigrateResult {
         let mut result = MigrateResult::default();
         let batch_pages = 1u64 << self.pmd_order();
         let mut pending: Vec<usize> = keys.to_vec();
@@ -96,7 +102,7 @@ impl Vm {
             let busy = self.migrate_pages_batch(
                 ctx,
                 &batch,
-                nid,
+                target,
                 copy,
                 NR_MAX_MIGRATE_ASYNC_RETRY,
                 &mut result,
@@ -106,7 +112,7 @@ impl Vm {
                 let still = self.migrate_pages_batch(
                     ctx,
                     &[key],
-                    nid,
+                    target,
                     copy,
                     NR_MAX_MIGRATE_SYNC_RETRY,
                     &mut result,
@@ -122,7 +128,15 @@ impl Vm {
             let mut extra = MigrateResult::default();
             let mut none = Vec::new();
             for chunk in split_pieces.chunks(batch_pages as usize) {
-                self.migrate_pages_batch(ctx, chunk, nid, copy, NR_MAX_MIGRATE_ASYNC_RETRY, &mut extra, &mut none);
+                self.migrate_pages_batch(
+                    ctx,
+                    chunk,
+                    target,
+                    copy,
+                    NR_MAX_MIGRATE_ASYNC_RETRY,
+                    &mut extra,
+                    &mut none,
+                );
             }
             result.nr_succeeded += extra.nr_succeeded;
             result.nr_batches += extra.nr_batches;
@@ -150,7 +164,7 @@ impl Vm {
         &mut self,
         ctx: &mut Ctx,
         batch: &[usize],
-        nid: usize,
+        target: &mut MigrationTarget,
         copy: &dyn CopyPolicy,
         nr_pass: u32,
         result: &mut MigrateResult,
@@ -164,7 +178,7 @@ impl Vm {
             }
             let mut again = Vec::new();
             for key in std::mem::take(&mut retry) {
-                if self.unmap_or_fail(ctx, key, nid, result, split_pieces, &mut unmapped) {
+                if self.unmap_or_fail(ctx, key, target, result, split_pieces, &mut unmapped) {
                     again.push(key);
                 }
             }
@@ -180,14 +194,14 @@ impl Vm {
         &mut self,
         ctx: &mut Ctx,
         key: usize,
-        nid: usize,
+        target: &mut MigrationTarget,
         result: &mut MigrateResult,
         split_pieces: &mut Vec<usize>,
         unmapped: &mut Vec<(usize, Folio)>,
     ) -> bool {
         let (order, nr) = (self.folios[key].order, self.folios[key].nr_pages());
         let is_thp = order == self.pmd_order();
-        match self.migrate_folio_unmap(ctx, key, nid) {
+        match self.migrate_folio_unmap(ctx, key, target) {
             Ok(dst) => unmapped.push((key, dst)),
             Err(UnmapError::Busy) => return true,
             Err(UnmapError::NoMem) => {
@@ -252,10 +266,14 @@ impl Vm {
     }
 
     /// `migrate_folio_unmap`: the folio must have no reference beyond its
-    /// mappings; its destination comes from node `nid`
-    /// (`alloc_migration_target`: `GFP_HIGHUSER_MOVABLE | __GFP_THISNODE`,
-    /// `GFP_TRANSHUGE` without direct reclaim for a large folio).
-    fn migrate_folio_unmap(&mut self, ctx: &mut Ctx, key: usize, nid: usize) -> Result<Folio, UnmapError> {
+    /// mappings; its destination comes from `target`
+    /// ([`PageAlloc::alloc_migration_dst`]).
+    fn migrate_folio_unmap(
+        &mut self,
+        ctx: &mut Ctx,
+        key: usize,
+        target: &mut MigrationTarget,
+    ) -> Result<Folio, UnmapError> {
         self.migrate_attempts += 1;
         let injected =
             self.migrate_fail_every > 0 && self.migrate_attempts.is_multiple_of(self.migrate_fail_every as u64);
@@ -263,20 +281,13 @@ impl Vm {
             return Err(UnmapError::Busy);
         }
         let order = self.folios[key].order;
-        let gfp = if order > 0 {
-            (GFP_TRANSHUGE | Gfp::THISNODE).difference(Gfp::DIRECT_RECLAIM)
-        } else {
-            GFP_HIGHUSER_MOVABLE | Gfp::THISNODE
-        };
         let mut reclaimer = reclaim::VmReclaim {
             vm: self,
             backing: &mut *ctx.backing,
         };
-        let folio = ctx
-            .pa
-            .alloc_pages_node(ctx.cpu, nid, gfp, order, &mut reclaimer)
-            .unwrap_or_else(|e| unreachable!("a valid migration target request: {e}"));
-        folio.ok_or(UnmapError::NoMem)
+        ctx.pa
+            .alloc_migration_dst(ctx.cpu, target, order, &mut reclaimer)
+            .ok_or(UnmapError::NoMem)
     }
 
     /// `migrate_folio_move`: every mapping now points into `dst`, which
@@ -477,7 +488,7 @@ impl Vm {
         if run.is_empty() || node < 0 {
             return 0;
         }
-        let r = self.migrate_pages(ctx, run, node as usize, copy);
+        let r = self.migrate_pages(ctx, run, &mut MigrationTarget::ThisNode(node as usize), copy);
         run.clear();
         out.result += r;
         if r.nr_failed > 0 {
@@ -527,6 +538,14 @@ impl Vm {
     pub fn translate(&self, pid: Pid, addr: u64) -> Option<u64> {
         let mm = self.task_mm(pid).ok()?;
         self.follow_page(mm, addr).ok()
+    }
+
+    /// The frame of the page-table page whose entry maps `addr` (the PTE
+    /// table, or the PMD table for a PMD mapping).
+    pub fn page_table_pfn(&self, pid: Pid, addr: u64) -> Option<u64> {
+        let mm = self.task_mm(pid).ok()?;
+        let (table, _, _) = self.pt.leaf(self.mms[mm].pgd, addr)?;
+        Some(self.pt.pages[table].pfn)
     }
 
     /// `move_pages` of every base page of `[addr, addr + len)` to `node`,

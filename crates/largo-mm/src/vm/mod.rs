@@ -28,7 +28,7 @@ pub mod mm;
 mod mmap;
 mod order;
 pub mod pgtable;
-mod reclaim;
+pub(crate) mod reclaim;
 mod rmap;
 mod split;
 pub mod stats;

@@ -9,13 +9,14 @@
 //! split shrinker to scan one batch (`SHRINK_BATCH`); the kernel's
 //! priority-scaled slab pressure is not modelled.
 
+use largo_physmem::copy::Vanilla;
 use largo_physmem::Backing;
 
 use super::pgtable::Pte;
 use super::types::Pid;
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
-use crate::page_alloc::{PageAlloc, Reclaim};
+use crate::page_alloc::{MigrationTarget, PageAlloc, Reclaim};
 use crate::stats::VmEvent;
 
 /// `SHRINK_BATCH`.
@@ -47,6 +48,32 @@ impl Reclaim for VmReclaim<'_> {
         self.vm.shrink_slab(&mut ctx, nid, SHRINK_BATCH);
         let after = ctx.pa.nr_free_pages() + ctx.pa.nr_pcp_pages();
         after.saturating_sub(before)
+    }
+
+    /// Compaction, contiguous allocation and offlining migrate through
+    /// rmap with the mainline copy; a head that is still an LRU folio
+    /// afterwards did not move.
+    fn migrate_folios(
+        &mut self,
+        pa: &mut PageAlloc,
+        cpu: usize,
+        pfns: &[u64],
+        target: &mut MigrationTarget,
+    ) -> Vec<u64> {
+        let keys: Vec<usize> = pfns.iter().filter_map(|&p| self.vm.folio_key_of_pfn(pa, p)).collect();
+        let mut ctx = Ctx {
+            pa,
+            backing: &mut *self.backing,
+            cpu,
+        };
+        self.vm.migrate_pages(&mut ctx, &keys, target, &Vanilla);
+        pfns.iter()
+            .copied()
+            .filter(|&p| {
+                let page = ctx.pa.memmap.page(p);
+                ctx.pa.memmap.is_folio_head(p) && page.flags().contains(PageFlags::LRU)
+            })
+            .collect()
     }
 }
 

@@ -1,0 +1,130 @@
+//! Who runs compaction: allocating tasks (mm/compaction.c
+//! `try_to_compact_pages`, `compact_zone_order`), kcompactd
+//! (`kcompactd_do_work`) and `/proc/sys/vm/compact_memory`
+//! (`compact_node`).
+
+use largo_types::MigrateType;
+
+use super::control::{CompactControl, CompactPriority, CompactResult, MigrateMode};
+use crate::page_alloc::{AllocFlags, PageAlloc, Reclaim};
+use crate::stats::VmEvent;
+
+/// One direct compaction request.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CompactRequest {
+    pub order: u32,
+    pub alloc_flags: AllocFlags,
+    pub highest_zoneidx: usize,
+    pub migratetype: MigrateType,
+    pub prio: CompactPriority,
+}
+
+impl PageAlloc {
+    /// `compact_zone_order`: a direct compactor's run of one zone.
+    fn compact_zone_order(
+        &mut self,
+        zi: usize,
+        req: CompactRequest,
+        cpu: usize,
+        reclaim: &mut dyn Reclaim,
+    ) -> CompactResult {
+        let mode = if req.prio == CompactPriority::Async {
+            MigrateMode::Async
+        } else {
+            MigrateMode::SyncLight
+        };
+        let mut cc = CompactControl::new(zi, Some(req.order), mode, self.geo.nr_page_orders());
+        cc.migratetype = req.migratetype;
+        cc.highest_zoneidx = req.highest_zoneidx;
+        cc.alloc_flags = req.alloc_flags;
+        cc.direct_compaction = true;
+        cc.whole_zone = req.prio == CompactPriority::SyncFull;
+        cc.ignore_skip_hint = req.prio == CompactPriority::SyncFull;
+        self.compact_zone(&mut cc, cpu, reclaim)
+    }
+
+    /// `try_to_compact_pages`: compacts the zones of `zones` (a zonelist,
+    /// preferred first) until one reports success; deferral skips zones
+    /// that failed recently, and a failed synchronous run defers the zone.
+    pub(crate) fn try_to_compact_pages(
+        &mut self,
+        zones: &[usize],
+        req: CompactRequest,
+        cpu: usize,
+        reclaim: &mut dyn Reclaim,
+    ) -> CompactResult {
+        let mut rc = CompactResult::Skipped;
+        for &zi in zones {
+            if self.zones[zi].zone_type.index() > req.highest_zoneidx {
+                continue;
+            }
+            if req.prio > CompactPriority::SyncFull && self.zones[zi].compact.deferred(req.order) {
+                rc = rc.max(CompactResult::Deferred);
+                continue;
+            }
+            let status = self.compact_zone_order(zi, req, cpu, reclaim);
+            rc = rc.max(status);
+            if status == CompactResult::Success {
+                self.zones[zi].compact.defer_reset(req.order, false);
+                break;
+            }
+            if req.prio != CompactPriority::Async
+                && matches!(status, CompactResult::Complete | CompactResult::PartialSkipped)
+            {
+                self.zones[zi].compact.defer(req.order);
+            }
+        }
+        rc
+    }
+
+    /// `kcompactd_do_work`: background compaction of a node for `order`
+    /// after kswapd, zone by zone (synchronous light mode).
+    pub(crate) fn kcompactd_do_work(
+        &mut self,
+        nid: usize,
+        order: u32,
+        highest_zoneidx: usize,
+        reclaim: &mut dyn Reclaim,
+    ) {
+        self.count_event(VmEvent::CompactDaemonWake, 1);
+        let cpu = self.nodes[nid].cpus.first().copied().unwrap_or(0);
+        for zt in 0..=highest_zoneidx {
+            let zi = nid * largo_types::MAX_NR_ZONES + zt;
+            if !self.zones[zi].populated() || self.zones[zi].compact.deferred(order) {
+                continue;
+            }
+            if self.compaction_suit_allocation_order(zi, order, zt, AllocFlags::empty()) != CompactResult::Continue {
+                continue;
+            }
+            let mut cc = CompactControl::new(zi, Some(order), MigrateMode::SyncLight, self.geo.nr_page_orders());
+            cc.highest_zoneidx = zt;
+            let status = self.compact_zone(&mut cc, cpu, reclaim);
+            if status == CompactResult::Success {
+                self.zones[zi].compact.defer_reset(order, false);
+            } else if status == CompactResult::Complete {
+                self.zones[zi].compact.defer(order);
+            }
+            self.count_event(VmEvent::CompactDaemonMigrateScanned, cc.total_migrate_scanned);
+            self.count_event(VmEvent::CompactDaemonFreeScanned, cc.total_free_scanned);
+        }
+    }
+
+    /// `compact_node` (`echo 1 > /proc/sys/vm/compact_memory`): every zone
+    /// of every node compacted whole, synchronously. Returns base pages
+    /// migrated.
+    pub fn compact_memory(&mut self, reclaim: &mut dyn Reclaim) -> u64 {
+        let mut migrated = 0;
+        for zi in 0..self.zones.len() {
+            if !self.zones[zi].populated() || self.zones[zi].managed_pages == 0 {
+                continue;
+            }
+            let cpu = self.nodes[self.zones[zi].nid].cpus.first().copied().unwrap_or(0);
+            let mut cc = CompactControl::new(zi, None, MigrateMode::Sync, self.geo.nr_page_orders());
+            cc.whole_zone = true;
+            cc.ignore_skip_hint = true;
+            self.compact_zone(&mut cc, cpu, reclaim);
+            migrated += cc.nr_migrated;
+        }
+        migrated
+    }
+}

@@ -1,0 +1,125 @@
+//! The free scanner (mm/compaction.c `isolate_freepages`,
+//! `isolate_freepages_block`, `suitable_migration_target`) and the
+//! migration target callback `compaction_alloc`.
+
+use largo_types::{MigrateType, Pfn};
+
+use super::control::{CompactControl, MigrateMode};
+use crate::memmap::Folio;
+use crate::page_alloc::PageAlloc;
+use crate::stats::VmEvent;
+
+impl PageAlloc {
+    /// `suitable_migration_target`: a pageblock the free scanner may take
+    /// pages from: not a whole free pageblock (splitting it would not
+    /// help), and of a movable type.
+    fn suitable_migration_target(&self, pfn: u64) -> bool {
+        let page = self.memmap.page(pfn);
+        if page.is_buddy() && page.order() >= self.geo.pageblock_order {
+            return false;
+        }
+        self.pageblocks.migratetype(pfn) == MigrateType::Movable
+    }
+
+    /// `isolate_freepages_block`: every free block of `[start, end)`;
+    /// returns pages isolated.
+    fn isolate_freepages_block(&mut self, cc: &mut CompactControl, start: u64, end: u64) -> u64 {
+        let mut pfn = start;
+        let mut isolated = 0;
+        while pfn < end {
+            cc.total_free_scanned += 1;
+            let page = self.memmap.page(pfn);
+            if !page.is_buddy() {
+                pfn += 1;
+                continue;
+            }
+            let order = page.order();
+            if !self.__isolate_free_page(cc.zi, pfn, order) {
+                break;
+            }
+            cc.freepages[order as usize].push(pfn);
+            cc.nr_freepages += 1 << order;
+            isolated += 1 << order;
+            pfn += 1 << order;
+        }
+        isolated
+    }
+
+    /// `isolate_freepages`: walks pageblocks down from `cc.free_pfn`,
+    /// above the migrate scanner, until as many free pages are isolated
+    /// as folio pages wait to migrate.
+    pub(crate) fn isolate_freepages(&mut self, cc: &mut CompactControl) {
+        let pb = self.geo.pageblock_nr_pages();
+        let low_pfn = (cc.migrate_pfn + pb) & !(pb - 1);
+        let zone_end = self.zones[cc.zi].zone_end_pfn();
+        let mut block = cc.free_pfn;
+        let mut isolated_total = 0;
+        cc.free_exhausted = true;
+        while block >= low_pfn && block >= self.zones[cc.zi].zone_start_pfn {
+            let end = (block + pb).min(zone_end);
+            let next = block.checked_sub(pb);
+            if self.block_in_zone(cc.zi, block, end) && self.suitable_migration_target(block) {
+                let skip = !cc.ignore_skip_hint && cc.mode == MigrateMode::Async && self.pageblocks.skip(block);
+                if !skip {
+                    let n = self.isolate_freepages_block(cc, block, end);
+                    if n == 0 {
+                        self.pageblocks.set_skip(block, true);
+                    }
+                    isolated_total += n;
+                }
+            }
+            let Some(n) = next else { break };
+            block = n;
+            if cc.nr_freepages >= cc.nr_migratepages {
+                cc.free_exhausted = false;
+                break;
+            }
+        }
+        cc.free_pfn = block;
+        self.count_event(VmEvent::CompactIsolated, isolated_total);
+    }
+
+    /// The pageblock `[start, end)` lies in the zone (`pageblock_pfn_to_page`).
+    pub(crate) fn block_in_zone(&self, zi: usize, start: u64, end: u64) -> bool {
+        let zone = &self.zones[zi];
+        zone.spans(start) && zone.spans(end - 1) && self.page_zone_index(start) == Some(zi)
+    }
+
+    /// `compaction_alloc`: a destination of `order` from the isolated free
+    /// pages, splitting a larger one (its halves go back to the lists);
+    /// when none is left the free scanner runs once more.
+    pub(crate) fn compaction_alloc(&mut self, cc: &mut CompactControl, order: u32) -> Option<Folio> {
+        let mut scanned_again = false;
+        loop {
+            let found = (order as usize..cc.freepages.len()).find(|&o| !cc.freepages[o].is_empty());
+            let Some(start_order) = found else {
+                if scanned_again || cc.free_exhausted {
+                    return None;
+                }
+                self.isolate_freepages(cc);
+                scanned_again = true;
+                continue;
+            };
+            let pfn = cc.freepages[start_order].pop()?;
+            let mut o = start_order as u32;
+            while o > order {
+                o -= 1;
+                cc.freepages[o as usize].push(pfn + (1 << o));
+            }
+            cc.nr_freepages -= 1 << order;
+            self.prep_new_page(pfn, order);
+            return Some(Folio { pfn: Pfn(pfn), order });
+        }
+    }
+
+    /// `release_free_list`: the isolated free pages compaction did not use
+    /// go back to the buddy lists.
+    pub(crate) fn release_freepages(&mut self, cc: &mut CompactControl) {
+        for order in 0..cc.freepages.len() {
+            for pfn in std::mem::take(&mut cc.freepages[order]) {
+                self.free_one_page(cc.zi, pfn, order as u32, crate::page_alloc::Fpi::NONE);
+            }
+        }
+        cc.nr_freepages = 0;
+    }
+}

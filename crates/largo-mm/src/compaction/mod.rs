@@ -1,0 +1,40 @@
+//! Memory compaction (mm/compaction.c) and contiguous allocation
+//! (mm/page_alloc.c `alloc_contig_range`, `alloc_contig_pages`).
+//!
+//! Compaction runs two scanners over a zone: the migrate scanner walks
+//! pageblocks up from the zone start isolating movable (LRU) folios, the
+//! free scanner walks down from the zone end isolating free pages in
+//! movable pageblocks; the folios migrate into those free pages (through
+//! the [`Reclaim`](crate::page_alloc::Reclaim) trait, which the VM
+//! implements with rmap), so movable data gathers at the top of the zone
+//! and free blocks at the bottom merge. A run ends when the scanners meet
+//! or, for a direct compactor, when a free block of the requested order
+//! exists.
+//!
+//! Files:
+//! - `control.rs`: `compact_control`, results, priorities, per-zone deferral
+//! - `freepages.rs`: the free scanner and `compaction_alloc`
+//! - `migratepages.rs`: the migrate scanner
+//! - `zone.rs`: `compact_zone`, `compaction_suitable`, `__compact_finished`
+//! - `direct.rs`: direct compaction (`try_to_compact_pages`), kcompactd, `compact_memory`
+//! - `extfrag.rs`: fragmentation and unusable-free indices (debugfs `extfrag/`)
+//! - `contig.rs`: `alloc_contig_range`, `alloc_contig_pages`, `free_contig_range`
+
+mod contig;
+mod control;
+pub(crate) mod direct;
+mod extfrag;
+mod freepages;
+mod migratepages;
+mod zone;
+
+pub use contig::ContigError;
+pub use control::{CompactControl, CompactPriority, CompactResult, MigrateMode, ZoneCompact};
+pub use extfrag::{render_extfrag_index, render_unusable_index};
+
+/// `COMPACT_CLUSTER_MAX` (= `SWAP_CLUSTER_MAX`): folios isolated per round.
+pub const COMPACT_CLUSTER_MAX: u64 = 32;
+/// `COMPACT_MAX_DEFER_SHIFT`: compaction skipped up to 64 times after failures.
+pub const COMPACT_MAX_DEFER_SHIFT: u32 = 6;
+/// `sysctl_extfrag_threshold` default: below it a costly failure is lack of memory.
+pub const EXTFRAG_THRESHOLD: i32 = 500;

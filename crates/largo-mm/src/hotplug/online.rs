@@ -1,0 +1,48 @@
+//! `online_pages` (mm/memory_hotplug.c): the range joins its zone with
+//! isolated pageblocks, its pages are freed to the buddy allocator in
+//! MAX_PAGE_ORDER chunks (`generic_online_page` -> `__free_pages_core`),
+//! then isolation ends so they merge and can be allocated; watermarks and
+//! pcp limits are recomputed.
+
+use super::HotplugError;
+use crate::machine::Machine;
+use crate::page_alloc::PageAlloc;
+
+impl PageAlloc {
+    /// `move_pfn_range_to_zone` (pageblocks isolated) and
+    /// `online_pages_range`, then `undo_isolate_page_range`.
+    fn online_pages_range(&mut self, zi: usize, start: u64, end: u64) {
+        let pb = self.geo.pageblock_nr_pages();
+        for pfn in start..end {
+            self.memmap.page_mut(pfn).clear();
+        }
+        let mut p = start;
+        while p < end {
+            self.pageblocks.set_migratetype(p, largo_types::MigrateType::Isolate);
+            p += pb;
+        }
+        self.zones[zi].nr_isolate_pageblock += (end - start).div_ceil(pb);
+        self.zones[zi].present_pages += end - start;
+        let mut pfn = start;
+        while pfn < end {
+            let mut order = self.geo.max_page_order.min(pfn.trailing_zeros());
+            while pfn + (1 << order) > end {
+                order -= 1;
+            }
+            self.__free_pages_core(zi, pfn, order);
+            pfn += 1 << order;
+        }
+        self.undo_isolate_page_range(start, end);
+        self.init_per_zone_wmark_min();
+    }
+}
+
+impl Machine {
+    /// `online_pages(start, nr)`.
+    pub fn online_pages(&mut self, start: u64, nr: u64) -> Result<(), HotplugError> {
+        let zi = self.hotplug_range_zone(start, nr, true)?;
+        self.page_alloc.online_pages_range(zi, start, start + nr);
+        self.sparse.set_online(start, start + nr, true);
+        Ok(())
+    }
+}
