@@ -60,6 +60,9 @@ pub enum Command {
     /// (internal) The launcher of `largo record`.
     #[command(hide = true)]
     RecordExec(crate::cmd::record::RecordExecArgs),
+    /// Take memory blocks offline and online (`offline:N online:N list`),
+    /// after a workload if given; down to 2 MiB with --memory-block-size 2M.
+    Hotplug(crate::cmd::hotplug::HotplugArgs),
     /// Print a /proc file of the modelled machine in the kernel's format,
     /// after running WORKLOAD if given (its memory still mapped).
     Show {
@@ -108,6 +111,10 @@ pub enum BenchCommand {
     /// move_pages of N folios between two nodes of a ram machine with each
     /// copy policy (vanilla, mt_1..mt_CPUs), GB/s, next to memcpy.
     Migrate(crate::cmd::bench::migrate::MigrateBenchArgs),
+    /// The seed's fragmentation experiment: success of 2M, 32M and 1G
+    /// allocations on an aged sim machine under MAX_PAGE_ORDER 10 +
+    /// alloc_contig_pages, 18, 18 + gigapageblocks, 19 with 2G sections.
+    Gigantic(crate::cmd::bench::gigantic::GiganticBenchArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +131,12 @@ pub enum ShowFile {
     /// Free page reporting: parameters, counters, Reported blocks per order.
     #[value(name = "page_reporting")]
     PageReporting,
+    /// debugfs extfrag/extfrag_index: fragmentation index per order.
+    #[value(name = "extfrag_index")]
+    ExtfragIndex,
+    /// debugfs extfrag/unusable_index: free memory unusable per order.
+    #[value(name = "unusable_index")]
+    UnusableIndex,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +185,10 @@ pub struct MachineArgs {
     /// Override SECTION_SIZE_BITS.
     #[arg(long, value_name = "N")]
     pub section_bits: Option<u32>,
+    /// Memory block size (hotplug unit), a power of two from 2M; below
+    /// the section size is the seed's subsection-granular hotplug.
+    #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+    pub memory_block_size: Option<u64>,
     /// Let buddy blocks exceed a section (MAX_PAGE_ORDER 18 with 128 MiB
     /// sections): the seed thread's contiguous-memmap proposal.
     #[arg(long)]
@@ -285,6 +302,7 @@ impl MachineArgs {
             movable_bytes: self.movable,
             backing: self.backing,
             knobs,
+            memory_block_bytes: self.memory_block_size,
             balloon: self.balloon.then_some(largo_mm::machine::Balloon {
                 order: 0,
                 ack_latency_ns: self.balloon_ack_us * 1000,
@@ -323,6 +341,9 @@ impl MachineArgs {
         }
         if self.buddy_beyond_section {
             t.push("--buddy-beyond-section".to_string());
+        }
+        if let Some(b) = self.memory_block_size {
+            t.extend(["--memory-block-size".to_string(), b.to_string()]);
         }
         t.extend(["--movable".to_string(), self.movable.to_string()]);
         if self.balloon {
@@ -376,7 +397,7 @@ pub fn parse_size_value(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
-fn parse_size_arg(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 

@@ -15,6 +15,13 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `largo replay PATH ARGS --json`, its one object.
+fn replay_json(path: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["replay", path.to_str().unwrap(), "--json"];
+    all.extend_from_slice(args);
+    json_lines(&all).remove(0)
+}
+
 #[test]
 fn a_recorded_program_replays_with_the_hosts_allocation_counts() {
     // `largo validate --trace` measured these on the Linux 6.18 host the
@@ -125,22 +132,31 @@ fn a_trace_can_move_pages_between_nodes() {
          1 move_pages 0x7f0000000000 1M 1\n\
          1 exit\n",
     );
-    let replay = |extra: &[&str]| {
-        let mut args = vec![
-            "replay",
-            path.to_str().unwrap(),
-            "--nodes",
-            "2",
-            "--mem",
-            "4G",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        json_lines(&args).remove(0)
-    };
+    let replay = |extra: &[&str]| replay_json(&path, &[&["--nodes", "2", "--mem", "4G"], extra].concat());
     let j = replay(&[]);
     assert_eq!(j["vmstat"]["pgmigrate_success"], 256);
     let j = replay(&["--thp", "2M"]);
     assert_eq!(j["vmstat"]["pgmigrate_success"], 512, "the THP moves whole");
     assert_eq!(j["vmstat"]["thp_migration_success"], 1);
+}
+
+#[test]
+fn a_trace_can_take_a_memory_block_offline_and_online() {
+    let path = temp_file(
+        "hotplug.trace",
+        "largo-trace 1\n\
+         1 mmap 0x7f0000000000 900M rw- private,anonymous\n\
+         1 touch 0x7f0000000000 900M w\n\
+         1 memory_offline 300\n\
+         1 memory_offline 0\n\
+         1 exit\n",
+    );
+    let replay = |extra: &[&str]| replay_json(&path, &[&["--mem", "1G"], extra].concat());
+    // 2 MiB blocks: block 300 is full of the mapping's pages, which move;
+    // block 0 (the BIOS hole) is refused and the replay goes on.
+    let j = replay(&["--memory-block-size", "2M"]);
+    assert_eq!(j["vmstat"]["pgmigrate_success"], 512);
+    let base = replay(&[]);
+    let kib = |j: &serde_json::Value| j["meminfo"]["MemTotal"].as_u64().unwrap();
+    assert_eq!(kib(&base) - kib(&j), 2048, "one 2 MiB block left MemTotal");
 }

@@ -24,6 +24,9 @@ pub const PRIORS: &[(&str, f64)] = &[
     ("pcp_op", 40.0),
     ("zone_lock", 25.0),
     ("pcp_bulk_block", 15.0),
+    // One buddy level: a free-list unlink or insert and a struct page
+    // write, typically a cache miss on a cold block.
+    ("buddy_level", 10.0),
     ("split_page", 50.0),
     ("split_queue_lock", 25.0),
     ("pgtable", 100.0),

@@ -208,6 +208,10 @@ pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
                     "move_pages (this host has one NUMA node; migration is validated on the model)",
                 ))
             }
+            Event::MemoryState { .. } => return Err(unsupported(
+                i,
+                "memory hotplug (offlining the host's memory is not a test step; hotplug is validated on the model)",
+            )),
             Event::Tick { .. } => continue,
         };
         stack.last_mut().expect("non-empty").1.push(step);

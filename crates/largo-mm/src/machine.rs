@@ -375,6 +375,7 @@ impl Machine {
                 let max = (1u64 << self.geo.pmd_order) - 1;
                 self.vm.thp_mut().max_ptes_none = knobs::parse_int(path, value, 0, max)? as u32;
             }
+            "largo/gigapageblocks" => pa.set_gigapageblocks(knobs::parse_int(path, value, 0, 1)? == 1),
             p if p.starts_with("page_reporting/") => self.set_reporting_knob(path, value)?,
             _ => {
                 let order = self
@@ -401,6 +402,11 @@ impl Machine {
     pub fn knobs(&self) -> Vec<KnobInfo> {
         let t = self.page_alloc.tunables();
         let mut v = vec![
+            KnobInfo {
+                path: "largo/gigapageblocks".into(),
+                value: (self.page_alloc.gigapageblocks() as u8).to_string(),
+                help: "steer unmovable fallbacks into 1 GiB blocks already holding unmovable pageblocks (seed alternative; not a kernel knob)",
+            },
             KnobInfo {
                 path: "vm/min_free_kbytes".into(),
                 value: t.min_free_kbytes.to_string(),

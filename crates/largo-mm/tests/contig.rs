@@ -134,3 +134,64 @@ fn an_unmovable_page_fails_the_range_and_changes_nothing() {
     m.free_contig_folio(folio);
     m.check().unwrap();
 }
+
+#[test]
+fn compaction_frees_a_1g_buddy_block_at_max_page_order_18() {
+    // Anon memory in ZONE_MOVABLE (page tables stay in Normal), scattered
+    // over every gigabyte: fill the zone, then drop every other 16 MiB.
+    let mut m = Machine::new(MachineConfig {
+        mem_bytes: 8 << 30,
+        movable_bytes: 4 << 30,
+        // 4 KiB folios: compaction never moves folios of pageblock order.
+        knobs: vec![("transparent_hugepage/enabled".into(), "never".into())],
+        nr_cpus: 2,
+        overrides: GeometryOverrides {
+            max_page_order: Some(18),
+            buddy_beyond_section: true,
+            ..Default::default()
+        },
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    let len = (4 << 30) - (64 << 20);
+    let (pid, addr) = anon_task(&mut m, len, None);
+    for off in (0..len).step_by(32 << 20) {
+        m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, addr + off, 16 << 20))
+            .unwrap();
+    }
+    let zi = m
+        .page_alloc()
+        .zones()
+        .iter()
+        .position(|z| z.name() == "Movable")
+        .unwrap();
+    let free_1g = |m: &Machine| m.page_alloc().zones()[zi].free_area[18].nr_free;
+    assert_eq!(free_1g(&m), 0, "no free gigabyte before compaction");
+    // compact_memory takes no target from whole free pageblocks: with
+    // memory in 16 MiB free and used runs it has nowhere to migrate to.
+    m.compact_memory();
+    assert_eq!(free_1g(&m), 0);
+    // Take the free gigabytes of the other zones first (no direct
+    // compaction: its failure would defer the next attempt).
+    let mut held = Vec::new();
+    let light = GFP_HIGHUSER_MOVABLE.difference(largo_mm::gfp::Gfp::DIRECT_RECLAIM);
+    while let Some(f) = m.alloc_pages(0, light, 18).unwrap() {
+        held.push(f);
+    }
+    let successes = m.page_alloc().events.get(VmEvent::CompactSuccess);
+    // Direct compaction for order 18 may split free pageblocks.
+    let gfp = GFP_HIGHUSER_MOVABLE | largo_mm::gfp::Gfp::COMP | largo_mm::gfp::Gfp::RETRY_MAYFAIL;
+    let folio = m
+        .alloc_pages_compact(0, gfp, 18)
+        .unwrap()
+        .expect("direct compaction made a 1 GiB folio");
+    assert_eq!(m.page_alloc().page_zone_index(folio.pfn.0), Some(zi));
+    assert!(m.page_alloc().events.get(VmEvent::CompactSuccess) > successes);
+    m.check().unwrap();
+    m.free_folio(0, folio).unwrap();
+    assert!(free_1g(&m) > 0);
+    for f in held {
+        m.free_folio(0, f).unwrap();
+    }
+    m.check().unwrap();
+}

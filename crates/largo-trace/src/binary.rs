@@ -40,6 +40,8 @@ mod tag {
     pub const TICK: u8 = 18;
     pub const EXEC_PAGE: u8 = 19;
     pub const MOVE_PAGES: u8 = 20;
+    pub const MEMORY_OFFLINE: u8 = 21;
+    pub const MEMORY_ONLINE: u8 = 22;
 }
 
 fn zigzag(d: i64) -> u64 {
@@ -198,6 +200,15 @@ impl<W: Write> BinaryWriter<W> {
             Tick { ns } => {
                 b.push(tag::TICK);
                 put(b, ns);
+            }
+            MemoryState { pid, block, online } => {
+                b.push(if online {
+                    tag::MEMORY_ONLINE
+                } else {
+                    tag::MEMORY_OFFLINE
+                });
+                put(b, pid as u64);
+                put(b, block);
             }
             MovePages { pid, addr, len, node } => {
                 b.push(tag::MOVE_PAGES);
@@ -516,6 +527,11 @@ impl<R: Read> BinaryReader<R> {
                 let node = u32::try_from(node).map_err(|_| bad(format!("node {node}")))?;
                 Event::MovePages { pid, addr, len, node }
             }
+            t @ (tag::MEMORY_OFFLINE | tag::MEMORY_ONLINE) => Event::MemoryState {
+                pid: self.pid()?,
+                block: self.varint()?,
+                online: t == tag::MEMORY_ONLINE,
+            },
             other => return Err(bad(format!("unknown record tag {other}"))),
         };
         Ok(Some(e))

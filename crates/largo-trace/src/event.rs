@@ -284,6 +284,12 @@ pub enum Event {
         len: u64,
         node: u32,
     },
+    /// `echo offline|online > /sys/devices/system/memory/memoryBLOCK/state`.
+    MemoryState {
+        pid: TracePid,
+        block: u64,
+        online: bool,
+    },
     /// Time passes.
     Tick {
         ns: u64,
@@ -311,7 +317,8 @@ impl Event {
             | Exit { pid }
             | PrctlThpDisable { pid, .. }
             | DropCaches { pid, .. }
-            | MovePages { pid, .. } => Some(pid),
+            | MovePages { pid, .. }
+            | MemoryState { pid, .. } => Some(pid),
             Tick { .. } => None,
         }
     }

@@ -2,7 +2,8 @@
 //! program did to their memory: the initial layout of each program image,
 //! mmap / munmap / mremap / mprotect / madvise / brk with their results,
 //! user page faults (address, read or write), clone (process, thread,
-//! vfork), exit, the THP prctl, drop_caches, and the passing of time.
+//! vfork), exit, the THP prctl, drop_caches, move_pages, memory blocks
+//! going offline and online, and the passing of time.
 //!
 //! Two encodings of one format version: [`text`] (one event per line,
 //! comments, hand-writable; the scenario suite is written in it) and

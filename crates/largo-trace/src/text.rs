@@ -285,6 +285,14 @@ fn event(toks: &[&str]) -> Result<Event, String> {
                 node: u32::try_from(node).map_err(|_| format!("node {node} is too large"))?,
             }
         }
+        "memory_offline" | "memory_online" => {
+            want(1, "BLOCK")?;
+            Event::MemoryState {
+                pid,
+                block: number(args[0], false)?,
+                online: verb == "memory_online",
+            }
+        }
         other => return Err(format!("unknown event '{other}'")),
     })
 }
@@ -499,6 +507,9 @@ pub fn event_line(e: &Event) -> String {
         DropCaches { pid, mode } => format!("{pid} drop_caches {mode}"),
         Tick { ns } => format!("tick {ns}"),
         MovePages { pid, addr, len, node } => format!("{pid} move_pages {addr:#x} {} {node}", len_text(len)),
+        MemoryState { pid, block, online } => {
+            format!("{pid} memory_{} {block}", if online { "online" } else { "offline" })
+        }
     }
 }
 

@@ -82,6 +82,11 @@ pub const TERMS: &[Term] = &[
         count: |c| c.work.alloc.alloc_buddy + c.work.alloc.free_buddy,
     },
     Term {
+        name: "buddy_level",
+        help: "buddy merge and split levels walked (more with a larger MAX_PAGE_ORDER)",
+        count: |c| c.work.alloc.buddy_levels,
+    },
+    Term {
         name: "zone_lock",
         help: "zone->lock acquisitions",
         count: |c| c.locks.zone_lock,

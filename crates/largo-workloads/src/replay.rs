@@ -284,6 +284,15 @@ impl Replayer {
                 })
                 .map_err(|e| format!("move_pages: {e}"))?;
             }
+            Event::MemoryState { block, online, .. } => {
+                // A refused state change is the write's -EBUSY/-EINVAL,
+                // not a replay error; the trace goes on.
+                let _ = if online {
+                    m.online_memory_block(block)
+                } else {
+                    m.offline_memory_block(block)
+                };
+            }
             Event::Tick { .. } => unreachable!("handled above"),
         }
         Ok(())

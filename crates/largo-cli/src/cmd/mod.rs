@@ -4,6 +4,7 @@ pub mod advise;
 pub mod bench;
 pub mod calibrate;
 mod costs;
+pub mod hotplug;
 mod list;
 mod program;
 pub mod record;
@@ -35,11 +36,13 @@ pub fn run(cli: Cli) -> Result<()> {
             seed,
         } => show::run(file, workload.as_deref(), &machine, &policy, tasks, seed),
         Command::List { what, machine } => list::run(what, &machine),
+        Command::Hotplug(args) => hotplug::run(&args),
         Command::Bench { bench } => match bench {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),
             BenchCommand::Fault(args) => bench::fault::run(&args),
             BenchCommand::Replay(args) => bench::replay::run(&args),
             BenchCommand::Migrate(args) => bench::migrate::run(&args),
+            BenchCommand::Gigantic(args) => bench::gigantic::run(&args),
         },
     }
 }

@@ -38,6 +38,8 @@ pub fn run(
         ShowFile::Mthp => ProcFile::Mthp,
         ShowFile::Thpmaps => ProcFile::Thpmaps,
         ShowFile::PageReporting => ProcFile::PageReporting,
+        ShowFile::ExtfragIndex => ProcFile::ExtfragIndex,
+        ShowFile::UnusableIndex => ProcFile::UnusableIndex,
     };
     let text = file.render(&m);
     let mut stdout = std::io::stdout().lock();

@@ -11,11 +11,12 @@ use crate::stats::VmEvent;
 
 impl PageAlloc {
     /// `suitable_migration_target`: a pageblock the free scanner may take
-    /// pages from: not a whole free pageblock (splitting it would not
-    /// help), and of a movable type.
-    fn suitable_migration_target(&self, pfn: u64) -> bool {
+    /// pages from: not one starting with a free block of the requested
+    /// order (a pageblock when compacting everything) — splitting that
+    /// would undo the work — and of a movable type.
+    fn suitable_migration_target(&self, cc: &CompactControl, pfn: u64) -> bool {
         let page = self.memmap.page(pfn);
-        if page.is_buddy() && page.order() >= self.geo.pageblock_order {
+        if page.is_buddy() && page.order() >= cc.order.unwrap_or(self.geo.pageblock_order) {
             return false;
         }
         self.pageblocks.migratetype(pfn) == MigrateType::Movable
@@ -58,14 +59,15 @@ impl PageAlloc {
         while block >= low_pfn && block >= self.zones[cc.zi].zone_start_pfn {
             let end = (block + pb).min(zone_end);
             let next = block.checked_sub(pb);
-            if self.block_in_zone(cc.zi, block, end) && self.suitable_migration_target(block) {
+            if self.block_in_zone(cc.zi, block, end) && self.suitable_migration_target(cc, block) {
                 let skip = !cc.ignore_skip_hint && cc.mode == MigrateMode::Async && self.pageblocks.skip(block);
                 if !skip {
-                    let n = self.isolate_freepages_block(cc, block, end);
-                    if n == 0 {
+                    // The whole block is scanned: it gets the skip hint
+                    // (update_pageblock_skip), whatever it yielded.
+                    isolated_total += self.isolate_freepages_block(cc, block, end);
+                    if !cc.ignore_skip_hint {
                         self.pageblocks.set_skip(block, true);
                     }
-                    isolated_total += n;
                 }
             }
             let Some(n) = next else { break };

@@ -124,7 +124,12 @@ impl PageAlloc {
         }
         self.in_compaction = false;
         self.release_freepages(cc);
-        if ret != CompactResult::Complete {
+        if ret == CompactResult::Complete {
+            // compact_blockskip_flush: the kernel clears the zone's skip
+            // hints when kswapd next sleeps after a complete pass; the
+            // model clears them at once.
+            self.reset_isolation_suitable(cc.zi);
+        } else {
             let zone = &mut self.zones[cc.zi];
             zone.compact.cached_migrate_pfn = cc.migrate_pfn;
             zone.compact.cached_free_pfn = cc.free_pfn;

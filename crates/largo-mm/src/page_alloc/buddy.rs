@@ -125,6 +125,7 @@ impl PageAlloc {
             }
             pfn &= buddy_pfn;
             order += 1;
+            self.work.buddy_levels += 1;
         }
         let to_tail = fpi.to_tail || self.buddy_merge_likely(zi, pfn, buddy_pfn, order);
         self.add_to_free_list(zi, pfn, order, mt, to_tail);
@@ -174,6 +175,7 @@ impl PageAlloc {
     pub(crate) fn expand(&mut self, zi: usize, pfn: u64, low: u32, mut high: u32, mt: MigrateType) -> u64 {
         let mut size = 1u64 << high;
         let mut nr_added = 0;
+        self.work.buddy_levels += (high - low) as u64;
         while high > low {
             high -= 1;
             size >>= 1;

@@ -167,7 +167,7 @@ impl PageAlloc {
     /// block found on a foreign list if the block is large enough, or if at
     /// least half of the pageblock is free or of a compatible type.
     #[allow(clippy::too_many_arguments)] // the kernel function's parameters
-    fn try_to_claim_block(
+    pub(crate) fn try_to_claim_block(
         &mut self,
         zi: usize,
         pfn: u64,
@@ -204,6 +204,16 @@ impl PageAlloc {
         None
     }
 
+    /// The smallest block a claim may take: with ALLOC_NOFRAGMENT a whole pageblock.
+    pub(crate) fn claim_min_order(&self, order: u32, alloc_flags: AllocFlags) -> u32 {
+        let pb = self.geo.pageblock_order;
+        if order < pb && alloc_flags.contains(AllocFlags::NOFRAGMENT) {
+            pb
+        } else {
+            order
+        }
+    }
+
     /// `__rmqueue_claim`: from the largest order down, claim a foreign
     /// block and allocate from it. With ALLOC_NOFRAGMENT only whole
     /// pageblocks may be taken.
@@ -214,21 +224,17 @@ impl PageAlloc {
         start_mt: MigrateType,
         alloc_flags: AllocFlags,
     ) -> Option<u64> {
-        let pb = self.geo.pageblock_order;
-        let min_order = if order < pb && alloc_flags.contains(AllocFlags::NOFRAGMENT) {
-            pb
-        } else {
-            order
-        };
+        if self.gigablocks.is_some() && start_mt != MigrateType::Movable {
+            return self.gigablock_claim(zi, order, start_mt, alloc_flags);
+        }
+        let min_order = self.claim_min_order(order, alloc_flags);
         for current_order in (min_order..=self.geo.max_page_order).rev() {
             let fallback_mt = match self.find_suitable_fallback(zi, current_order, start_mt, true) {
                 Fallback::Empty => continue,
                 Fallback::NoClaim => break,
                 Fallback::Found(mt) => mt,
             };
-            let pfn = self.zones[zi].free_area[current_order as usize]
-                .list(fallback_mt)
-                .first()?;
+            let pfn = self.fallback_block(zi, current_order, start_mt, fallback_mt)?;
             if let Some(page) =
                 self.try_to_claim_block(zi, pfn, current_order, order, start_mt, fallback_mt, alloc_flags)
             {
@@ -245,9 +251,7 @@ impl PageAlloc {
             let Fallback::Found(fallback_mt) = self.find_suitable_fallback(zi, current_order, start_mt, false) else {
                 continue;
             };
-            let pfn = self.zones[zi].free_area[current_order as usize]
-                .list(fallback_mt)
-                .first()?;
+            let pfn = self.fallback_block(zi, current_order, start_mt, fallback_mt)?;
             self.page_del_and_expand(zi, pfn, order, current_order, fallback_mt);
             return Some(pfn);
         }

@@ -18,6 +18,7 @@ mod deferred;
 mod fallback;
 mod free;
 pub mod gfp;
+pub mod gigablock;
 mod highatomic;
 pub mod isolation;
 pub mod list;
@@ -123,6 +124,8 @@ pub struct PageAlloc {
     /// A compaction or contiguous allocation is migrating (the kernel's
     /// `PF_MEMALLOC` context): allocations for its targets never compact.
     pub(crate) in_compaction: bool,
+    /// The gigapageblock grouping, when turned on.
+    pub(crate) gigablocks: Option<gigablock::Gigablocks>,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -142,6 +145,9 @@ pub struct AllocWork {
     pub free_buddy: u64,
     /// Blocks moved between pcp and buddy lists by bulk refills and drains.
     pub pcp_bulk_blocks: u64,
+    /// Buddy levels walked: one per merge in `__free_one_page`, one per
+    /// half returned by `expand` (deeper with a larger MAX_PAGE_ORDER).
+    pub buddy_levels: u64,
 }
 
 /// `section_zone` entry of a section shared by two zones (or a hole and a zone).
@@ -207,6 +213,7 @@ impl PageAlloc {
             allocs_by_order: vec![0; geo.max_page_order as usize + 1],
             reporting: crate::reporting::PageReporting::new(geo.nr_page_orders()),
             in_compaction: false,
+            gigablocks: None,
         };
         pa.build_all_zonelists();
         pa.build_section_zones(layout.max_pfn);
@@ -385,6 +392,10 @@ impl PageAlloc {
     pub(crate) fn set_pageblock_migratetype(&mut self, pfn: u64, mut mt: MigrateType) {
         if self.mobility_disabled && mt.is_mergeable() {
             mt = MigrateType::Unmovable;
+        }
+        if self.gigablocks.is_some() && mt != MigrateType::Isolate {
+            let old = self.pageblocks.underlying_migratetype(pfn);
+            self.gigablock_retype(pfn, old, mt);
         }
         self.pageblocks.set_migratetype(pfn, mt);
     }

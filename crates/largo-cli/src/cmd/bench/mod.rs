@@ -2,6 +2,7 @@
 
 pub mod alloc;
 pub mod fault;
+pub mod gigantic;
 pub mod migrate;
 pub mod replay;
 mod stream;

@@ -34,10 +34,14 @@ pub enum ProcFile {
     Thpmaps,
     /// Free page reporting's parameters, counters and Reported blocks.
     PageReporting,
+    /// `/sys/kernel/debug/extfrag/extfrag_index`.
+    ExtfragIndex,
+    /// `/sys/kernel/debug/extfrag/unusable_index`.
+    UnusableIndex,
 }
 
 impl ProcFile {
-    pub const ALL: [ProcFile; 8] = [
+    pub const ALL: [ProcFile; 10] = [
         ProcFile::Buddyinfo,
         ProcFile::Pagetypeinfo,
         ProcFile::Zoneinfo,
@@ -46,6 +50,8 @@ impl ProcFile {
         ProcFile::Mthp,
         ProcFile::Thpmaps,
         ProcFile::PageReporting,
+        ProcFile::ExtfragIndex,
+        ProcFile::UnusableIndex,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +64,8 @@ impl ProcFile {
             ProcFile::Mthp => "mthp",
             ProcFile::Thpmaps => "thpmaps",
             ProcFile::PageReporting => "page_reporting",
+            ProcFile::ExtfragIndex => "extfrag_index",
+            ProcFile::UnusableIndex => "unusable_index",
         }
     }
 
@@ -71,6 +79,8 @@ impl ProcFile {
             ProcFile::Mthp => mthp(m),
             ProcFile::Thpmaps => thpmaps(m),
             ProcFile::PageReporting => page_reporting(m),
+            ProcFile::ExtfragIndex => crate::compaction::render_extfrag_index(m.page_alloc()),
+            ProcFile::UnusableIndex => crate::compaction::render_unusable_index(m.page_alloc()),
         }
     }
 }

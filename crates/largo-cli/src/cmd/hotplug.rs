@@ -1,0 +1,98 @@
+//! `largo hotplug OP...`: memory blocks taken offline and brought back
+//! online on the modelled machine, optionally after a workload left its
+//! memory mapped, as `echo offline > /sys/devices/system/memory/memoryN/state`
+//! would; each step prints the block's new state or the kernel's failure
+//! message, and the migration it caused.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use largo_mm::stats::VmEvent;
+use largo_mm::Machine;
+use largo_workloads::{builtin, RunOptions};
+
+use crate::args::{MachineArgs, PolicyArgs, UsageError};
+
+#[derive(Args, Debug)]
+pub struct HotplugArgs {
+    /// Steps in order: `offline:N`, `online:N` (N a memory block number),
+    /// or `list` (every block and its state).
+    #[arg(required = true)]
+    pub ops: Vec<String>,
+    /// A workload to run first, its memory left mapped (e.g. anon-w-seq:size=1G).
+    #[arg(long)]
+    pub workload: Option<String>,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+enum Op {
+    Offline(u64),
+    Online(u64),
+    List,
+}
+
+fn parse_op(s: &str) -> Result<Op, UsageError> {
+    if s == "list" {
+        return Ok(Op::List);
+    }
+    let bad = || UsageError(format!("'{s}' is not a hotplug step: use offline:N, online:N or list"));
+    let (verb, n) = s.split_once(':').ok_or_else(bad)?;
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    match verb {
+        "offline" => Ok(Op::Offline(n)),
+        "online" => Ok(Op::Online(n)),
+        _ => Err(bad()),
+    }
+}
+
+pub fn run(args: &HotplugArgs) -> Result<()> {
+    let ops: Vec<Op> = args.ops.iter().map(|s| parse_op(s)).collect::<Result<_, _>>()?;
+    let mut m = Machine::new(args.machine.config(&args.policy)?)?;
+    if let Some(text) = &args.workload {
+        let (def, spec) = builtin::parse(text).map_err(|e| UsageError(e.to_string()))?;
+        let opts = RunOptions {
+            keep_mapped: true,
+            ..RunOptions::default()
+        };
+        largo_workloads::run(&mut m, def, &spec, &opts, &mut |_, _| {}).with_context(|| format!("running {spec}"))?;
+    }
+    let mut failed = false;
+    for op in ops {
+        let migrated_before = m.page_alloc().events.get(VmEvent::PgmigrateSuccess);
+        let (id, result, verb) = match op {
+            Op::List => {
+                list(&m);
+                continue;
+            }
+            Op::Offline(id) => (id, m.offline_memory_block(id), "offline"),
+            Op::Online(id) => (id, m.online_memory_block(id), "online"),
+        };
+        let migrated = m.page_alloc().events.get(VmEvent::PgmigrateSuccess) - migrated_before;
+        match result {
+            Ok(()) => println!("memory{id}: {verb} (pgmigrate_success +{migrated})"),
+            Err(e) => {
+                failed = true;
+                println!("memory{id}: {verb} failed, errno {}: {e}", e.errno());
+            }
+        }
+        m.check().context("invariants after the step")?;
+    }
+    let meminfo = largo_mm::stats::render::meminfo(&m);
+    if let Some(line) = meminfo.lines().find(|l| l.starts_with("MemTotal")) {
+        println!("{line}");
+    }
+    if failed {
+        anyhow::bail!("a hotplug step failed");
+    }
+    Ok(())
+}
+
+fn list(m: &Machine) {
+    let bytes = m.sparse().memory_block_bytes;
+    println!("block_size_bytes {bytes:x}");
+    for b in &m.sparse().blocks {
+        println!("memory{}: node{} {}", b.id, b.nid, b.state.name());
+    }
+}
