@@ -76,10 +76,15 @@ pub fn selected(text: &str) -> String {
 /// A special journal entry: tracefs was mounted by a guard and is
 /// unmounted on restore.
 pub const UNMOUNT_TRACEFS: &str = "!umount /sys/kernel/tracing";
+/// The same for debugfs (read for the extfrag indices).
+pub const UNMOUNT_DEBUGFS: &str = "!umount /sys/kernel/debug";
+
+/// Where debugfs is mounted.
+pub const DEBUGFS: &str = "/sys/kernel/debug";
 
 fn write_knob(knob: &str, value: &str) -> Result<(), KnobError> {
-    if knob == UNMOUNT_TRACEFS {
-        let p = Path::new(TRACEFS);
+    if let Some(dir) = knob.strip_prefix("!umount ") {
+        let p = Path::new(dir);
         return nix::mount::umount(p).map_err(|e| KnobError::Io {
             path: p.to_path_buf(),
             source: io::Error::from_raw_os_error(e as i32),
@@ -195,23 +200,29 @@ impl KnobGuard {
 
     /// Mounts tracefs if it is not mounted; the restore unmounts it.
     pub fn mount_tracefs(&mut self) -> Result<(), KnobError> {
-        if Path::new(TRACEFS).join("trace").exists() {
+        self.mount_fs("tracefs", TRACEFS, "trace", UNMOUNT_TRACEFS)
+    }
+
+    /// Mounts debugfs if it is not mounted; the restore unmounts it.
+    pub fn mount_debugfs(&mut self) -> Result<(), KnobError> {
+        self.mount_fs("debugfs", DEBUGFS, "extfrag", UNMOUNT_DEBUGFS)
+    }
+
+    /// Mounts `fstype` at `dir` unless `dir/probe` exists already,
+    /// journaling `undo` so every exit path unmounts it.
+    fn mount_fs(&mut self, fstype: &str, dir: &str, probe: &str, undo: &str) -> Result<(), KnobError> {
+        if Path::new(dir).join(probe).exists() {
             return Ok(());
         }
-        let p = Path::new(TRACEFS);
         nix::mount::mount(
             Some("nodev"),
-            p,
-            Some("tracefs"),
+            Path::new(dir),
+            Some(fstype),
             nix::mount::MsFlags::empty(),
             None::<&str>,
         )
-        .map_err(|e| {
-            KnobError::Unsupported(format!(
-                "tracefs is not mounted and mounting it at {TRACEFS} failed: {e}"
-            ))
-        })?;
-        self.saved.push((UNMOUNT_TRACEFS.to_string(), String::new()));
+        .map_err(|e| KnobError::Unsupported(format!("{fstype} is not mounted and mounting it at {dir} failed: {e}")))?;
+        self.saved.push((undo.to_string(), String::new()));
         self.write_journal()
     }
 

@@ -89,6 +89,16 @@ fn defrag_always_compacts_and_thp_faults_succeed_where_never_falls_back() {
         ev(&always, VmEvent::CompactStall)
             >= (ev(&always, VmEvent::CompactSuccess) + ev(&always, VmEvent::CompactFail))
     );
+    println!(
+        "32 MiB of THP faults: defrag=never {thp_never} THPs, defrag=always {thp_always} THPs; \
+         compact_stall {} success {} fail {} migrate_scanned {} free_scanned {} pgmigrate_success {}",
+        ev(&always, VmEvent::CompactStall),
+        ev(&always, VmEvent::CompactSuccess),
+        ev(&always, VmEvent::CompactFail),
+        ev(&always, VmEvent::CompactMigrateScanned),
+        ev(&always, VmEvent::CompactFreeScanned),
+        ev(&always, VmEvent::PgmigrateSuccess)
+    );
     always.check().unwrap();
     never.check().unwrap();
 }
