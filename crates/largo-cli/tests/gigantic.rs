@@ -7,8 +7,27 @@ use common::{assert_usage_error, json_lines, largo, stdout};
 
 #[test]
 fn bench_gigantic_prints_one_sample_per_variant_and_step() {
-    let lines = json_lines(&["bench", "gigantic", "--mem", "4G", "--steps", "2", "--json"]);
+    let all = json_lines(&["bench", "gigantic", "--mem", "4G", "--steps", "2", "--json"]);
+    let (lines, faults): (Vec<_>, Vec<_>) = all.iter().cloned().partition(|j| j["experiment"] == "gigantic");
     assert_eq!(lines.len(), 4 * 2, "4 variants x 2 steps");
+    // The page-fault comparison: 2 workloads x MAX_PAGE_ORDER 10 and 19.
+    assert_eq!(faults.len(), 4);
+    for j in &faults {
+        assert_eq!(j["experiment"], "gigantic-faults");
+        assert!(
+            j["kernel_ns"].as_f64().unwrap() > 0.0 && j["buddy_levels"].as_u64().unwrap() > 0,
+            "{j}"
+        );
+    }
+    let levels = |v: &str| {
+        faults.iter().find(|j| j["variant"] == v).unwrap()["buddy_levels"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        levels("max19+2G-sections") > levels("max10+contig"),
+        "deeper buddies walk more levels"
+    );
     for j in &lines {
         assert_eq!(j["experiment"], "gigantic");
         for k in ["success_2m", "success_32m", "success_1g"] {
@@ -23,7 +42,7 @@ fn bench_gigantic_prints_one_sample_per_variant_and_step() {
     assert_eq!(lines[1]["t_s"], 2);
     // Same seed, same numbers (sim runs are deterministic).
     let again = json_lines(&["bench", "gigantic", "--mem", "4G", "--steps", "2", "--json"]);
-    assert_eq!(lines, again);
+    assert_eq!(all, again);
 }
 
 #[test]

@@ -48,6 +48,8 @@ macro_rules! ensure {
 
 impl PageAlloc {
     pub fn check_invariants(&self) -> Result<CheckReport, InvariantError> {
+        self.check_gigablocks()?;
+        self.check_isolated_counts()?;
         let mut total = CheckReport::default();
         for zi in 0..self.zones.len() {
             let r = self.check_zone(zi)?;
@@ -58,6 +60,60 @@ impl PageAlloc {
             total.offline_pages += r.offline_pages;
         }
         Ok(total)
+    }
+
+    /// Gigapageblock counts equal the non-movable pageblocks recounted.
+    fn check_gigablocks(&self) -> Result<(), InvariantError> {
+        let Some(g) = self.gigablocks.as_ref() else {
+            return Ok(());
+        };
+        let mut want = vec![0u32; g.unmovable.len()];
+        let pb = self.geo.pageblock_nr_pages();
+        for i in 0..self.pageblocks.len() as u64 {
+            let pfn = i * pb;
+            let mt = self.pageblocks.underlying_migratetype(pfn);
+            let pollutes = matches!(
+                mt,
+                MigrateType::Unmovable | MigrateType::Reclaimable | MigrateType::HighAtomic
+            );
+            if pollutes && self.page_zone_index(pfn).is_some() {
+                want[(pfn >> g.pfn_shift) as usize] += 1;
+            }
+        }
+        ensure!(
+            want == g.unmovable,
+            "gigablock non-movable pageblock counts drifted from the pageblock bits"
+        );
+        Ok(())
+    }
+
+    /// `nr_isolate_pageblock` equals the isolated pageblocks of each zone
+    /// that are online (offline memory keeps its isolation bits).
+    fn check_isolated_counts(&self) -> Result<(), InvariantError> {
+        let pb = self.geo.pageblock_nr_pages();
+        for (zi, zone) in self.zones.iter().enumerate() {
+            let mut n = 0;
+            let mut pfn = zone.zone_start_pfn & !(pb - 1);
+            while pfn < zone.zone_end_pfn() {
+                let page = self.memmap.page(pfn);
+                let offline = page.flags() == PageFlags::OFFLINE && page.refcount() == 0;
+                if self.page_zone_index(pfn) == Some(zi)
+                    && self.pageblocks.migratetype(pfn) == MigrateType::Isolate
+                    && !offline
+                {
+                    n += 1;
+                }
+                pfn += pb;
+            }
+            ensure!(
+                n == zone.nr_isolate_pageblock,
+                "node {} zone {}: nr_isolate_pageblock {} but {n} pageblocks are isolated",
+                zone.nid,
+                zone.name(),
+                zone.nr_isolate_pageblock
+            );
+        }
+        Ok(())
     }
 
     fn check_zone(&self, zi: usize) -> Result<CheckReport, InvariantError> {

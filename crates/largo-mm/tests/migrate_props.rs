@@ -2,8 +2,10 @@
 //! never changes a byte. A task writes versioned patterns into random
 //! pages of one mapping (mTHP sizes random) and moves random ranges
 //! between two nodes with every copy policy, failures injected in the
-//! middle of batches; after every step each written page still holds its
-//! last pattern and every invariant holds.
+//! middle of batches, and compacts memory, allocates contiguous ranges and
+//! takes 2 MiB memory blocks offline and online around its pages (all of
+//! which migrate them); after every step each written page still holds
+//! its last pattern and every invariant holds.
 //!
 //! `PROPTEST_CASES=N` changes the number of sequences (default 64).
 
@@ -28,6 +30,13 @@ enum Op {
         policy: usize,
         fail_every: u32,
     },
+    /// `compact_memory`: every zone compacted whole.
+    Compact,
+    /// `alloc_contig_range` of the 2^order pages around the frame of
+    /// mapping page `at` (if mapped), freed again.
+    Contig { at: u64, order: u32 },
+    /// The 2 MiB memory block holding mapping page `at` offline and back online.
+    Hotplug { at: u64 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -35,6 +44,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (any::<u64>(), 1u64..200).prop_map(|(first, nr)| Op::Write { first, nr }),
         2 => (any::<u64>(), 1u64..600, 0i32..2, 0usize..3, prop_oneof![3 => Just(0u32), 1 => 1u32..5])
             .prop_map(|(first, nr, node, policy, fail_every)| Op::Move { first, nr, node, policy, fail_every }),
+        1 => Just(Op::Compact),
+        1 => (any::<u64>(), 0u32..=10).prop_map(|(at, order)| Op::Contig { at, order }),
+        1 => any::<u64>().prop_map(|at| Op::Hotplug { at }),
     ]
 }
 
@@ -62,6 +74,7 @@ fn run(sizes: Vec<&'static str>, nr_pages: u64, ops: Vec<Op>) -> Result<(), Test
             ..Default::default()
         },
         kernel_reserved_bytes: 1 << 20,
+        memory_block_bytes: Some(2 << 20),
         knobs: sizes
             .iter()
             .map(|s| {
@@ -115,6 +128,29 @@ fn run(sizes: Vec<&'static str>, nr_pages: u64, ops: Vec<Op>) -> Result<(), Test
                     .unwrap();
                 m.with_vm(0, |vm, _| vm.inject_migrate_failures(0));
                 prop_assert!(out.ret >= 0, "step {}: ret {}", step, out.ret);
+            }
+            Op::Compact => {
+                m.compact_memory();
+            }
+            Op::Contig { at, order } => {
+                let nr = 1u64 << order;
+                if let Some(pfn) = m.vm().translate(pid, base + (at % nr_pages) * PAGE) {
+                    let start = pfn & !(nr - 1);
+                    if let Ok(Some(folio)) = m.alloc_contig_range(start, start + nr) {
+                        m.free_contig_folio(folio);
+                    }
+                }
+            }
+            Op::Hotplug { at } => {
+                let block = m
+                    .vm()
+                    .translate(pid, base + (at % nr_pages) * PAGE)
+                    .and_then(|pfn| m.memory_block_of(pfn));
+                if let Some(id) = block {
+                    if m.offline_memory_block(id).is_ok() {
+                        m.online_memory_block(id).unwrap();
+                    }
+                }
             }
         }
         m.check()

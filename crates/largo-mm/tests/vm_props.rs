@@ -85,6 +85,19 @@ enum Op {
         policy: usize,
         fail_every: u32,
     },
+    /// `echo 1 > /proc/sys/vm/compact_memory`.
+    CompactMemory,
+    /// `alloc_contig_range` of a naturally aligned range of 2^order pages
+    /// chosen by index, freed again at once when it succeeds.
+    AllocContig {
+        at: u64,
+        order: u32,
+    },
+    /// A memory block offline then (if that worked and `back`) online.
+    Hotplug {
+        block: usize,
+        back: bool,
+    },
 }
 
 /// A page range inside one VMA of a task, chosen by indices.
@@ -132,6 +145,9 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (task, range(), 0usize..2, 0usize..3, prop_oneof![2 => Just(0u32), 1 => 1u32..4])
             .prop_map(|(task, range, node, policy, fail_every)| Op::MovePages { task, range, node, policy, fail_every }),
         4 => (any::<usize>(), any::<usize>()).prop_map(|(path, value)| Op::Knob { path, value }),
+        1 => Just(Op::CompactMemory),
+        2 => (any::<u64>(), 0u32..=10).prop_map(|(at, order)| Op::AllocContig { at, order }),
+        2 => (any::<usize>(), prop::bool::weighted(0.8)).prop_map(|(block, back)| Op::Hotplug { block, back }),
     ]
 }
 
@@ -166,15 +182,17 @@ fn knob_write(m: &Machine, path: usize, value: usize) -> (String, String) {
                 "transparent_hugepage/use_zero_page",
                 "transparent_hugepage/shrink_underused",
                 "transparent_hugepage/anon_beside_full",
-            ][value % 3]
+                "largo/gigapageblocks",
+            ][value % 4]
                 .into(),
-            ((value / 3) % 2).to_string(),
+            ((value / 4) % 2).to_string(),
         ),
     }
 }
 
 fn machine() -> impl Strategy<Value = MachineConfig> {
     let x86 = (prop_oneof![Just(32u64), Just(64), Just(96)], 1usize..=3).prop_map(|(mem_mb, cpus)| MachineConfig {
+        memory_block_bytes: Some(2 << 20),
         mem_bytes: mem_mb << 20,
         nr_cpus: cpus,
         kernel_reserved_bytes: 1 << 20,
@@ -192,6 +210,7 @@ fn machine() -> impl Strategy<Value = MachineConfig> {
             ..MachineConfig::default()
         });
     let numa = (1usize..=2).prop_map(|cpus| MachineConfig {
+        memory_block_bytes: Some(2 << 20),
         mem_bytes: 128 << 20,
         nr_nodes: 2,
         nr_cpus: cpus * 2,
@@ -389,6 +408,54 @@ impl Runner {
                     .unwrap();
             }
             Op::DropCaches => self.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 3)),
+            Op::CompactMemory => {
+                self.m.compact_memory();
+            }
+            Op::AllocContig { at, order } => {
+                let nr = 1u64 << order.min(self.m.geometry().max_page_order);
+                let max_pfn = self.m.layout().max_pfn;
+                let start = (at % max_pfn) & !(nr - 1);
+                let free = |m: &Machine| m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages();
+                let free_before = free(&self.m);
+                if let Ok(Some(folio)) = self.m.alloc_contig_range(start, start + nr) {
+                    assert_eq!(folio.nr_pages(), nr);
+                    assert!(
+                        free(&self.m) + nr >= free_before,
+                        "the range came out of the free pages"
+                    );
+                    self.m
+                        .check()
+                        .unwrap_or_else(|e| panic!("after alloc_contig_range: {e}"));
+                    self.m.free_contig_folio(folio);
+                }
+                // Whatever migrated took one page for each it freed (a large
+                // folio split for want of a destination frees its unmapped
+                // pages: never fewer free pages).
+                assert!(free(&self.m) >= free_before, "alloc_contig_range lost pages");
+            }
+            Op::Hotplug { block, back } => {
+                let ids: Vec<u64> = self.m.sparse().blocks.iter().map(|b| b.id).collect();
+                let id = ids[block % ids.len()];
+                let was_online = self.m.sparse().block(id).unwrap().state == largo_mm::sparse::MemoryBlockState::Online;
+                let managed = self.m.page_alloc().managed_pages();
+                if self.m.offline_memory_block(id).is_ok() {
+                    self.m.check().unwrap_or_else(|e| panic!("after offlining {id}: {e}"));
+                    if back && was_online {
+                        self.m.online_memory_block(id).unwrap();
+                        assert_eq!(
+                            self.m.page_alloc().managed_pages(),
+                            managed,
+                            "online restores managed pages"
+                        );
+                    }
+                } else {
+                    assert_eq!(
+                        self.m.page_alloc().managed_pages(),
+                        managed,
+                        "a refused offline changes nothing"
+                    );
+                }
+            }
             Op::MovePages {
                 task,
                 range,
@@ -492,6 +559,18 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
         r.m.with_vm(0, |vm, ctx| vm.exit(ctx, pid)).unwrap();
     }
     r.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 2));
+    // Blocks left offline come back online.
+    let offline: Vec<u64> =
+        r.m.sparse()
+            .blocks
+            .iter()
+            .filter(|b| b.state == largo_mm::sparse::MemoryBlockState::Offline)
+            .map(|b| b.id)
+            .collect();
+    for id in offline {
+        r.m.online_memory_block(id)
+            .map_err(|e| TestCaseError::fail(format!("onlining {id}: {e}")))?;
+    }
     r.m.check()
         .map_err(|e| TestCaseError::fail(format!("after exit: {e}")))?;
     let stats = r.m.vm().node_stats();

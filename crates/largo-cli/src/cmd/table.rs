@@ -120,7 +120,7 @@ pub fn align_right(t: &mut Table, cols: std::ops::RangeInclusive<usize>) {
 }
 
 /// `value (+x.x%)` against `base`.
-fn cell(value: f64, base: f64, decimals: usize, is_base: bool) -> String {
+pub(crate) fn cell(value: f64, base: f64, decimals: usize, is_base: bool) -> String {
     let v = format!("{value:.decimals$}");
     if is_base {
         return v;

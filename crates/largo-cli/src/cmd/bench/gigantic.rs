@@ -21,7 +21,7 @@ use largo_types::GeometryOverrides;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cmd::table::{align_right, new_table};
+use crate::cmd::table::{align_right, cell, new_table};
 
 #[derive(Args, Debug)]
 pub struct GiganticBenchArgs {
@@ -230,6 +230,56 @@ fn probe(m: &mut Machine, order: u32, attempts: u32) -> Result<f64> {
     Ok(rate)
 }
 
+/// The seed's page-fault comparison: the same workloads on fresh machines
+/// at MAX_PAGE_ORDER 10 and 19 (2 GiB sections): estimated kernel time and
+/// buddy levels walked (deeper splits and merges with larger blocks).
+fn fault_comparison(args: &GiganticBenchArgs) -> Result<()> {
+    let profile = largo_workloads::cost::Profile::default_profile();
+    let variants = [&VARIANTS[0], &VARIANTS[3]];
+    let workloads = ["page_fault1:size=1G,iterations=2", "anon-w-seq:size=4G"];
+    let mut rows = Vec::new();
+    for w in workloads {
+        let (def, spec) = largo_workloads::builtin::parse(w).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut base = None;
+        for v in variants {
+            let mut m = machine(v, args.mem)?;
+            let out = largo_workloads::run(&mut m, def, &spec, &Default::default(), &mut |_, _| {})?;
+            let est = profile.estimate(&out.counters);
+            let levels = est.terms["buddy_level"].count;
+            let ns = est.kernel_ns;
+            let is_base = base.is_none();
+            let (b_ns, b_levels) = *base.get_or_insert((ns, levels));
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"experiment": "gigantic-faults", "variant": v.name, "workload": w,
+                        "kernel_ns": ns, "buddy_levels": levels})
+                );
+            }
+            rows.push(vec![
+                w.to_string(),
+                v.name.to_string(),
+                cell(ns / 1e6, b_ns / 1e6, 3, is_base),
+                cell(levels as f64, b_levels as f64, 0, is_base),
+            ]);
+        }
+    }
+    if !args.json {
+        let mut t = new_table(["workload", "variant", "kernel ms (est.)", "buddy levels walked"]);
+        for r in rows {
+            t.add_row(r);
+        }
+        align_right(&mut t, 2..=3);
+        println!(
+            "page faults on a fresh {} machine, MAX_PAGE_ORDER 10 vs 19 (cost profile '{}')",
+            largo_types::format_size(args.mem),
+            profile.name
+        );
+        println!("{t}");
+    }
+    Ok(())
+}
+
 pub fn run(args: &GiganticBenchArgs) -> Result<()> {
     let mut samples: Vec<(&str, u32, [f64; 3])> = Vec::new();
     for v in &VARIANTS {
@@ -259,7 +309,7 @@ pub fn run(args: &GiganticBenchArgs) -> Result<()> {
         eprintln!();
         print_table(&samples, args);
     }
-    Ok(())
+    fault_comparison(args)
 }
 
 fn print_table(samples: &[(&str, u32, [f64; 3])], args: &GiganticBenchArgs) {
