@@ -189,6 +189,10 @@ pub struct MachineArgs {
     /// the section size is the seed's subsection-granular hotplug.
     #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
     pub memory_block_size: Option<u64>,
+    /// Physical memory the machine may grow to by hot-add (QEMU's maxmem);
+    /// the region above --mem starts with no RAM (`largo hotplug add:N`).
+    #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+    pub maxmem: Option<u64>,
     /// Let buddy blocks exceed a section (MAX_PAGE_ORDER 18 with 128 MiB
     /// sections): the seed thread's contiguous-memmap proposal.
     #[arg(long)]
@@ -303,6 +307,7 @@ impl MachineArgs {
             backing: self.backing,
             knobs,
             memory_block_bytes: self.memory_block_size,
+            maxmem_bytes: self.maxmem,
             balloon: self.balloon.then_some(largo_mm::machine::Balloon {
                 order: 0,
                 ack_latency_ns: self.balloon_ack_us * 1000,
@@ -344,6 +349,9 @@ impl MachineArgs {
         }
         if let Some(b) = self.memory_block_size {
             t.extend(["--memory-block-size".to_string(), b.to_string()]);
+        }
+        if let Some(b) = self.maxmem {
+            t.extend(["--maxmem".to_string(), b.to_string()]);
         }
         t.extend(["--movable".to_string(), self.movable.to_string()]);
         if self.balloon {

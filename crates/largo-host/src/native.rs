@@ -208,7 +208,7 @@ pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
                     "move_pages (this host has one NUMA node; migration is validated on the model)",
                 ))
             }
-            Event::MemoryState { .. } => return Err(unsupported(
+            Event::MemoryBlock { .. } => return Err(unsupported(
                 i,
                 "memory hotplug (offlining the host's memory is not a test step; hotplug is validated on the model)",
             )),

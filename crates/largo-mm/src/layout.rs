@@ -150,8 +150,12 @@ pub struct Layout {
     pub ram: Vec<PfnRange>,
     /// Boot reservations (`memblock.reserved`), sorted, disjoint, inside RAM.
     pub reserved: Vec<(PfnRange, ReservedKind)>,
-    /// One past the highest RAM pfn.
+    /// One past the highest pfn with a memmap: boot RAM, or the end of
+    /// the hot-add region when there is one.
     pub max_pfn: u64,
+    /// Physical address space reserved for hot-added memory above boot
+    /// RAM (QEMU's `maxmem`, ACPI's hotpluggable ranges): no RAM at boot.
+    pub hotplug_region: Option<PfnRange>,
     pub nodes: Vec<NodeLayout>,
     /// Every zone of every node, `nid * MAX_NR_ZONES + zone_type`.
     pub zones: Vec<ZoneLayout>,
@@ -191,6 +195,7 @@ impl Layout {
             ram,
             reserved,
             max_pfn,
+            hotplug_region: None,
             nodes,
             zones,
             memmap_boot_pages,

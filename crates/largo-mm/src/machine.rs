@@ -40,6 +40,9 @@ pub struct MachineConfig {
     /// the host does. Below the section size (down to a 2 MiB subsection)
     /// is the seed's decoupled hotplug granularity.
     pub memory_block_bytes: Option<u64>,
+    /// Physical memory the machine may grow to by hot-add (QEMU's
+    /// `-m ...,maxmem=`); the region above boot RAM has no RAM at boot.
+    pub maxmem_bytes: Option<u64>,
 }
 
 /// A snapshot of a real machine's zones to shape the free memory after.
@@ -78,6 +81,7 @@ impl Default for MachineConfig {
             balloon: None,
             shape: None,
             memory_block_bytes: None,
+            maxmem_bytes: None,
         }
     }
 }
@@ -96,6 +100,8 @@ pub enum MachineError {
     NoKernelImage,
     #[error("--memory-block-size {0}: must be a power of two from 2M (one subsection) to 2G")]
     MemoryBlockSize(String),
+    #[error("--maxmem {maxmem} must exceed --mem {mem} by a multiple of the memory block size ({block})")]
+    Maxmem { maxmem: String, mem: String, block: String },
 }
 
 /// Either checker's finding.
@@ -140,6 +146,9 @@ impl Machine {
                 return Err(MachineError::MemoryBlockSize(format_size(bytes)));
             }
             layout.memory_block_bytes = bytes;
+        }
+        if let Some(maxmem) = config.maxmem_bytes {
+            reserve_hotplug_region(&geo, &mut layout, config.mem_bytes, maxmem)?;
         }
         let sparse = Sparse::build(&geo, &layout);
         let thp = ThpKnobs::defaults(geo.pmd_order);
@@ -509,4 +518,22 @@ fn parse_ratios(path: &str, value: &str) -> Result<[u64; MAX_NR_ZONES], KnobErro
         .map(|s| s.parse().map_err(|_| bad()))
         .collect::<Result<_, _>>()?;
     nums.try_into().map_err(|_| bad())
+}
+
+/// Reserves the hot-add region above boot RAM, starting at the next
+/// memory block boundary (`maxmem - mem` bytes of it).
+fn reserve_hotplug_region(geo: &Geometry, layout: &mut Layout, mem: u64, maxmem: u64) -> Result<(), MachineError> {
+    let block_pages = layout.memory_block_bytes >> geo.page_shift;
+    let extra = maxmem.saturating_sub(mem) >> geo.page_shift;
+    let start = layout.max_pfn.next_multiple_of(block_pages);
+    if extra == 0 || !extra.is_multiple_of(block_pages) || start + extra >= u32::MAX as u64 {
+        return Err(MachineError::Maxmem {
+            maxmem: format_size(maxmem),
+            mem: format_size(mem),
+            block: format_size(layout.memory_block_bytes),
+        });
+    }
+    layout.hotplug_region = Some(crate::layout::PfnRange::new(start, start + extra));
+    layout.max_pfn = start + extra;
+    Ok(())
 }

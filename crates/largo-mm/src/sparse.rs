@@ -148,6 +148,42 @@ impl Sparse {
         }
     }
 
+    /// `section_activate` over `[start, end)`: the subsections become
+    /// present (offline), their sections present on node `nid`.
+    pub fn add_section_range(&mut self, start: u64, end: u64, nid: usize) {
+        self.set_subsections(start, end, true, nid);
+    }
+
+    /// `section_deactivate` over `[start, end)`: the subsections (already
+    /// offline) lose their memmap; a section without any is not present.
+    pub fn remove_section_range(&mut self, start: u64, end: u64) {
+        self.set_subsections(start, end, false, 0);
+    }
+
+    fn set_subsections(&mut self, start: u64, end: u64, present: bool, nid: usize) {
+        let words = (((1u64 << self.pfn_section_shift) / self.pages_per_subsection) as usize).div_ceil(64);
+        let mut pfn = start;
+        while pfn < end {
+            let nr = self.section_nr(pfn);
+            let sub = ((pfn & ((1 << self.pfn_section_shift) - 1)) / self.pages_per_subsection) as usize;
+            let ms = &mut self.sections[nr];
+            if ms.subsection_map.is_empty() {
+                ms.subsection_map = vec![0; words];
+                ms.online_map = vec![0; words];
+            }
+            if present {
+                ms.subsection_map[sub / 64] |= 1 << (sub % 64);
+                ms.nid = nid;
+            } else {
+                ms.subsection_map[sub / 64] &= !(1 << (sub % 64));
+                ms.online_map[sub / 64] &= !(1 << (sub % 64));
+            }
+            ms.present = ms.subsection_map.iter().any(|w| *w != 0);
+            ms.online = ms.online_map.iter().any(|w| *w != 0);
+            pfn += self.pages_per_subsection;
+        }
+    }
+
     /// The memory block with sysfs number `id`.
     pub fn block(&self, id: u64) -> Option<&MemoryBlock> {
         self.blocks.iter().find(|b| b.id == id)

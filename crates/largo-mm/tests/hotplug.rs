@@ -132,3 +132,70 @@ fn mainline_section_blocks_on_two_nodes_move_their_pages_to_the_other_node() {
     m.online_memory_block(block).unwrap();
     m.check().unwrap();
 }
+
+#[test]
+fn hot_added_memory_is_onlined_used_offlined_and_removed() {
+    let mut m = Machine::new(MachineConfig {
+        mem_bytes: 1 << 30,
+        maxmem_bytes: Some(2 << 30),
+        nr_cpus: 2,
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    let managed = m.page_alloc().managed_pages();
+    let region = m.layout().hotplug_region.unwrap();
+    assert_eq!(region.len(), 1 << 18, "1 GiB of hot-add space");
+    let block = m.sparse().memory_block_bytes >> 12;
+    let ids: Vec<u64> = (region.start..region.end)
+        .step_by(block as usize)
+        .map(|p| p / block)
+        .collect();
+    m.check().unwrap();
+    // Removing online memory, adding outside the region or twice: refused.
+    let online = m.sparse().blocks[3].id;
+    let err = m.remove_memory_block(online).unwrap_err();
+    assert_eq!(err.errno(), -16, "{err}");
+    assert!(
+        m.add_memory(0, 0, block).is_err(),
+        "boot RAM is not in the hot-add region"
+    );
+    for &id in &ids {
+        m.add_memory_block(0, id).unwrap();
+    }
+    assert!(m.add_memory_block(0, ids[0]).is_err(), "already present");
+    m.check().unwrap();
+    assert_eq!(m.page_alloc().managed_pages(), managed, "added memory starts offline");
+    // online_movable: ZONE_MOVABLE, so nothing unmovable lands there and
+    // the memory can be removed again.
+    for &id in &ids {
+        m.online_memory_block_movable(id).unwrap();
+    }
+    let movable = m.page_alloc().zones().iter().find(|z| z.name() == "Movable").unwrap();
+    assert_eq!(movable.present_pages, 1 << 18);
+    m.check().unwrap();
+    assert_eq!(m.page_alloc().managed_pages(), managed + (1 << 18));
+    // 1.5 GiB of anon memory fits only with the added gigabyte.
+    let (pid, addr) = anon_task(&mut m, 1536 << 20, None);
+    assert_eq!(m.page_alloc().events.get(VmEvent::OomKill), 0);
+    let top = *ids.last().unwrap();
+    let in_top = (0..(1536u64 << 20) / PAGE)
+        .filter(|i| m.vm().translate(pid, addr + i * PAGE).unwrap() / block == top)
+        .count();
+    assert!(in_top > 0, "the added memory is used");
+    // Free a third, then take the top block out again: its pages move.
+    m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, addr, 512 << 20)).unwrap();
+    m.offline_memory_block(top).unwrap();
+    m.remove_memory_block(top).unwrap();
+    m.check().unwrap();
+    assert!(m.sparse().block(top).is_none(), "the block device is gone");
+    assert!(!m.sparse().pfn_valid(top * block), "no memmap any more");
+    assert_eq!(m.page_alloc().managed_pages(), managed + (1 << 18) - block);
+    for i in (512u64 << 20) / PAGE..(1536u64 << 20) / PAGE {
+        let p = m.vm().translate(pid, addr + i * PAGE).unwrap();
+        assert_ne!(p / block, top, "page {i} left in the removed block");
+    }
+    // And it can come back.
+    m.add_memory_block(0, top).unwrap();
+    m.online_memory_block_movable(top).unwrap();
+    m.check().unwrap();
+}

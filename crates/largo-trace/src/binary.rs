@@ -40,8 +40,7 @@ mod tag {
     pub const TICK: u8 = 18;
     pub const EXEC_PAGE: u8 = 19;
     pub const MOVE_PAGES: u8 = 20;
-    pub const MEMORY_OFFLINE: u8 = 21;
-    pub const MEMORY_ONLINE: u8 = 22;
+    // 21..=25: memory hotplug, `MemoryOp::ALL`.
 }
 
 fn zigzag(d: i64) -> u64 {
@@ -201,12 +200,8 @@ impl<W: Write> BinaryWriter<W> {
                 b.push(tag::TICK);
                 put(b, ns);
             }
-            MemoryState { pid, block, online } => {
-                b.push(if online {
-                    tag::MEMORY_ONLINE
-                } else {
-                    tag::MEMORY_OFFLINE
-                });
+            MemoryBlock { pid, block, op } => {
+                b.push(op.tag());
                 put(b, pid as u64);
                 put(b, block);
             }
@@ -527,10 +522,10 @@ impl<R: Read> BinaryReader<R> {
                 let node = u32::try_from(node).map_err(|_| bad(format!("node {node}")))?;
                 Event::MovePages { pid, addr, len, node }
             }
-            t @ (tag::MEMORY_OFFLINE | tag::MEMORY_ONLINE) => Event::MemoryState {
+            t if MemoryOp::from_tag(t).is_some() => Event::MemoryBlock {
                 pid: self.pid()?,
                 block: self.varint()?,
-                online: t == tag::MEMORY_ONLINE,
+                op: MemoryOp::from_tag(t).expect("checked"),
             },
             other => return Err(bad(format!("unknown record tag {other}"))),
         };

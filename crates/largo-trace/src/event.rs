@@ -182,6 +182,48 @@ impl ThpDisableMode {
     }
 }
 
+/// What a memory hotplug event does to a memory block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryOp {
+    /// `echo offline > memoryN/state`.
+    Offline,
+    /// `echo online > memoryN/state`.
+    Online,
+    /// `echo online_movable > memoryN/state`.
+    OnlineMovable,
+    /// The block is hot-added (ACPI / virtio-mem / `add_memory`), offline.
+    Add,
+    /// The (offline) block is hot-removed (`remove_memory`).
+    Remove,
+}
+
+impl MemoryOp {
+    /// (text verb, binary tag) of each op.
+    pub const ALL: [(MemoryOp, &'static str, u8); 5] = [
+        (MemoryOp::Offline, "memory_offline", 21),
+        (MemoryOp::Online, "memory_online", 22),
+        (MemoryOp::Add, "memory_add", 23),
+        (MemoryOp::Remove, "memory_remove", 24),
+        (MemoryOp::OnlineMovable, "memory_online_movable", 25),
+    ];
+
+    pub fn verb(self) -> &'static str {
+        Self::ALL.iter().find(|(o, _, _)| *o == self).map_or("", |e| e.1)
+    }
+
+    pub fn tag(self) -> u8 {
+        Self::ALL.iter().find(|(o, _, _)| *o == self).map_or(0, |e| e.2)
+    }
+
+    pub fn from_verb(verb: &str) -> Option<MemoryOp> {
+        Self::ALL.iter().find(|e| e.1 == verb).map(|e| e.0)
+    }
+
+    pub fn from_tag(tag: u8) -> Option<MemoryOp> {
+        Self::ALL.iter().find(|e| e.2 == tag).map(|e| e.0)
+    }
+}
+
 /// One event. Addresses and lengths are bytes; `mmap`, `mremap` and `brk`
 /// carry the kernel's result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -284,11 +326,12 @@ pub enum Event {
         len: u64,
         node: u32,
     },
-    /// `echo offline|online > /sys/devices/system/memory/memoryBLOCK/state`.
-    MemoryState {
+    /// Memory hotplug of memory block `block`: offline, online (its
+    /// `state` file), hot-add or hot-remove.
+    MemoryBlock {
         pid: TracePid,
         block: u64,
-        online: bool,
+        op: MemoryOp,
     },
     /// Time passes.
     Tick {
@@ -318,7 +361,7 @@ impl Event {
             | PrctlThpDisable { pid, .. }
             | DropCaches { pid, .. }
             | MovePages { pid, .. }
-            | MemoryState { pid, .. } => Some(pid),
+            | MemoryBlock { pid, .. } => Some(pid),
             Tick { .. } => None,
         }
     }

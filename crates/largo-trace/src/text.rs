@@ -285,12 +285,12 @@ fn event(toks: &[&str]) -> Result<Event, String> {
                 node: u32::try_from(node).map_err(|_| format!("node {node} is too large"))?,
             }
         }
-        "memory_offline" | "memory_online" => {
+        v if MemoryOp::from_verb(v).is_some() => {
             want(1, "BLOCK")?;
-            Event::MemoryState {
+            Event::MemoryBlock {
                 pid,
                 block: number(args[0], false)?,
-                online: verb == "memory_online",
+                op: MemoryOp::from_verb(v).expect("checked"),
             }
         }
         other => return Err(format!("unknown event '{other}'")),
@@ -507,9 +507,7 @@ pub fn event_line(e: &Event) -> String {
         DropCaches { pid, mode } => format!("{pid} drop_caches {mode}"),
         Tick { ns } => format!("tick {ns}"),
         MovePages { pid, addr, len, node } => format!("{pid} move_pages {addr:#x} {} {node}", len_text(len)),
-        MemoryState { pid, block, online } => {
-            format!("{pid} memory_{} {block}", if online { "online" } else { "offline" })
-        }
+        MemoryBlock { pid, block, op } => format!("{pid} {} {block}", op.verb()),
     }
 }
 

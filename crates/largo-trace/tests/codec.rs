@@ -79,10 +79,10 @@ fn arb_event() -> impl Strategy<Value = Event> {
             mode: ThpDisableMode::NAMES[m].1
         }),
         (pid.clone(), 1u8..4).prop_map(|(pid, mode)| Event::DropCaches { pid, mode }),
-        (pid.clone(), any::<u64>(), any::<bool>()).prop_map(|(pid, block, online)| Event::MemoryState {
+        (pid.clone(), any::<u64>(), 0usize..5).prop_map(|(pid, block, k)| Event::MemoryBlock {
             pid,
             block,
-            online
+            op: MemoryOp::ALL[k].0
         }),
         (pid, any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(pid, addr, len, node)| Event::MovePages {
             pid,

@@ -15,7 +15,7 @@ use largo_mm::vm::types::{Pid, ThpDisable};
 use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot};
 use largo_mm::Machine;
 use largo_trace::{
-    CloneKind, Event, ThpDisableMode, TracePid, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE,
+    CloneKind, Event, MemoryOp, ThpDisableMode, TracePid, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE,
 };
 use serde::Serialize;
 
@@ -284,13 +284,15 @@ impl Replayer {
                 })
                 .map_err(|e| format!("move_pages: {e}"))?;
             }
-            Event::MemoryState { block, online, .. } => {
-                // A refused state change is the write's -EBUSY/-EINVAL,
-                // not a replay error; the trace goes on.
-                let _ = if online {
-                    m.online_memory_block(block)
-                } else {
-                    m.offline_memory_block(block)
+            Event::MemoryBlock { block, op, .. } => {
+                // A refused step is the write's -EBUSY/-EINVAL, not a
+                // replay error; the trace goes on. Hot-add goes to node 0.
+                let _ = match op {
+                    MemoryOp::Online => m.online_memory_block(block),
+                    MemoryOp::OnlineMovable => m.online_memory_block_movable(block),
+                    MemoryOp::Offline => m.offline_memory_block(block),
+                    MemoryOp::Add => m.add_memory_block(0, block).map(|_| ()),
+                    MemoryOp::Remove => m.remove_memory_block(block),
                 };
             }
             Event::Tick { .. } => unreachable!("handled above"),

@@ -14,8 +14,9 @@ use crate::args::{MachineArgs, PolicyArgs, UsageError};
 
 #[derive(Args, Debug)]
 pub struct HotplugArgs {
-    /// Steps in order: `offline:N`, `online:N` (N a memory block number),
-    /// or `list` (every block and its state).
+    /// Steps in order: `offline:N`, `online:N`, `online_movable:N`, `add:N` (hot-add block N of
+    /// the --maxmem region, node 0, offline), `remove:N` (an offline
+    /// block), or `list` (every block and its state).
     #[arg(required = true)]
     pub ops: Vec<String>,
     /// A workload to run first, its memory left mapped (e.g. anon-w-seq:size=1G).
@@ -30,6 +31,9 @@ pub struct HotplugArgs {
 enum Op {
     Offline(u64),
     Online(u64),
+    OnlineMovable(u64),
+    Add(u64),
+    Remove(u64),
     List,
 }
 
@@ -37,12 +41,19 @@ fn parse_op(s: &str) -> Result<Op, UsageError> {
     if s == "list" {
         return Ok(Op::List);
     }
-    let bad = || UsageError(format!("'{s}' is not a hotplug step: use offline:N, online:N or list"));
+    let bad = || {
+        UsageError(format!(
+            "'{s}' is not a hotplug step: use offline:N, online:N, online_movable:N, add:N, remove:N or list"
+        ))
+    };
     let (verb, n) = s.split_once(':').ok_or_else(bad)?;
     let n: u64 = n.parse().map_err(|_| bad())?;
     match verb {
         "offline" => Ok(Op::Offline(n)),
         "online" => Ok(Op::Online(n)),
+        "online_movable" => Ok(Op::OnlineMovable(n)),
+        "add" => Ok(Op::Add(n)),
+        "remove" => Ok(Op::Remove(n)),
         _ => Err(bad()),
     }
 }
@@ -68,6 +79,9 @@ pub fn run(args: &HotplugArgs) -> Result<()> {
             }
             Op::Offline(id) => (id, m.offline_memory_block(id), "offline"),
             Op::Online(id) => (id, m.online_memory_block(id), "online"),
+            Op::OnlineMovable(id) => (id, m.online_memory_block_movable(id), "online_movable"),
+            Op::Add(id) => (id, m.add_memory_block(0, id), "add"),
+            Op::Remove(id) => (id, m.remove_memory_block(id), "remove"),
         };
         let migrated = m.page_alloc().events.get(VmEvent::PgmigrateSuccess) - migrated_before;
         match result {

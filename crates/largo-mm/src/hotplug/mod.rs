@@ -8,8 +8,10 @@
 //! In mainline the unit is a memory block of whole sections. With
 //! `memory_block_bytes` below the section size (the seed's proposal) the
 //! same steps run per 2 MiB subsection: sections track which subsections
-//! are online.
+//! are online. Memory can also be hot-added into the machine's hot-add
+//! region (`--maxmem`) and removed once offline (`add_remove.rs`).
 
+mod add_remove;
 mod offline;
 mod online;
 
@@ -57,11 +59,21 @@ impl Machine {
 
     /// `echo online > /sys/devices/system/memory/memoryN/state`.
     pub fn online_memory_block(&mut self, id: u64) -> Result<(), HotplugError> {
+        self.online_memory_block_to(id, None)
+    }
+
+    /// `echo online_movable > .../memoryN/state`: hot-added memory goes to
+    /// ZONE_MOVABLE, so it holds only movable pages and can be removed again.
+    pub fn online_memory_block_movable(&mut self, id: u64) -> Result<(), HotplugError> {
+        self.online_memory_block_to(id, Some(largo_types::ZoneType::Movable))
+    }
+
+    fn online_memory_block_to(&mut self, id: u64, zone: Option<largo_types::ZoneType>) -> Result<(), HotplugError> {
         let (start, nr, state) = self.block_range(id)?;
         if state == MemoryBlockState::Online {
             return Ok(());
         }
-        self.online_pages(start, nr)?;
+        self.online_pages(start, nr, zone)?;
         self.sparse.block_mut(id).expect("block looked up").state = MemoryBlockState::Online;
         Ok(())
     }

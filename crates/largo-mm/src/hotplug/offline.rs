@@ -37,6 +37,10 @@ impl PageAlloc {
         zone.nr_isolate_pageblock -= blocks;
         zone.managed_pages -= nr;
         zone.present_pages -= nr;
+        if zone.present_pages == 0 {
+            // The zone leaves the zonelists.
+            self.build_all_zonelists();
+        }
         self.init_per_zone_wmark_min();
     }
 }

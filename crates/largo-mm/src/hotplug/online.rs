@@ -4,7 +4,10 @@
 //! then isolation ends so they merge and can be allocated; watermarks and
 //! pcp limits are recomputed.
 
+use largo_types::ZoneType;
+
 use super::HotplugError;
+use crate::layout::PfnRange;
 use crate::machine::Machine;
 use crate::page_alloc::PageAlloc;
 
@@ -38,11 +41,40 @@ impl PageAlloc {
 }
 
 impl Machine {
-    /// `online_pages(start, nr)`.
-    pub fn online_pages(&mut self, start: u64, nr: u64) -> Result<(), HotplugError> {
+    /// `online_pages(start, nr)` into the zone the pages already belong
+    /// to, or for hot-added pages in no zone yet, `zone` (ZONE_NORMAL for
+    /// `online`, ZONE_MOVABLE for `online_movable`).
+    pub fn online_pages(&mut self, start: u64, nr: u64, zone: Option<ZoneType>) -> Result<(), HotplugError> {
+        if self.page_alloc.page_zone_index(start).is_none() {
+            let nid = self.hotplug_node_of(start)?;
+            let zt = zone.unwrap_or(ZoneType::Normal);
+            self.page_alloc
+                .span_zone_over(nid, zt, PfnRange::new(start, start + nr))
+                .map_err(HotplugError::Invalid)?;
+        }
         let zi = self.hotplug_range_zone(start, nr, true)?;
+        if zone.is_some_and(|zt| zt != self.page_alloc().zones()[zi].zone_type) {
+            return Err(HotplugError::Invalid(format!(
+                "the range already belongs to ZONE_{}",
+                self.page_alloc().zones()[zi].name().to_uppercase()
+            )));
+        }
+        let was_populated = self.page_alloc().zones()[zi].populated();
         self.page_alloc.online_pages_range(zi, start, start + nr);
+        if !was_populated {
+            // The zone joins the zonelists (build_all_zonelists).
+            self.page_alloc.build_all_zonelists();
+        }
         self.sparse.set_online(start, start + nr, true);
         Ok(())
+    }
+
+    /// The node a present pfn's section belongs to.
+    fn hotplug_node_of(&self, pfn: u64) -> Result<usize, HotplugError> {
+        let nr = self.sparse().section_nr(pfn);
+        match self.sparse().sections.get(nr) {
+            Some(ms) if ms.present => Ok(ms.nid),
+            _ => Err(HotplugError::Invalid(format!("pfn {pfn:#x} is not present"))),
+        }
     }
 }

@@ -1,0 +1,173 @@
+//! Hot-add and hot-remove (mm/memory_hotplug.c `add_memory`,
+//! `arch_add_memory` / `__add_pages` -> `sparse_add_section`,
+//! `create_memory_block_devices`; `remove_memory` -> `__remove_pages` ->
+//! `sparse_remove_section`). Added memory lies in the machine's hot-add
+//! region (`--maxmem`), arrives offline, in memory blocks that `online`
+//! brings in, and joins its node's highest zone; only an offline block can
+//! be removed.
+
+use largo_types::{MigrateType, ZoneType, MAX_NR_ZONES};
+
+use super::HotplugError;
+use crate::layout::PfnRange;
+use crate::machine::Machine;
+use crate::memmap::PageFlags;
+use crate::page_alloc::PageAlloc;
+use crate::sparse::{MemoryBlock, MemoryBlockState};
+
+const EBUSY: i32 = -16;
+
+impl PageAlloc {
+    /// The memmap of hot-added pages (`memmap_init_range` for an offline
+    /// range): `PageOffline`, not present or managed until onlined, in no
+    /// zone until then (`online_pages` picks the zone); the node spans it.
+    fn add_pages(&mut self, nid: usize, range: PfnRange) {
+        for pfn in range.start..range.end {
+            self.memmap.page_mut(pfn).set_flags(PageFlags::OFFLINE);
+        }
+        let at = self.ram.partition_point(|r| r.start < range.start);
+        self.ram.insert(at, range);
+        let node = &mut self.nodes[nid];
+        node.node_end_pfn = node.node_end_pfn.max(range.end);
+    }
+
+    /// `move_pfn_range_to_zone` / `resize_zone_range`: zone `zone_type`
+    /// of node `nid` grows to span `range`, unless that would overlap
+    /// another zone of the node.
+    pub(crate) fn span_zone_over(&mut self, nid: usize, zone_type: ZoneType, range: PfnRange) -> Result<usize, String> {
+        let zi = nid * MAX_NR_ZONES + zone_type.index();
+        let zone = &self.zones[zi];
+        let (start, end) = if zone.spanned_pages == 0 {
+            (range.start, range.end)
+        } else {
+            (zone.zone_start_pfn.min(range.start), zone.zone_end_pfn().max(range.end))
+        };
+        for other in nid * MAX_NR_ZONES..(nid + 1) * MAX_NR_ZONES {
+            let o = &self.zones[other];
+            if other != zi && o.spanned_pages > 0 && o.zone_start_pfn < end && start < o.zone_end_pfn() {
+                return Err(format!(
+                    "ZONE_{} would overlap ZONE_{}",
+                    zone.name().to_uppercase(),
+                    o.name().to_uppercase()
+                ));
+            }
+        }
+        let zone = &mut self.zones[zi];
+        zone.zone_start_pfn = start;
+        zone.spanned_pages = end - start;
+        let max_pfn = self.memmap.len();
+        self.build_section_zones(max_pfn);
+        Ok(zi)
+    }
+
+    /// `__remove_pages` of an offline range: its records cleared, its
+    /// pageblocks back to MOVABLE, no longer RAM.
+    fn remove_pages(&mut self, range: PfnRange) {
+        let pb = self.geo.pageblock_nr_pages();
+        for pfn in range.start..range.end {
+            self.memmap.page_mut(pfn).clear();
+        }
+        let mut p = range.start;
+        while p < range.end {
+            self.pageblocks.set_migratetype(p, MigrateType::Movable);
+            p += pb;
+        }
+        let mut kept = Vec::new();
+        for r in self.ram.drain(..) {
+            let before = PfnRange::new(r.start, r.end.min(range.start));
+            let after = PfnRange::new(r.start.max(range.end), r.end);
+            kept.extend([before, after].into_iter().filter(|x| !x.is_empty()));
+        }
+        self.ram = kept;
+    }
+}
+
+impl Machine {
+    /// `add_memory(nid, start, size)`: `nr` pages from `start_pfn` (inside
+    /// the hot-add region, aligned to the memory block size) become
+    /// present and offline, in new memory blocks. Returns their ids.
+    pub fn add_memory(&mut self, nid: usize, start_pfn: u64, nr: u64) -> Result<Vec<u64>, HotplugError> {
+        let block = self.sparse.memory_block_bytes >> self.geometry().page_shift;
+        let region = self
+            .layout()
+            .hotplug_region
+            .ok_or_else(|| HotplugError::Invalid("the machine has no hot-add region (--maxmem)".into()))?;
+        let range = PfnRange::new(start_pfn, start_pfn + nr);
+        if nr == 0 || !start_pfn.is_multiple_of(block) || !nr.is_multiple_of(block) {
+            return Err(HotplugError::Invalid(format!(
+                "[{start_pfn:#x}, {:#x}) is not aligned to the memory block size",
+                range.end
+            )));
+        }
+        if range.start < region.start || range.end > region.end {
+            return Err(HotplugError::Invalid(format!(
+                "[{start_pfn:#x}, {:#x}) is outside the hot-add region [{:#x}, {:#x})",
+                range.end, region.start, region.end
+            )));
+        }
+        if nid >= self.page_alloc().nodes().len() {
+            return Err(HotplugError::Invalid(format!("no node {nid}")));
+        }
+        if self
+            .page_alloc()
+            .ram_ranges()
+            .iter()
+            .any(|r| !r.intersect(range).is_empty())
+        {
+            return Err(HotplugError::Invalid(format!(
+                "[{start_pfn:#x}, {:#x}) is already present (-EEXIST)",
+                range.end
+            )));
+        }
+        self.page_alloc.add_pages(nid, range);
+        self.sparse.add_section_range(range.start, range.end, nid);
+        let ids: Vec<u64> = (range.start..range.end)
+            .step_by(block as usize)
+            .map(|p| p / block)
+            .collect();
+        for &id in &ids {
+            self.sparse.blocks.push(MemoryBlock {
+                id,
+                start_pfn: id * block,
+                nr_pages: block,
+                nid,
+                state: MemoryBlockState::Offline,
+            });
+        }
+        self.sparse.blocks.sort_by_key(|b| b.id);
+        Ok(ids)
+    }
+
+    /// Hot-adds memory block `id` (its pfns in the hot-add region) on node `nid`.
+    pub fn add_memory_block(&mut self, nid: usize, id: u64) -> Result<(), HotplugError> {
+        let block = self.sparse.memory_block_bytes >> self.geometry().page_shift;
+        self.add_memory(nid, id * block, block).map(|_| ())
+    }
+
+    /// `remove_memory` of one memory block: it must be offline (`-EBUSY`
+    /// otherwise); its sections lose the subsections, its memmap is gone,
+    /// and so is the block device.
+    pub fn remove_memory_block(&mut self, id: u64) -> Result<(), HotplugError> {
+        let b = self
+            .sparse
+            .block(id)
+            .cloned()
+            .ok_or_else(|| HotplugError::Invalid(format!("no memory block {id}")))?;
+        if b.state != MemoryBlockState::Offline {
+            return Err(HotplugError::Offline {
+                start: b.start_pfn,
+                end: b.start_pfn + b.nr_pages,
+                reason: "memory block still online",
+                errno: EBUSY,
+                pfn: None,
+            });
+        }
+        let range = PfnRange::new(b.start_pfn, b.start_pfn + b.nr_pages);
+        // Parts of the block that were never RAM (holes) stay holes.
+        self.page_alloc.remove_pages(range);
+        self.sparse.remove_section_range(range.start, range.end);
+        self.sparse.blocks.retain(|x| x.id != id);
+        let _ = self.backing.discard(largo_types::Pfn(range.start), range.len());
+        Ok(())
+    }
+}
