@@ -76,7 +76,7 @@ impl PageAlloc {
                 mt,
                 MigrateType::Unmovable | MigrateType::Reclaimable | MigrateType::HighAtomic
             );
-            if pollutes && self.page_zone_index(pfn).is_some() {
+            if pollutes {
                 want[(pfn >> g.pfn_shift) as usize] += 1;
             }
         }

@@ -98,6 +98,12 @@ enum Op {
         block: usize,
         back: bool,
     },
+    /// A block of the hot-add region added and onlined (movable or not),
+    /// or, if present, offlined and removed.
+    HotAdd {
+        block: u64,
+        movable: bool,
+    },
 }
 
 /// A page range inside one VMA of a task, chosen by indices.
@@ -148,6 +154,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::CompactMemory),
         2 => (any::<u64>(), 0u32..=10).prop_map(|(at, order)| Op::AllocContig { at, order }),
         2 => (any::<usize>(), prop::bool::weighted(0.8)).prop_map(|(block, back)| Op::Hotplug { block, back }),
+        2 => (any::<u64>(), any::<bool>()).prop_map(|(block, movable)| Op::HotAdd { block, movable }),
     ]
 }
 
@@ -193,6 +200,7 @@ fn knob_write(m: &Machine, path: usize, value: usize) -> (String, String) {
 fn machine() -> impl Strategy<Value = MachineConfig> {
     let x86 = (prop_oneof![Just(32u64), Just(64), Just(96)], 1usize..=3).prop_map(|(mem_mb, cpus)| MachineConfig {
         memory_block_bytes: Some(2 << 20),
+        maxmem_bytes: Some((mem_mb + 16) << 20),
         mem_bytes: mem_mb << 20,
         nr_cpus: cpus,
         kernel_reserved_bytes: 1 << 20,
@@ -433,6 +441,33 @@ impl Runner {
                 // pages: never fewer free pages).
                 assert!(free(&self.m) >= free_before, "alloc_contig_range lost pages");
             }
+            Op::HotAdd { block, movable } => {
+                let Some(region) = self.m.layout().hotplug_region else {
+                    return;
+                };
+                let pages = self.m.sparse().memory_block_bytes / page;
+                let id = region.start / pages + block % (region.len() / pages);
+                let managed = self.m.page_alloc().managed_pages();
+                match self.m.sparse().block(id).map(|b| b.state) {
+                    None => {
+                        self.m.add_memory_block(0, id).unwrap();
+                        let on = if movable {
+                            self.m.online_memory_block_movable(id)
+                        } else {
+                            self.m.online_memory_block(id)
+                        };
+                        if on.is_ok() {
+                            assert_eq!(self.m.page_alloc().managed_pages(), managed + pages);
+                        }
+                    }
+                    Some(_) => {
+                        if self.m.offline_memory_block(id).is_ok() {
+                            self.m.remove_memory_block(id).unwrap();
+                            assert!(self.m.sparse().block(id).is_none());
+                        }
+                    }
+                }
+            }
             Op::Hotplug { block, back } => {
                 let ids: Vec<u64> = self.m.sparse().blocks.iter().map(|b| b.id).collect();
                 let id = ids[block % ids.len()];
@@ -565,11 +600,28 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
             .blocks
             .iter()
             .filter(|b| b.state == largo_mm::sparse::MemoryBlockState::Offline)
+            .filter(|b| r.m.layout().hotplug_region.is_none_or(|h| b.start_pfn < h.start))
             .map(|b| b.id)
             .collect();
     for id in offline {
         r.m.online_memory_block(id)
             .map_err(|e| TestCaseError::fail(format!("onlining {id}: {e}")))?;
+    }
+    // Hot-added blocks leave again (nothing is left to hold them).
+    if let Some(region) = r.m.layout().hotplug_region {
+        let added: Vec<u64> =
+            r.m.sparse()
+                .blocks
+                .iter()
+                .filter(|b| b.start_pfn >= region.start)
+                .map(|b| b.id)
+                .collect();
+        for id in added {
+            r.m.offline_memory_block(id)
+                .map_err(|e| TestCaseError::fail(format!("offlining hot-added {id}: {e}")))?;
+            r.m.remove_memory_block(id)
+                .map_err(|e| TestCaseError::fail(format!("removing {id}: {e}")))?;
+        }
     }
     r.m.check()
         .map_err(|e| TestCaseError::fail(format!("after exit: {e}")))?;

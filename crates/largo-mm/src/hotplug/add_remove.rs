@@ -69,6 +69,8 @@ impl PageAlloc {
         }
         let mut p = range.start;
         while p < range.end {
+            let old = self.pageblocks.underlying_migratetype(p);
+            self.gigablock_retype(p, old, MigrateType::Movable);
             self.pageblocks.set_migratetype(p, MigrateType::Movable);
             p += pb;
         }

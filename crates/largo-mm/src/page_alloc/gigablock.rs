@@ -52,7 +52,7 @@ impl PageAlloc {
         };
         let pb = self.geo.pageblock_nr_pages();
         for i in 0..self.pageblocks.len() as u64 {
-            if pollutes(self.pageblocks.underlying_migratetype(i * pb)) && self.page_zone_index(i * pb).is_some() {
+            if pollutes(self.pageblocks.underlying_migratetype(i * pb)) {
                 g.unmovable[((i * pb) >> pfn_shift) as usize] += 1;
             }
         }
