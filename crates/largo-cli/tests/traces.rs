@@ -119,7 +119,14 @@ fn bench_migrate_reports_each_cell_and_the_memcpy_limit() {
     assert!(lines.iter().any(|j| j["column"] == "mt_1" && j["folio_kib"] == 2048));
     assert!(lines
         .iter()
-        .any(|j| j["column"] == "memcpy_1" && j["folio_kib"].is_null()));
+        .any(|j| j["column"] == "memcpy_1" && j["folio_kib"].is_null())); // --folio keeps the rows of one size; a size with no row is a usage error.
+    let only = json_lines(&["bench", "migrate", "--quick", "--runs", "1", "--json", "--folio", "2M"]);
+    assert_eq!(only.len(), (1 + cpus) + cpus);
+    assert!(only.iter().all(|j| j["folio_kib"] == 2048 || j["folio_kib"].is_null()));
+    assert_usage_error(
+        &["bench", "migrate", "--quick", "--folio", "8K"],
+        "no row of that folio size",
+    );
 }
 
 #[test]

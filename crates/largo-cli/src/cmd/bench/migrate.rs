@@ -35,6 +35,9 @@ pub struct MigrateBenchArgs {
     /// One JSON object per cell instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Only the rows of these folio sizes (4K, 64K, 2M; repeatable).
+    #[arg(long = "folio", value_parser = crate::args::parse_size_arg, value_name = "SIZE")]
+    pub folios: Vec<u64>,
 }
 
 /// A row: folios of `folio_kib`, `nr` of them.
@@ -146,7 +149,16 @@ pub fn run(args: &MigrateBenchArgs) -> Result<()> {
     }
     let _busy = args.busy.then(|| Busy::start(cpus));
     let mut cells: Vec<(u64, u64, String, f64)> = Vec::new();
-    for (folio_kib, nr) in rows(args.quick) {
+    let rows: Vec<(u64, u64)> = rows(args.quick)
+        .into_iter()
+        .filter(|(kib, _)| args.folios.is_empty() || args.folios.contains(&(kib << 10)))
+        .collect();
+    if rows.is_empty() {
+        return Err(
+            crate::args::UsageError("--folio: no row of that folio size (the rows are 4K, 64K and 2M)".into()).into(),
+        );
+    }
+    for (folio_kib, nr) in rows {
         let knob = format!("transparent_hugepage/hugepages-{folio_kib}kB/enabled");
         if folio_kib > 4 {
             m.set_knob(&knob, "always")?;
