@@ -385,6 +385,10 @@ impl Machine {
                 self.vm.thp_mut().max_ptes_none = knobs::parse_int(path, value, 0, max)? as u32;
             }
             "largo/gigapageblocks" => pa.set_gigapageblocks(knobs::parse_int(path, value, 0, 1)? == 1),
+            "vm/compaction_proactiveness" => {
+                pa.tunables.compaction_proactiveness = knobs::parse_int(path, value, 0, 100)?
+            }
+            "vm/extfrag_threshold" => pa.tunables.extfrag_threshold = knobs::parse_int(path, value, 0, 1000)?,
             p if p.starts_with("page_reporting/") => self.set_reporting_knob(path, value)?,
             _ => {
                 let order = self
@@ -415,6 +419,16 @@ impl Machine {
                 path: "largo/gigapageblocks".into(),
                 value: (self.page_alloc.gigapageblocks() as u8).to_string(),
                 help: "steer unmovable fallbacks into 1 GiB blocks already holding unmovable pageblocks (seed alternative; not a kernel knob)",
+            },
+            KnobInfo {
+                path: "vm/compaction_proactiveness".into(),
+                value: t.compaction_proactiveness.to_string(),
+                help: "how hard kcompactd compacts on its own (0 off; fragmentation score kept under 100 minus this)",
+            },
+            KnobInfo {
+                path: "vm/extfrag_threshold".into(),
+                value: t.extfrag_threshold.to_string(),
+                help: "fragmentation index at or below which a costly allocation failure is lack of memory (no compaction)",
             },
             KnobInfo {
                 path: "vm/min_free_kbytes".into(),

@@ -141,3 +141,26 @@ fn compact_memory_rebuilds_free_pageblocks_and_the_indices_follow() {
     let unusable = largo_mm::compaction::render_unusable_index(m.page_alloc());
     assert_eq!(unusable.lines().count(), text.lines().count());
 }
+
+#[test]
+fn kcompactd_compacts_proactively_when_the_score_is_high() {
+    let node_score = |m: &Machine| m.page_alloc().fragmentation_score_node(0);
+    let (mut off, _) = fragmented("never");
+    off.set_knob("vm/compaction_proactiveness", "0").unwrap();
+    let before = node_score(&off);
+    assert!(before > 90, "order-0 holes everywhere: score {before}");
+    off.advance_time(5_000_000_000);
+    assert_eq!(node_score(&off), before, "proactiveness 0: kcompactd leaves it");
+    assert_eq!(off.page_alloc().events.get(VmEvent::CompactDaemonMigrateScanned), 0);
+
+    let (mut on, _) = fragmented("never");
+    let scanned = on.page_alloc().events.get(VmEvent::CompactDaemonMigrateScanned);
+    on.advance_time(400_000_000);
+    assert_eq!(node_score(&on), before, "the timer fires every 500 ms");
+    on.advance_time(200_000_000);
+    let after = node_score(&on);
+    println!("proactive compaction: fragmentation score {before} -> {after}");
+    assert!(after <= 80, "compacted to 100 - proactiveness: {after}");
+    assert!(on.page_alloc().events.get(VmEvent::CompactDaemonMigrateScanned) > scanned);
+    on.check().unwrap();
+}

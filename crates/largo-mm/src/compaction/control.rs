@@ -108,6 +108,8 @@ pub struct CompactControl {
     /// The allocation's flags (their watermark decides "already done").
     pub alloc_flags: crate::page_alloc::AllocFlags,
     pub direct_compaction: bool,
+    /// kcompactd's proactive compaction (`cc->proactive_compaction`).
+    pub proactive: bool,
     pub whole_zone: bool,
     pub ignore_skip_hint: bool,
     /// Next pfn the migrate scanner looks at.
@@ -138,6 +140,7 @@ impl CompactControl {
             highest_zoneidx: largo_types::MAX_NR_ZONES - 1,
             alloc_flags: crate::page_alloc::AllocFlags::empty(),
             direct_compaction: false,
+            proactive: false,
             whole_zone: false,
             ignore_skip_hint: false,
             migrate_pfn: 0,

@@ -17,6 +17,7 @@
 //! - `migratepages.rs`: the migrate scanner
 //! - `zone.rs`: `compact_zone`, `compaction_suitable`, `__compact_finished`
 //! - `direct.rs`: direct compaction (`try_to_compact_pages`), kcompactd, `compact_memory`
+//! - `proactive.rs`: kcompactd's timer and proactive compaction (fragmentation score)
 //! - `extfrag.rs`: fragmentation and unusable-free indices (debugfs `extfrag/`)
 //! - `contig.rs`: `alloc_contig_range`, `alloc_contig_pages`, `free_contig_range`
 
@@ -26,6 +27,7 @@ pub(crate) mod direct;
 mod extfrag;
 mod freepages;
 mod migratepages;
+pub mod proactive;
 mod zone;
 
 pub use contig::ContigError;
@@ -36,5 +38,3 @@ pub use extfrag::{render_extfrag_index, render_unusable_index};
 pub const COMPACT_CLUSTER_MAX: u64 = 32;
 /// `COMPACT_MAX_DEFER_SHIFT`: compaction skipped up to 64 times after failures.
 pub const COMPACT_MAX_DEFER_SHIFT: u32 = 6;
-/// `sysctl_extfrag_threshold` default: below it a costly failure is lack of memory.
-pub const EXTFRAG_THRESHOLD: i32 = 500;

@@ -5,7 +5,7 @@
 use largo_types::PAGE_ALLOC_COSTLY_ORDER;
 
 use super::control::{CompactControl, CompactResult};
-use super::EXTFRAG_THRESHOLD;
+use super::proactive::fragmentation_score_wmark;
 use crate::page_alloc::{AllocFlags, Fallback, MigrationTarget, PageAlloc, Reclaim};
 use crate::stats::VmEvent;
 
@@ -26,7 +26,7 @@ impl PageAlloc {
         }
         if order > PAGE_ALLOC_COSTLY_ORDER {
             let index = self.fragmentation_index(zi, order);
-            if (0..=EXTFRAG_THRESHOLD).contains(&index) {
+            if (0..=self.tunables.extfrag_threshold as i32).contains(&index) {
                 return false;
             }
         }
@@ -61,6 +61,13 @@ impl PageAlloc {
             return CompactResult::Complete;
         }
         let Some(order) = cc.order else {
+            // Proactive compaction stops once the zone is defragmented enough.
+            if cc.proactive {
+                let wmark_low = fragmentation_score_wmark(self.tunables.compaction_proactiveness, true);
+                if self.fragmentation_score_zone(cc.zi) <= wmark_low {
+                    return CompactResult::Success;
+                }
+            }
             return CompactResult::Continue;
         };
         if cc.migrate_pfn & (self.geo.pageblock_nr_pages() - 1) != 0 {

@@ -126,6 +126,8 @@ pub struct PageAlloc {
     pub(crate) in_compaction: bool,
     /// The gigapageblock grouping, when turned on.
     pub(crate) gigablocks: Option<gigablock::Gigablocks>,
+    /// kcompactd's timer and proactive state.
+    pub(crate) kcompactd: crate::compaction::proactive::Kcompactd,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -214,6 +216,10 @@ impl PageAlloc {
             reporting: crate::reporting::PageReporting::new(geo.nr_page_orders()),
             in_compaction: false,
             gigablocks: None,
+            kcompactd: crate::compaction::proactive::Kcompactd {
+                next_ns: crate::compaction::proactive::HPAGE_FRAG_CHECK_INTERVAL_NS,
+                ..Default::default()
+            },
         };
         pa.build_all_zonelists();
         pa.build_section_zones(layout.max_pfn);

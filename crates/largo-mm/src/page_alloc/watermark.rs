@@ -29,6 +29,13 @@ pub struct Tunables {
     /// Last-level cache per cpu (`per_cpu_data_slice_size`); decides
     /// `PCPF_FREE_HIGH_BATCH`. Default: the host's 32 MiB L3 over 2 cpus.
     pub cpu_data_slice_bytes: u64,
+    /// `vm.compaction_proactiveness` (0..=100, default 20): kcompactd
+    /// compacts on its own while a node's fragmentation score is above
+    /// `100 - proactiveness + 10`.
+    pub compaction_proactiveness: u64,
+    /// `vm.extfrag_threshold` (0..=1000, default 500): below it a costly
+    /// allocation failure is lack of memory and compaction is not tried.
+    pub extfrag_threshold: u64,
 }
 
 impl Default for Tunables {
@@ -42,6 +49,8 @@ impl Default for Tunables {
             lowmem_reserve_ratio: [256, 256, 32, 0, 0],
             thp_pmd_enabled: true,
             cpu_data_slice_bytes: 16 << 20,
+            compaction_proactiveness: 20,
+            extfrag_threshold: 500,
         }
     }
 }

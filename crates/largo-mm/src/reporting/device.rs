@@ -24,14 +24,25 @@ impl Machine {
     }
 
     /// Lets `ns` of simulated time pass: delayed work that falls due
-    /// (the reporting pass) runs at its time, in order.
+    /// (the reporting pass, kcompactd's timer) runs at its time, in order.
     pub fn advance_time(&mut self, ns: u64) {
         let target = self.now_ns().saturating_add(ns);
-        while let Some(due) = self.page_alloc.reporting().due_ns.filter(|&d| d <= target) {
+        loop {
+            let report = self.page_alloc.reporting().due_ns.filter(|&d| d <= target);
+            let kcompactd = Some(self.page_alloc.kcompactd.next_ns).filter(|&d| d <= target);
+            let due = match (report, kcompactd) {
+                (None, None) => break,
+                (a, b) => a.unwrap_or(u64::MAX).min(b.unwrap_or(u64::MAX)),
+            };
             let r = self.page_alloc.reporting_mut();
             r.now_ns = r.now_ns.max(due);
-            self.page_alloc
-                .page_reporting_process(self.report_sink.as_mut(), self.backing.as_mut());
+            if report == Some(due) {
+                self.page_alloc
+                    .page_reporting_process(self.report_sink.as_mut(), self.backing.as_mut());
+            } else {
+                self.page_alloc.kcompactd.next_ns = due + crate::compaction::proactive::HPAGE_FRAG_CHECK_INTERVAL_NS;
+                self.with_reclaim(|pa, r| pa.kcompactd_timer(r));
+            }
         }
         let r = self.page_alloc.reporting_mut();
         r.now_ns = r.now_ns.max(target);
