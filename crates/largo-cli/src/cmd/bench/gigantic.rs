@@ -15,6 +15,7 @@
 use anyhow::Result;
 use clap::Args;
 use largo_mm::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_KERNEL};
+use largo_mm::stats::VmEvent;
 use largo_mm::vm::{Advice, MapFlags, Prot};
 use largo_mm::{Folio, Machine, MachineConfig};
 use largo_physmem::BackingKind;
@@ -281,14 +282,26 @@ fn fault_comparison(args: &GiganticBenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// One sample: success rates, and the pages migrated and direct
+/// compaction stalls of its step (kcompactd and the probes).
+struct Sample {
+    variant: &'static str,
+    t_s: u32,
+    rates: [f64; 3],
+    migrated: u64,
+    stalls: u64,
+}
+
 pub fn run(args: &GiganticBenchArgs) -> Result<()> {
-    let mut samples: Vec<(&str, u32, [f64; 3])> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
     for v in &VARIANTS {
         let mut m = machine(v, args.mem)?;
         let mut ager = Ager::new(&mut m, args.seed)?;
         ager.step(&mut m, args.mem, 0.0)?;
         for t in 1..=args.steps {
             ager.step(&mut m, args.mem, 0.2)?;
+            let ev = |m: &Machine, e| m.page_alloc().events.get(e);
+            let (migrated0, stalls0) = (ev(&m, VmEvent::PgmigrateSuccess), ev(&m, VmEvent::CompactStall));
             // A second of simulated time: kcompactd's timer fires twice
             // (proactive compaction where the fragmentation score is high).
             m.advance_time(1_000_000_000);
@@ -296,16 +309,25 @@ pub fn run(args: &GiganticBenchArgs) -> Result<()> {
             for (k, &(order, attempts)) in PROBES.iter().enumerate() {
                 rates[k] = probe(&mut m, order, attempts)?;
             }
+            let migrated = ev(&m, VmEvent::PgmigrateSuccess) - migrated0;
+            let stalls = ev(&m, VmEvent::CompactStall) - stalls0;
             if args.json {
                 println!(
                     "{}",
                     serde_json::json!({"experiment": "gigantic", "variant": v.name, "t_s": t,
-                        "success_2m": rates[0], "success_32m": rates[1], "success_1g": rates[2]})
+                        "success_2m": rates[0], "success_32m": rates[1], "success_1g": rates[2],
+                        "pages_migrated": migrated, "compact_stall": stalls})
                 );
             } else {
                 eprint!("\r{} t={t}/{}", v.name, args.steps);
             }
-            samples.push((v.name, t, rates));
+            samples.push(Sample {
+                variant: v.name,
+                t_s: t,
+                rates,
+                migrated,
+                stalls,
+            });
         }
         m.check()?;
     }
@@ -316,14 +338,15 @@ pub fn run(args: &GiganticBenchArgs) -> Result<()> {
     fault_comparison(args)
 }
 
-fn print_table(samples: &[(&str, u32, [f64; 3])], args: &GiganticBenchArgs) {
-    let mut t = new_table(["variant", "t_s", "2M", "32M", "1G"]);
-    for (name, ts, r) in samples {
-        let mut row = vec![name.to_string(), ts.to_string()];
-        row.extend(r.iter().map(|x| format!("{:.0}%", x * 100.0)));
+fn print_table(samples: &[Sample], args: &GiganticBenchArgs) {
+    let mut t = new_table(["variant", "t_s", "2M", "32M", "1G", "pages migrated", "compact_stall"]);
+    for s in samples {
+        let mut row = vec![s.variant.to_string(), s.t_s.to_string()];
+        row.extend(s.rates.iter().map(|x| format!("{:.0}%", x * 100.0)));
+        row.extend([s.migrated.to_string(), s.stalls.to_string()]);
         t.add_row(row);
     }
-    align_right(&mut t, 1..=4);
+    align_right(&mut t, 1..=6);
     println!(
         "allocation success after aging a {} sim machine (90% anon mapped in 64K folios, 4% unmovable kernel pages; per step 20% of regions and kernel pages replaced and 10% of the rest punched out in 64K holes; seed {}); probes: 2M x{}, 32M x{}, 1G x{}",
         largo_types::format_size(args.mem),
