@@ -40,6 +40,9 @@ pub const PRIORS: &[(&str, f64)] = &[
     // A page copy (the fitted page_copy, ~500 ns per 4 KiB) plus unmap,
     // remap and the source's free.
     ("page_migrate", 650.0),
+    // A page looked at by a compaction scanner: a struct page read and a
+    // few flag tests, mostly sequential.
+    ("compact_scan", 5.0),
 ];
 
 /// One calibration point: a workload under one folio size.

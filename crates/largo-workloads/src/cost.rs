@@ -137,6 +137,14 @@ pub const TERMS: &[Term] = &[
         count: |c| c.vmstat("pgmigrate_success") * (c.page_size / 4096).max(1),
     },
     Term {
+        name: "compact_scan",
+        help: "pages the compaction scanners looked at in direct compaction (kcompactd's are not the task's time)",
+        count: |c| {
+            (c.vmstat("compact_migrate_scanned") + c.vmstat("compact_free_scanned"))
+                .saturating_sub(c.vmstat("compact_daemon_migrate_scanned") + c.vmstat("compact_daemon_free_scanned"))
+        },
+    },
+    Term {
         name: "host_refault",
         help: "4 KiB units the host discarded after a free page report and backs again on the next touch",
         count: |c| c.work.reporting.host_refault_pages * (c.page_size / 4096).max(1),

@@ -86,7 +86,7 @@ fn every_workload_on_every_preset_keeps_the_invariants() {
             let spec = def.parse(def.name).unwrap();
             let mut small = spec.clone();
             for (name, value) in small.params.iter_mut() {
-                if *name == "size" {
+                if *name == "size" || *name == "fill" {
                     *value = (*value).min(8 << 20);
                 }
                 if *name == "iterations" {
@@ -216,4 +216,29 @@ fn move_pages_workload_migrates_every_page_to_the_other_node() {
     let out = run_spec(&mut one, "move-pages:size=4M", &RunOptions::default());
     assert_eq!(out.counters.vmstat("pgmigrate_success"), 0);
     assert!(out.problems.failed_syscalls[0].contains("ENODEV"));
+}
+
+#[test]
+fn fragment_shows_what_defrag_buys_thp_faults() {
+    let run_with = |defrag: &str| {
+        let mut m = Machine::new(MachineConfig {
+            mem_bytes: 2 << 30,
+            knobs: vec![always(2048), ("transparent_hugepage/defrag".into(), defrag.into())],
+            ..MachineConfig::default()
+        })
+        .unwrap();
+        let out = run_spec(&mut m, "fragment:fill=1900M,size=128M", &RunOptions::default());
+        m.check().unwrap();
+        (
+            out.counters.vmstat("thp_fault_alloc"),
+            out.counters.vmstat("compact_stall"),
+            out.counters.vmstat("pgmigrate_success"),
+        )
+    };
+    let (thp_never, stalls_never, _) = run_with("never");
+    let (thp_always, stalls_always, migrated) = run_with("always");
+    assert_eq!(stalls_never, 0);
+    assert!(thp_never < 64, "order-0 holes leave few free 2M blocks: {thp_never}");
+    assert_eq!(thp_always, 64, "direct compaction makes every THP");
+    assert!(stalls_always > 0 && migrated > 0);
 }

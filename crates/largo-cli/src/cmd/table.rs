@@ -24,6 +24,11 @@ fn row(label: &str, decimals: usize, always: bool, value: impl Fn(&Record) -> f6
     }
 }
 
+/// A row showing one /proc/vmstat item, hidden when zero everywhere.
+fn vmstat_row(label: &str, item: &'static str) -> Row {
+    row(label, 0, false, move |r| r.outcome.counters.vmstat(item) as f64)
+}
+
 /// The rows of a workload's table.
 fn rows(records: &[&Record]) -> Vec<Row> {
     let mut rows = vec![
@@ -51,9 +56,7 @@ fn rows(records: &[&Record]) -> Vec<Row> {
         }));
     }
     rows.extend([
-        row("thp_fault_alloc", 0, false, |r| {
-            r.outcome.counters.vmstat("thp_fault_alloc") as f64
-        }),
+        vmstat_row("thp_fault_alloc", "thp_fault_alloc"),
         row("mTHP fault fallbacks", 0, false, |r| {
             r.outcome.counters.mthp_total("anon_fault_fallback") as f64
         }),
@@ -63,26 +66,23 @@ fn rows(records: &[&Record]) -> Vec<Row> {
         row("deferred splits", 0, false, |r| {
             r.outcome.counters.mthp_total("split_deferred") as f64
         }),
-        row("PMD splits", 0, false, |r| {
-            r.outcome.counters.vmstat("thp_split_pmd") as f64
-        }),
+        vmstat_row("PMD splits", "thp_split_pmd"),
         row("CoW page copies", 0, false, |r| {
             r.outcome.counters.work.vm.pages_copied as f64
         }),
-        row("pgreuse", 0, false, |r| r.outcome.counters.vmstat("pgreuse") as f64),
+        vmstat_row("pgreuse", "pgreuse"),
         row("zone lock acquisitions", 0, true, |r| {
             r.outcome.counters.locks.zone_lock as f64
         }),
         row("split queue lock acquisitions", 0, false, |r| {
             r.outcome.counters.locks.split_queue_lock as f64
         }),
-        row("OOM kills", 0, false, |r| r.outcome.counters.vmstat("oom_kill") as f64),
-        row("pages migrated", 0, false, |r| {
-            r.outcome.counters.vmstat("pgmigrate_success") as f64
-        }),
-        row("pages not migrated", 0, false, |r| {
-            r.outcome.counters.vmstat("pgmigrate_fail") as f64
-        }),
+        vmstat_row("OOM kills", "oom_kill"),
+        vmstat_row("pages migrated", "pgmigrate_success"),
+        vmstat_row("pages not migrated", "pgmigrate_fail"),
+        vmstat_row("compaction stalls", "compact_stall"),
+        vmstat_row("compaction successes", "compact_success"),
+        vmstat_row("kcompactd pages scanned", "compact_daemon_migrate_scanned"),
         row("reporting passes", 0, false, |r| {
             r.outcome.reporting.as_ref().map_or(0.0, |p| p.passes as f64)
         }),

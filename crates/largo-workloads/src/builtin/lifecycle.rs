@@ -3,7 +3,7 @@
 //! queue.
 
 use super::{count, duration, map_region, size, touch_seq, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
-use crate::op::Op;
+use crate::op::{AdviceKind, Op};
 use crate::spec::{ParamDef, WorkloadSpec};
 
 pub const SPARSE: WorkloadDef = WorkloadDef {
@@ -177,3 +177,56 @@ fn munmap_partial(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     });
     ops
 }
+
+pub const FRAGMENT: WorkloadDef = WorkloadDef {
+    name: "fragment",
+    summary: "fill FILL with base pages and free every other one (free memory in order-0 holes), then write SIZE: what THP faults get from compaction (transparent_hugepage/defrag)",
+    params: &[
+        size("fill", 15360 * MIB, "bytes of base pages written, then every other page freed (near the machine's memory: the default suits the default 16G machine)"),
+        size("size", 1024 * MIB, "bytes written afterwards"),
+        HUGEPAGE,
+    ],
+    default_suite: false,
+    build: |spec, ctx| {
+        let (fill, len, page) = (spec.get("fill"), spec.get("size"), ctx.page_size);
+        let mut ops = vec![
+            Op::Mmap {
+                slot: 1,
+                len: fill,
+                write: true,
+            },
+            // Base pages only, so that freeing every other one fragments.
+            Op::Madvise {
+                slot: 1,
+                offset: 0,
+                len: fill,
+                advice: AdviceKind::NoHugePage,
+            },
+            Op::Touch {
+                slot: 1,
+                offset: 0,
+                len: fill,
+                stride: page,
+                write: true,
+                order: crate::op::TouchOrder::Sequential,
+            },
+        ];
+        ops.extend((0..fill / page).step_by(2).map(|i| Op::Madvise {
+            slot: 1,
+            offset: i * page,
+            len: page,
+            advice: AdviceKind::DontNeed,
+        }));
+        ops.extend(map_region(spec, len));
+        ops.push(touch_seq(len, page, true));
+        ops.extend([
+            Op::Munmap { slot: 0, offset: 0, len },
+            Op::Munmap {
+                slot: 1,
+                offset: 0,
+                len: fill,
+            },
+        ]);
+        ops
+    },
+};

@@ -49,7 +49,7 @@ pub fn catalog() -> &'static [WorkloadDef] {
     &CATALOG
 }
 
-static CATALOG: [WorkloadDef; 13] = [
+static CATALOG: [WorkloadDef; 14] = [
     willitscale::PAGE_FAULT1,
     willitscale::MALLOC1,
     willitscale::MMAP1,
@@ -63,6 +63,7 @@ static CATALOG: [WorkloadDef; 13] = [
     lifecycle::CHURN,
     lifecycle::MOVE_PAGES,
     lifecycle::MUNMAP_PARTIAL,
+    lifecycle::FRAGMENT,
 ];
 
 /// The workload a specification names.
