@@ -32,7 +32,9 @@ pub const MTHP_STATS: &[&str] = &[
 ];
 
 /// /proc/vmstat events compared. `thp_zero_page_alloc` is left out: the
-/// huge zero folio is global and the host's may exist already.
+/// huge zero folio is global and the host's may exist already. The
+/// direct compaction counts must agree too (none of the scenarios leaves
+/// either side short of free 2 MiB blocks, so both must stay at 0).
 pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_fault_alloc",
     "thp_fault_fallback",
@@ -42,6 +44,9 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_deferred_split_page",
     "thp_split_pmd",
     "thp_underused_split_page",
+    "compact_stall",
+    "compact_success",
+    "compact_fail",
 ];
 
 /// Tries of the host side before a difference is reported. Another
