@@ -14,8 +14,8 @@ use crate::args::{MachineArgs, PolicyArgs, UsageError};
 
 #[derive(Args, Debug)]
 pub struct HotplugArgs {
-    /// Steps in order: `offline:N`, `online:N`, `online_movable:N`, `add:N` (hot-add block N of
-    /// the --maxmem region, node 0, offline), `remove:N` (an offline
+    /// Steps in order: `offline:N`, `online:N`, `online_movable:N`, `add:N[@NODE]` (hot-add block N of
+    /// the --maxmem region, on NODE (default 0), offline), `remove:N` (an offline
     /// block), or `list` (every block and its state).
     #[arg(required = true)]
     pub ops: Vec<String>,
@@ -32,7 +32,8 @@ enum Op {
     Offline(u64),
     Online(u64),
     OnlineMovable(u64),
-    Add(u64),
+    /// Block and node.
+    Add(u64, usize),
     Remove(u64),
     List,
 }
@@ -47,12 +48,16 @@ fn parse_op(s: &str) -> Result<Op, UsageError> {
         ))
     };
     let (verb, n) = s.split_once(':').ok_or_else(bad)?;
+    let (n, node) = match n.split_once('@') {
+        Some((n, node)) if verb == "add" => (n, node.parse::<usize>().map_err(|_| bad())?),
+        _ => (n, 0),
+    };
     let n: u64 = n.parse().map_err(|_| bad())?;
     match verb {
         "offline" => Ok(Op::Offline(n)),
         "online" => Ok(Op::Online(n)),
         "online_movable" => Ok(Op::OnlineMovable(n)),
-        "add" => Ok(Op::Add(n)),
+        "add" => Ok(Op::Add(n, node)),
         "remove" => Ok(Op::Remove(n)),
         _ => Err(bad()),
     }
@@ -80,7 +85,7 @@ pub fn run(args: &HotplugArgs) -> Result<()> {
             Op::Offline(id) => (id, m.offline_memory_block(id), "offline"),
             Op::Online(id) => (id, m.online_memory_block(id), "online"),
             Op::OnlineMovable(id) => (id, m.online_memory_block_movable(id), "online_movable"),
-            Op::Add(id) => (id, m.add_memory_block(0, id), "add"),
+            Op::Add(id, nid) => (id, m.add_memory_block(nid, id), "add"),
             Op::Remove(id) => (id, m.remove_memory_block(id), "remove"),
         };
         let migrated = m.page_alloc().events.get(VmEvent::PgmigrateSuccess) - migrated_before;
