@@ -195,3 +195,42 @@ fn compaction_frees_a_1g_buddy_block_at_max_page_order_18() {
     }
     m.check().unwrap();
 }
+
+#[test]
+fn a_range_of_any_length_comes_back_as_base_pages() {
+    let mut m = machine(1 << 30, BackingKind::Sim, GeometryOverrides::default());
+    let (pid, addr) = anon_task(&mut m, 64 << 20, None);
+    // A page in the middle of the mapping, away from the page tables.
+    let at = addr + (32 << 20);
+    let pfn = m.vm().translate(pid, at).unwrap();
+    // Three pageblocks and a bit: not a power of two, not block-aligned at the end.
+    let start = pfn & !511;
+    let end = start + 3 * 512 + 100;
+    let free_before = m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages();
+    let got = m
+        .with_reclaim(|pa, r| pa.alloc_contig_range(start, end, false, 0, r))
+        .unwrap();
+    assert!(got.is_none(), "no compound folio without __GFP_COMP");
+    m.check().unwrap();
+    for p in start..end {
+        let page = m.page_alloc().memmap().page(p);
+        assert_eq!(
+            (page.refcount(), page.order()),
+            (1, 0),
+            "pfn {p:#x} is an order-0 page with one reference"
+        );
+    }
+    assert_ne!(m.vm().translate(pid, at), Some(pfn), "the anon page moved out");
+    let free_mid = m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages();
+    assert_eq!(
+        free_mid + (end - start),
+        free_before,
+        "exactly the range left the free pages"
+    );
+    m.page_alloc_mut().free_contig_range(start, end - start);
+    m.check().unwrap();
+    assert_eq!(
+        m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages(),
+        free_before
+    );
+}
