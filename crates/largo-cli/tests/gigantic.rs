@@ -43,6 +43,12 @@ fn bench_gigantic_prints_one_sample_per_variant_and_step() {
     // Same seed, same numbers (sim runs are deterministic).
     let again = json_lines(&["bench", "gigantic", "--mem", "4G", "--steps", "2", "--json"]);
     assert_eq!(all, again);
+    // A machine too small for 1 GiB folios still ages and reports (no OOM kill stops it).
+    let small = json_lines(&["bench", "gigantic", "--mem", "1G", "--steps", "1", "--json"]);
+    assert!(small
+        .iter()
+        .filter(|j| j["experiment"] == "gigantic")
+        .all(|j| j["success_1g"] == 0.0));
 }
 
 #[test]

@@ -174,7 +174,13 @@ impl Ager {
         }
         let page = m.geometry().page_size();
         let kernel_target = (mem as f64 * KERNEL_SHARE) as u64 / page;
-        while (self.anon_bytes as f64) < mem as f64 * ANON_SHARE {
+        // On a small machine the fixed reservations (kernel image, memmap)
+        // are a larger share: keep twice min_free_kbytes and 1% in hand.
+        let managed = m.page_alloc().managed_pages() * page;
+        let reserve = 2 * (m.page_alloc().tunables().min_free_kbytes << 10) + mem / 100;
+        let anon_target =
+            (mem as f64 * ANON_SHARE).min((managed - kernel_target * page).saturating_sub(reserve) as f64);
+        while (self.anon_bytes as f64) < anon_target {
             let pid = self.pids[self.rng.random_range(0..self.pids.len())];
             let len = self.rng.random_range(1..=64u64) << 20;
             let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
