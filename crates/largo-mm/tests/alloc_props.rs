@@ -5,6 +5,8 @@
 
 use largo_mm::gfp::{Gfp, GFP_ATOMIC, GFP_HIGHUSER_MOVABLE, GFP_KERNEL, GFP_NOWAIT, GFP_TRANSHUGE_LIGHT};
 use largo_mm::machine::Balloon;
+use largo_mm::page_alloc::isolation::IsolateMode;
+use largo_mm::page_alloc::NoReclaim;
 use largo_mm::{Folio, Machine, MachineConfig};
 use largo_types::{GeometryOverrides, Preset};
 use proptest::prelude::*;
@@ -49,6 +51,21 @@ enum Op {
     Advance {
         ms: u64,
     },
+    /// `alloc_contig_range` of 2^order pages at an aligned place (no
+    /// migration: the allocator alone), freed at once.
+    Contig {
+        at: u64,
+        order: u32,
+    },
+    /// Isolate the pageblocks of 2^order pages at an aligned place and undo.
+    Isolate {
+        at: u64,
+        order: u32,
+    },
+    /// The gigapageblock grouping on or off.
+    Gigablocks {
+        on: bool,
+    },
     ReportingOrder {
         order: u32,
     },
@@ -83,6 +100,9 @@ fn op(max_order: u32) -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(|on| Op::ThpEnabled { on }),
         4 => (0u64..5000).prop_map(|ms| Op::Advance { ms }),
         1 => (0u32..=max_order).prop_map(|order| Op::ReportingOrder { order }),
+        2 => (any::<u64>(), 0u32..=max_order + 2).prop_map(|(at, order)| Op::Contig { at, order }),
+        2 => (any::<u64>(), 0u32..=max_order + 2).prop_map(|(at, order)| Op::Isolate { at, order }),
+        1 => any::<bool>().prop_map(|on| Op::Gigablocks { on }),
     ]
 }
 
@@ -124,7 +144,19 @@ fn machine() -> impl Strategy<Value = MachineConfig> {
                 ..MachineConfig::default()
             }
         });
-    let base = prop_oneof![4 => x86, 2 => numa, 1 => movable, 2 => arm];
+    // Buddies beyond the section: MAX_PAGE_ORDER 14 (64 MiB) with 16 MiB sections.
+    let beyond = Just(MachineConfig {
+        mem_bytes: 128 << 20,
+        kernel_reserved_bytes: 1 << 20,
+        overrides: GeometryOverrides {
+            max_page_order: Some(14),
+            section_bits: Some(24),
+            buddy_beyond_section: true,
+            ..Default::default()
+        },
+        ..MachineConfig::default()
+    });
+    let base = prop_oneof![4 => x86, 2 => numa, 1 => movable, 2 => arm, 2 => beyond];
     // Half the machines have a free page reporting device, reporting from
     // a low order (tiny zones never pass the gate at pageblock order).
     (
@@ -234,6 +266,37 @@ fn apply(m: &mut Machine, live: &mut Vec<Folio>, refs: &mut Vec<u32>, op: &Op) {
             .set_knob("transparent_hugepage/enabled", if on { "madvise" } else { "never" })
             .unwrap(),
         Op::Advance { ms } => m.advance_time(ms * 1_000_000),
+        Op::Contig { at, order } => {
+            let nr = 1u64 << order;
+            let start = (at % m.layout().max_pfn) & !(nr - 1);
+            let free = |m: &Machine| m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages();
+            let before = free(m);
+            let got = m
+                .page_alloc_mut()
+                .alloc_contig_range(start, start + nr, true, 0, &mut NoReclaim);
+            if let Ok(Some(folio)) = got {
+                assert_eq!(free(m) + nr, before, "the range came out of the free pages");
+                m.free_contig_folio(folio);
+            }
+            assert_eq!(
+                free(m),
+                before,
+                "alloc_contig_range without migration changes nothing net"
+            );
+        }
+        Op::Isolate { at, order } => {
+            let pb = m.geometry().pageblock_nr_pages();
+            let nr = (1u64 << order).max(pb);
+            let start = (at % m.layout().max_pfn) & !(nr - 1);
+            let pa = m.page_alloc_mut();
+            if pa
+                .start_isolate_page_range(start, start + nr, IsolateMode::ContigAlloc)
+                .is_ok()
+            {
+                pa.undo_isolate_page_range(start, start + nr);
+            }
+        }
+        Op::Gigablocks { on } => m.set_knob("largo/gigapageblocks", if on { "1" } else { "0" }).unwrap(),
         Op::ReportingOrder { order } => {
             let order = order.min(m.geometry().max_page_order);
             m.set_knob("page_reporting/page_reporting_order", &order.to_string())

@@ -128,7 +128,7 @@ impl PageAlloc {
                     list.first()
                 };
                 let Some(pfn) = pick else { continue };
-                if current_order <= pb {
+                if current_order <= pb.max(order) {
                     if let Some(page) =
                         self.try_to_claim_block(zi, pfn, current_order, order, start_mt, fallback_mt, alloc_flags)
                     {
@@ -143,8 +143,8 @@ impl PageAlloc {
     }
 
     /// Splits the free block `pfn` of `current_order` (above pageblock
-    /// order) down to one pageblock, which alone changes type and serves
-    /// the allocation of `order`.
+    /// order) down to one pageblock (or the allocation's order if larger),
+    /// which alone changes type and serves the allocation of `order`.
     fn claim_one_pageblock(
         &mut self,
         zi: usize,
@@ -154,12 +154,13 @@ impl PageAlloc {
         start_mt: MigrateType,
         block_mt: MigrateType,
     ) -> u64 {
-        let pb = self.geo.pageblock_order;
+        // One pageblock, or as many as the allocation itself needs.
+        let keep = order.max(self.geo.pageblock_order);
         self.del_page_from_free_list(zi, pfn, current_order, block_mt);
-        let kept = self.expand(zi, pfn, pb, current_order, block_mt);
+        let kept = self.expand(zi, pfn, keep, current_order, block_mt);
         self.account_freepages(zi, kept as i64 - (1i64 << current_order), block_mt);
-        self.set_pageblock_migratetype(pfn, start_mt);
-        let added = self.expand(zi, pfn, order, pb, start_mt);
+        self.change_pageblock_range(pfn, keep, start_mt);
+        let added = self.expand(zi, pfn, order, keep, start_mt);
         self.account_freepages(zi, added as i64, start_mt);
         pfn
     }
