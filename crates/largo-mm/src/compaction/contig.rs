@@ -131,7 +131,7 @@ impl PageAlloc {
         if let Some(head) = self.memmap.folio_head(start) {
             pfn = head;
         }
-        self.in_compaction = true;
+        let was_compacting = std::mem::replace(&mut self.in_compaction, true);
         let mut result = Ok(());
         while pfn < end {
             let (batch, next) = self.lru_folio_heads(pfn, end, COMPACT_CLUSTER_MAX);
@@ -150,7 +150,7 @@ impl PageAlloc {
                 break;
             }
         }
-        self.in_compaction = false;
+        self.in_compaction = was_compacting;
         result
     }
 

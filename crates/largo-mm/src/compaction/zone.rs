@@ -113,7 +113,7 @@ impl PageAlloc {
         if cc.whole_zone {
             self.reset_isolation_suitable(cc.zi);
         }
-        self.in_compaction = true;
+        let was_compacting = std::mem::replace(&mut self.in_compaction, true);
         let mut ret;
         loop {
             ret = self.compact_finished(cc);
@@ -129,7 +129,7 @@ impl PageAlloc {
             cc.nr_migrated += cc.nr_migratepages - failed_pages;
             cc.nr_migratepages = 0;
         }
-        self.in_compaction = false;
+        self.in_compaction = was_compacting;
         self.release_freepages(cc);
         if ret == CompactResult::Complete {
             // compact_blockskip_flush: the kernel clears the zone's skip
