@@ -234,3 +234,34 @@ fn a_range_of_any_length_comes_back_as_base_pages() {
         free_before
     );
 }
+
+#[test]
+fn buddies_beyond_sections_never_merge_across_holes_or_zones() {
+    // MAX_PAGE_ORDER 20 (4 GiB blocks) on 8 GiB: the PCI hole 3G..4G sits
+    // inside DMA32's span and DMA ends at 16M, so DMA32's largest free
+    // blocks are the two aligned gigabytes 1G..2G and 2G..3G.
+    let ov = GeometryOverrides {
+        max_page_order: Some(20),
+        buddy_beyond_section: true,
+        ..Default::default()
+    };
+    let mut m = machine(8 << 30, BackingKind::Sim, ov);
+    m.check().unwrap();
+    let dma32 = m.page_alloc().zones().iter().position(|z| z.name() == "DMA32").unwrap();
+    let area = |m: &Machine, o: usize| m.page_alloc().zones()[dma32].free_area[o].nr_free;
+    assert_eq!(
+        area(&m, 19) + area(&m, 20),
+        0,
+        "no block reaches over the hole or into DMA"
+    );
+    assert!(area(&m, 18) >= 1, "the gigabytes below the hole merged");
+    // Normal (4G..9G) holds an aligned 4 GiB block: one order-20 folio.
+    let folio = m
+        .alloc_pages(0, GFP_HIGHUSER_MOVABLE, 20)
+        .unwrap()
+        .expect("a 4 GiB buddy");
+    assert_eq!(folio.pfn.0, 1 << 20, "at 4 GiB, the only aligned 4 GiB of RAM");
+    assert!(m.alloc_pages(0, GFP_HIGHUSER_MOVABLE, 20).unwrap().is_none());
+    m.free_folio(0, folio).unwrap();
+    m.check().unwrap();
+}
