@@ -86,6 +86,10 @@ fn defrag_always_compacts_and_thp_faults_succeed_where_never_falls_back() {
     assert!(ev(&always, VmEvent::CompactIsolated) > 0);
     assert!(ev(&always, VmEvent::PgmigrateSuccess) > 0);
     assert!(
+        always.page_alloc().work.compaction_captures > 0,
+        "compaction_capture took freed blocks"
+    );
+    assert!(
         ev(&always, VmEvent::CompactStall)
             >= (ev(&always, VmEvent::CompactSuccess) + ev(&always, VmEvent::CompactFail))
     );

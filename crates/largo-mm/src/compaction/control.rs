@@ -96,6 +96,18 @@ impl ZoneCompact {
     }
 }
 
+/// `struct capture_control`: a direct compactor's claim on the first free
+/// block of its order that compaction frees in its zone, so that nobody
+/// else can take it between the free and the allocation.
+#[derive(Clone, Copy, Debug)]
+pub struct Capture {
+    pub zi: usize,
+    pub order: u32,
+    pub migratetype: MigrateType,
+    /// The captured block's first pfn, once one was freed.
+    pub page: Option<u64>,
+}
+
 /// `struct compact_control`: one compaction run of one zone.
 #[derive(Clone, Debug)]
 pub struct CompactControl {

@@ -5,7 +5,7 @@
 
 use largo_types::MigrateType;
 
-use super::control::{CompactControl, CompactPriority, CompactResult, MigrateMode};
+use super::control::{Capture, CompactControl, CompactPriority, CompactResult, MigrateMode};
 use crate::page_alloc::{AllocFlags, PageAlloc, Reclaim};
 use crate::stats::VmEvent;
 
@@ -27,7 +27,7 @@ impl PageAlloc {
         req: CompactRequest,
         cpu: usize,
         reclaim: &mut dyn Reclaim,
-    ) -> CompactResult {
+    ) -> (CompactResult, Option<u64>) {
         let mode = if req.prio == CompactPriority::Async {
             MigrateMode::Async
         } else {
@@ -40,19 +40,31 @@ impl PageAlloc {
         cc.direct_compaction = true;
         cc.whole_zone = req.prio == CompactPriority::SyncFull;
         cc.ignore_skip_hint = req.prio == CompactPriority::SyncFull;
-        self.compact_zone(&mut cc, cpu, reclaim)
+        // current->capture_control for the run.
+        self.capture = Some(Capture {
+            zi,
+            order: req.order,
+            migratetype: req.migratetype,
+            page: None,
+        });
+        let status = self.compact_zone(&mut cc, cpu, reclaim);
+        match self.capture.take().and_then(|c| c.page) {
+            Some(pfn) => (CompactResult::Success, Some(pfn)),
+            None => (status, None),
+        }
     }
 
     /// `try_to_compact_pages`: compacts the zones of `zones` (a zonelist,
     /// preferred first) until one reports success; deferral skips zones
     /// that failed recently, and a failed synchronous run defers the zone.
+    /// Returns the result and the block a run captured, if any.
     pub(crate) fn try_to_compact_pages(
         &mut self,
         zones: &[usize],
         req: CompactRequest,
         cpu: usize,
         reclaim: &mut dyn Reclaim,
-    ) -> CompactResult {
+    ) -> (CompactResult, Option<u64>) {
         let mut rc = CompactResult::Skipped;
         for &zi in zones {
             if self.zones[zi].zone_type.index() > req.highest_zoneidx {
@@ -62,10 +74,13 @@ impl PageAlloc {
                 rc = rc.max(CompactResult::Deferred);
                 continue;
             }
-            let status = self.compact_zone_order(zi, req, cpu, reclaim);
+            let (status, captured) = self.compact_zone_order(zi, req, cpu, reclaim);
             rc = rc.max(status);
             if status == CompactResult::Success {
                 self.zones[zi].compact.defer_reset(req.order, false);
+                if captured.is_some() {
+                    return (rc, captured);
+                }
                 break;
             }
             if req.prio != CompactPriority::Async
@@ -74,7 +89,7 @@ impl PageAlloc {
                 self.zones[zi].compact.defer(req.order);
             }
         }
-        rc
+        (rc, None)
     }
 
     /// `kcompactd_do_work`: background compaction of a node for `order`

@@ -31,7 +31,7 @@ pub mod proactive;
 mod zone;
 
 pub use contig::ContigError;
-pub use control::{CompactControl, CompactPriority, CompactResult, MigrateMode, ZoneCompact};
+pub use control::{Capture, CompactControl, CompactPriority, CompactResult, MigrateMode, ZoneCompact};
 pub use extfrag::{render_extfrag_index, render_unusable_index};
 
 /// `COMPACT_CLUSTER_MAX` (= `SWAP_CLUSTER_MAX`): folios isolated per round.

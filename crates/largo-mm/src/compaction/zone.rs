@@ -128,6 +128,11 @@ impl PageAlloc {
             let failed_pages: u64 = failed.iter().map(|&p| 1u64 << self.memmap.page(p).order()).sum();
             cc.nr_migrated += cc.nr_migratepages - failed_pages;
             cc.nr_migratepages = 0;
+            // A captured block ends the run.
+            if self.capture.is_some_and(|c| c.page.is_some()) {
+                ret = CompactResult::Success;
+                break;
+            }
         }
         self.in_compaction = was_compacting;
         self.release_freepages(cc);

@@ -209,12 +209,17 @@ impl PageAlloc {
             prio,
         };
         let zones = self.zonelists[ac.zonelist].zones.clone();
-        let result = self.try_to_compact_pages(&zones, req, cpu, reclaim);
+        let (result, captured) = self.try_to_compact_pages(&zones, req, cpu, reclaim);
         if result == CompactResult::Skipped {
             return (None, result);
         }
         self.count_event(VmEvent::CompactStall, 1);
-        match self.get_page_from_freelist(cpu, order, alloc_flags, ac) {
+        // A captured block is the allocation (no PGALLOC, as in the
+        // kernel; largo's allocations-by-size still count it).
+        let page = captured
+            .inspect(|_| self.allocs_by_order[order as usize] += 1)
+            .or_else(|| self.get_page_from_freelist(cpu, order, alloc_flags, ac));
+        match page {
             Some(pfn) => {
                 let zi = self.zone_of(pfn);
                 self.zones[zi].compact.defer_reset(order, true);

@@ -108,6 +108,10 @@ impl PageAlloc {
         self.account_freepages(zi, 1 << order, mt);
         let mut buddy_pfn = 0;
         while order < self.geo.max_page_order {
+            if self.compaction_capture(zi, pfn, order, mt) {
+                self.account_freepages(zi, -(1i64 << order), mt);
+                return;
+            }
             buddy_pfn = pfn ^ (1 << order);
             if !self.page_is_buddy(zi, buddy_pfn, order) {
                 break;
@@ -132,6 +136,25 @@ impl PageAlloc {
         if !fpi.skip_report_notify {
             self.page_reporting_notify_free(zi, order);
         }
+    }
+
+    /// `compaction_capture`: a direct compactor waiting in this zone for a
+    /// block of exactly this order takes it (not from isolated blocks, and
+    /// a movable pageblock only for a movable request below pageblock order).
+    #[inline]
+    fn compaction_capture(&mut self, zi: usize, pfn: u64, order: u32, mt: MigrateType) -> bool {
+        let Some(c) = self.capture.as_mut() else {
+            return false;
+        };
+        if c.page.is_some() || c.zi != zi || c.order != order || mt == MigrateType::Isolate {
+            return false;
+        }
+        if order < self.geo.pageblock_order && mt == MigrateType::Movable && c.migratetype != MigrateType::Movable {
+            return false;
+        }
+        c.page = Some(pfn);
+        self.work.compaction_captures += 1;
+        true
     }
 
     /// `buddy_merge_likely`: if the block one order up has a free buddy,

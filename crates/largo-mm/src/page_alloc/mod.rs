@@ -128,6 +128,8 @@ pub struct PageAlloc {
     pub(crate) gigablocks: Option<gigablock::Gigablocks>,
     /// kcompactd's timer and proactive state.
     pub(crate) kcompactd: crate::compaction::proactive::Kcompactd,
+    /// The running direct compaction's capture (`current->capture_control`).
+    pub(crate) capture: Option<crate::compaction::Capture>,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -150,6 +152,8 @@ pub struct AllocWork {
     /// Buddy levels walked: one per merge in `__free_one_page`, one per
     /// half returned by `expand` (deeper with a larger MAX_PAGE_ORDER).
     pub buddy_levels: u64,
+    /// Free blocks a direct compactor captured (`compaction_capture`).
+    pub compaction_captures: u64,
 }
 
 /// `section_zone` entry of a section shared by two zones (or a hole and a zone).
@@ -216,6 +220,7 @@ impl PageAlloc {
             reporting: crate::reporting::PageReporting::new(geo.nr_page_orders()),
             in_compaction: false,
             gigablocks: None,
+            capture: None,
             kcompactd: crate::compaction::proactive::Kcompactd {
                 next_ns: crate::compaction::proactive::HPAGE_FRAG_CHECK_INTERVAL_NS,
                 ..Default::default()
