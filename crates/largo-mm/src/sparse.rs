@@ -10,15 +10,20 @@ use crate::layout::Layout;
 pub struct MemSection {
     /// Some RAM of the section exists (`SECTION_MARKED_PRESENT`).
     pub present: bool,
-    /// The section's pages are managed by the allocator (`SECTION_IS_ONLINE`).
-    pub online: bool,
     pub nid: usize,
     /// One bit per 2 MiB subsection whose memmap is valid
     /// (`mem_section_usage.subsection_map`).
     pub subsection_map: Vec<u64>,
     /// One bit per 2 MiB subsection whose pages the allocator manages
-    /// (the seed's subsection-granular onlining; `online` is "any").
+    /// (the seed's subsection-granular onlining).
     pub online_map: Vec<u64>,
+}
+
+impl MemSection {
+    /// `SECTION_IS_ONLINE`: some subsection's pages are managed.
+    pub fn is_online(&self) -> bool {
+        self.online_map.iter().any(|w| *w != 0)
+    }
 }
 
 /// State of a memory block as sysfs prints it (`/sys/devices/system/memory/memoryN/state`).
@@ -78,7 +83,6 @@ impl Sparse {
                         ms.online_map = vec![0; words];
                     }
                     ms.present = true;
-                    ms.online = true;
                     ms.nid = node.nid;
                     let sub = ((pfn & (geo.pages_per_section() - 1)) / pages_per_subsection) as usize;
                     ms.subsection_map[sub / 64] |= 1 << (sub % 64);
@@ -129,8 +133,7 @@ impl Sparse {
         map[sub / 64] & (1 << (sub % 64)) != 0
     }
 
-    /// Marks the subsections of `[start, end)` online or offline and
-    /// recomputes each section's `online` (any subsection online).
+    /// Marks the subsections of `[start, end)` online or offline.
     pub fn set_online(&mut self, start: u64, end: u64, online: bool) {
         let mut pfn = start;
         while pfn < end {
@@ -143,7 +146,6 @@ impl Sparse {
             } else {
                 ms.online_map[sub / 64] &= !(1 << (sub % 64));
             }
-            ms.online = ms.online_map.iter().any(|w| *w != 0);
             pfn += self.pages_per_subsection;
         }
     }
@@ -179,7 +181,6 @@ impl Sparse {
                 ms.online_map[sub / 64] &= !(1 << (sub % 64));
             }
             ms.present = ms.subsection_map.iter().any(|w| *w != 0);
-            ms.online = ms.online_map.iter().any(|w| *w != 0);
             pfn += self.pages_per_subsection;
         }
     }

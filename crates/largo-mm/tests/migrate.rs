@@ -2,6 +2,9 @@
 //! every copy policy (bytes intact, mappings and counters right), the
 //! status array's errors, batching, splitting when the target is full.
 
+mod common;
+
+use common::{anon_task, PAGE};
 use largo_mm::machine::Machine;
 use largo_mm::vm::migrate::{EACCES, EBUSY, EFAULT};
 use largo_mm::vm::{MapFlags, Prot};
@@ -9,8 +12,6 @@ use largo_mm::MachineConfig;
 use largo_physmem::copy::{BatchCopy, CopyPolicy, MtCopy, Vanilla};
 use largo_physmem::BackingKind;
 use largo_types::{GeometryOverrides, Pfn};
-
-const PAGE: u64 = 4096;
 
 fn two_nodes(backing: BackingKind, knobs: &[(&str, &str)]) -> Machine {
     Machine::new(MachineConfig {
@@ -40,26 +41,7 @@ fn pattern(i: u64) -> Vec<u8> {
 
 /// A task with `len` bytes written on node 0 (cpu 0), each page holding its pattern.
 fn populated(m: &mut Machine, len: u64) -> (u32, u64) {
-    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
-    let addr = m
-        .with_vm(0, |vm, ctx| {
-            vm.mmap(
-                ctx,
-                pid,
-                0,
-                len,
-                Prot::READ | Prot::WRITE,
-                MapFlags::PRIVATE | MapFlags::ANONYMOUS,
-            )
-        })
-        .unwrap();
-    for i in 0..len / PAGE {
-        m.with_vm(0, |vm, ctx| vm.access(ctx, pid, addr + i * PAGE, true))
-            .unwrap();
-        let pfn = m.vm().translate(pid, addr + i * PAGE).unwrap();
-        m.backing_mut().write(Pfn(pfn), 0, &pattern(i)).unwrap();
-    }
-    (pid, addr)
+    anon_task(m, len, Some(&pattern))
 }
 
 #[test]

@@ -13,7 +13,7 @@ use super::COMPACT_CLUSTER_MAX;
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::gfp::Gfp;
 use crate::page_alloc::isolation::{IsolateError, IsolateMode};
-use crate::page_alloc::{AllocError, MigrationTarget, PageAlloc, Reclaim};
+use crate::page_alloc::{max_order_chunks, AllocError, MigrationTarget, PageAlloc, Reclaim};
 
 /// Retries of a batch of folios that would not migrate.
 const CONTIG_MIGRATE_TRIES: u32 = 5;
@@ -104,14 +104,9 @@ impl PageAlloc {
 
     /// Frees `[start, end)` (records clear, pages owned by the caller) in
     /// naturally aligned chunks of at most MAX_PAGE_ORDER.
-    fn free_pfn_range(&mut self, mut start: u64, end: u64) {
-        while start < end {
-            let mut order = self.geo.max_page_order.min(start.trailing_zeros());
-            while start + (1 << order) > end {
-                order -= 1;
-            }
-            self.__free_pages_ok(start, order, crate::page_alloc::Fpi::NONE);
-            start += 1 << order;
+    fn free_pfn_range(&mut self, start: u64, end: u64) {
+        for (pfn, order) in max_order_chunks(self.geo.max_page_order, start, end) {
+            self.__free_pages_ok(pfn, order, crate::page_alloc::Fpi::NONE);
         }
     }
 

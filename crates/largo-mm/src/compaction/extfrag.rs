@@ -43,6 +43,15 @@ impl PageAlloc {
         1000 - ((1000 + info.free_pages * 1000 / requested) / info.free_blocks_total) as i32
     }
 
+    /// `extfrag_for_order`: percent of free memory in blocks below `order`.
+    pub(crate) fn extfrag_for_order(&self, zi: usize, order: u32) -> u32 {
+        let info = self.fill_contig_page_info(zi, order);
+        if info.free_pages == 0 {
+            return 0;
+        }
+        ((info.free_pages - (info.free_blocks_suitable << order)) * 100 / info.free_pages) as u32
+    }
+
     /// `unusable_free_index` in thousandths: the share of free memory in
     /// blocks too small for `order`.
     pub fn unusable_free_index(&self, zi: usize, order: u32) -> i32 {

@@ -33,8 +33,6 @@ pub struct Kcompactd {
     pub next_ns: u64,
     /// Checks still skipped after a run that did not help (`proactive_defer`).
     pub proactive_defer: Vec<u32>,
-    /// Proactive runs so far.
-    pub proactive_runs: u64,
 }
 
 impl PageAlloc {
@@ -43,22 +41,6 @@ impl PageAlloc {
     pub fn fragmentation_score_zone(&self, zi: usize) -> u32 {
         let order = self.geo.pmd_order.min(self.geo.max_page_order);
         self.extfrag_for_order(zi, order)
-    }
-
-    fn extfrag_for_order(&self, zi: usize, order: u32) -> u32 {
-        let zone = &self.zones[zi];
-        let mut free = 0u64;
-        let mut suitable = 0u64;
-        for (o, area) in zone.free_area.iter().enumerate() {
-            free += area.nr_free << o;
-            if o as u32 >= order {
-                suitable += area.nr_free << o;
-            }
-        }
-        if free == 0 {
-            return 0;
-        }
-        ((free - suitable) * 100 / free) as u32
     }
 
     /// `fragmentation_score_node`: zone scores weighted by present pages.
@@ -105,7 +87,6 @@ impl PageAlloc {
     /// `proactive_compact_node`: every populated zone compacted whole
     /// (synchronous light, skip hints ignored) until its score is low.
     fn proactive_compact_node(&mut self, nid: usize, reclaim: &mut dyn Reclaim) {
-        self.kcompactd.proactive_runs += 1;
         let cpu = self.nodes[nid].cpus.first().copied().unwrap_or(0);
         for zi in 0..self.zones.len() {
             if self.zones[zi].nid != nid || !self.zones[zi].populated() {

@@ -8,14 +8,12 @@
 
 use largo_types::{MigrateType, ZoneType, MAX_NR_ZONES};
 
-use super::HotplugError;
+use super::{HotplugError, EBUSY};
 use crate::layout::PfnRange;
 use crate::machine::Machine;
 use crate::memmap::PageFlags;
 use crate::page_alloc::PageAlloc;
 use crate::sparse::{MemoryBlock, MemoryBlockState};
-
-const EBUSY: i32 = -16;
 
 impl PageAlloc {
     /// The memmap of hot-added pages (`memmap_init_range` for an offline

@@ -18,6 +18,11 @@ mod online;
 use crate::machine::Machine;
 use crate::sparse::MemoryBlockState;
 
+/// The errnos hotplug returns, negated as the kernel returns them.
+pub const EINVAL: i32 = -22;
+pub const EBUSY: i32 = -16;
+pub const EINTR: i32 = -4;
+
 /// Why a hotplug operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HotplugError {
@@ -39,7 +44,7 @@ impl HotplugError {
     /// The errno the kernel returns.
     pub fn errno(&self) -> i32 {
         match self {
-            HotplugError::Invalid(_) => -22,
+            HotplugError::Invalid(_) => EINVAL,
             HotplugError::Offline { errno, .. } => *errno,
         }
     }

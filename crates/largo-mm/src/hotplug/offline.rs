@@ -3,7 +3,7 @@
 
 use largo_types::MigrateType;
 
-use super::HotplugError;
+use super::{HotplugError, EBUSY, EINTR, EINVAL};
 use crate::machine::Machine;
 use crate::memmap::PageFlags;
 use crate::page_alloc::isolation::IsolateMode;
@@ -13,10 +13,6 @@ use crate::page_alloc::{MigrationTarget, PageAlloc};
 /// until the task gets a signal ("signal backoff", `-EINTR`); the model
 /// stands in for the impatient user after this many passes.
 pub const MAX_OFFLINE_PASSES: u32 = 10;
-
-const EINVAL: i32 = -22;
-const EBUSY: i32 = -16;
-const EINTR: i32 = -4;
 
 impl PageAlloc {
     /// `__offline_isolated_pages`: every free block of the isolated range

@@ -9,7 +9,7 @@ use largo_types::ZoneType;
 use super::HotplugError;
 use crate::layout::PfnRange;
 use crate::machine::Machine;
-use crate::page_alloc::PageAlloc;
+use crate::page_alloc::{max_order_chunks, PageAlloc};
 
 impl PageAlloc {
     /// `move_pfn_range_to_zone` (pageblocks isolated) and
@@ -26,14 +26,8 @@ impl PageAlloc {
         }
         self.zones[zi].nr_isolate_pageblock += (end - start).div_ceil(pb);
         self.zones[zi].present_pages += end - start;
-        let mut pfn = start;
-        while pfn < end {
-            let mut order = self.geo.max_page_order.min(pfn.trailing_zeros());
-            while pfn + (1 << order) > end {
-                order -= 1;
-            }
+        for (pfn, order) in max_order_chunks(self.geo.max_page_order, start, end) {
             self.__free_pages_core(zi, pfn, order);
-            pfn += 1 << order;
         }
         self.undo_isolate_page_range(start, end);
         self.init_per_zone_wmark_min();

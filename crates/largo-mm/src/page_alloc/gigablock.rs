@@ -87,19 +87,23 @@ impl PageAlloc {
         start_mt: MigrateType,
         fallback_mt: MigrateType,
     ) -> Option<u64> {
-        let list = self.zones[zi].free_area[order as usize].list(fallback_mt);
-        let first = list.first()?;
-        let Some(g) = self.gigablocks.as_ref() else {
-            return Some(first);
-        };
+        let first = self.zones[zi].free_area[order as usize].list(fallback_mt).first()?;
         if start_mt == MigrateType::Movable {
             return Some(first);
         }
-        let polluted = list
+        Some(self.polluted_block(zi, order, fallback_mt).unwrap_or(first))
+    }
+
+    /// Among the first GIGABLOCK_SCAN free blocks of the `mt` list at
+    /// `order`, the first in a gigablock that already holds non-movable
+    /// pageblocks (none without gigapageblocks).
+    fn polluted_block(&self, zi: usize, order: u32, mt: MigrateType) -> Option<u64> {
+        let g = self.gigablocks.as_ref()?;
+        self.zones[zi].free_area[order as usize]
+            .list(mt)
             .iter(&self.memmap.pages)
             .take(GIGABLOCK_SCAN)
-            .find(|&pfn| g.unmovable[(pfn >> g.pfn_shift) as usize] > 0);
-        Some(polluted.unwrap_or(first))
+            .find(|&pfn| g.unmovable[(pfn >> g.pfn_shift) as usize] > 0)
     }
 
     /// `__rmqueue_claim` under gigapageblocks (see the module doc).
@@ -118,14 +122,12 @@ impl PageAlloc {
                 else {
                     continue;
                 };
-                let g = self.gigablocks.as_ref()?;
-                let list = self.zones[zi].free_area[current_order as usize].list(fallback_mt);
                 let pick = if polluted_only {
-                    list.iter(&self.memmap.pages)
-                        .take(GIGABLOCK_SCAN)
-                        .find(|&pfn| g.unmovable[(pfn >> g.pfn_shift) as usize] > 0)
+                    self.polluted_block(zi, current_order, fallback_mt)
                 } else {
-                    list.first()
+                    self.zones[zi].free_area[current_order as usize]
+                        .list(fallback_mt)
+                        .first()
                 };
                 let Some(pfn) = pick else { continue };
                 if current_order <= pb.max(order) {

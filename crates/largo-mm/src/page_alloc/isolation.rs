@@ -165,12 +165,8 @@ impl PageAlloc {
     /// (`__putback_isolated_page`); otherwise the block's free pages move
     /// lists, a larger buddy being split first.
     fn unset_migratetype_isolate(&mut self, zi: usize, start: u64) {
-        let mut mt = self.pageblocks.underlying_migratetype(start);
-        // What set_pageblock_migratetype will store (mobility grouping off
-        // makes every pcp type UNMOVABLE).
-        if self.mobility_disabled && mt.is_mergeable() {
-            mt = MigrateType::Unmovable;
-        }
+        // The free blocks go to the list of the type the pageblock will hold.
+        let mt = self.stored_migratetype(self.pageblocks.underlying_migratetype(start));
         let head = self.memmap.page(start);
         if head.is_buddy() && head.order() == self.geo.pageblock_order {
             let order = head.order();

@@ -315,14 +315,8 @@ impl PageAlloc {
         for zi in 0..self.zones.len() {
             let span = PfnRange::new(self.zones[zi].zone_start_pfn, self.zones[zi].zone_end_pfn());
             for r in free.iter().map(|r| r.intersect(span)).filter(|r| !r.is_empty()) {
-                let mut pfn = r.start;
-                while pfn < r.end {
-                    let mut order = self.geo.max_page_order.min(pfn.trailing_zeros());
-                    while pfn + (1 << order) > r.end {
-                        order -= 1;
-                    }
+                for (pfn, order) in max_order_chunks(self.geo.max_page_order, r.start, r.end) {
                     self.__free_pages_core(zi, pfn, order);
-                    pfn += 1 << order;
                 }
             }
         }
@@ -397,13 +391,21 @@ impl PageAlloc {
         self.pageblocks.migratetype(pfn)
     }
 
-    /// `set_pageblock_migratetype`; with mobility grouping disabled every
-    /// pcp type becomes UNMOVABLE.
+    /// The type a pageblock set to `mt` gets: with mobility grouping
+    /// disabled every pcp type becomes UNMOVABLE.
     #[inline]
-    pub(crate) fn set_pageblock_migratetype(&mut self, pfn: u64, mut mt: MigrateType) {
+    pub(crate) fn stored_migratetype(&self, mt: MigrateType) -> MigrateType {
         if self.mobility_disabled && mt.is_mergeable() {
-            mt = MigrateType::Unmovable;
+            MigrateType::Unmovable
+        } else {
+            mt
         }
+    }
+
+    /// `set_pageblock_migratetype` (see [`Self::stored_migratetype`]).
+    #[inline]
+    pub(crate) fn set_pageblock_migratetype(&mut self, pfn: u64, mt: MigrateType) {
+        let mt = self.stored_migratetype(mt);
         if self.gigablocks.is_some() && mt != MigrateType::Isolate {
             let old = self.pageblocks.underlying_migratetype(pfn);
             self.gigablock_retype(pfn, old, mt);
@@ -454,6 +456,24 @@ impl PageAlloc {
 
 /// Node fallback order: the local node, then the others by distance. All
 /// remote nodes are equally distant in the model, so by id after the local one.
+/// `[start, end)` as naturally aligned blocks of at most `max_order`,
+/// lowest first (`__free_pages_memory`'s split): `(pfn, order)`.
+pub(crate) fn max_order_chunks(max_order: u32, start: u64, end: u64) -> impl Iterator<Item = (u64, u32)> {
+    let mut pfn = start;
+    std::iter::from_fn(move || {
+        if pfn >= end {
+            return None;
+        }
+        let mut order = max_order.min(pfn.trailing_zeros());
+        while pfn + (1 << order) > end {
+            order -= 1;
+        }
+        let chunk = (pfn, order);
+        pfn += 1 << order;
+        Some(chunk)
+    })
+}
+
 fn node_order(nid: usize, nr_nodes: usize) -> Vec<usize> {
     (0..nr_nodes).map(|i| (nid + i) % nr_nodes).collect()
 }

@@ -20,13 +20,6 @@ pub enum MigrationTarget<'a> {
     Compaction(&'a mut CompactControl),
 }
 
-impl MigrationTarget<'_> {
-    /// Whether this migration is compaction's (counters and modes differ).
-    pub fn is_compaction(&self) -> bool {
-        matches!(self, MigrationTarget::Compaction(_))
-    }
-}
-
 impl PageAlloc {
     /// A destination folio of `order` for `target`, or `None` (`-ENOMEM`).
     /// A large destination never enters direct reclaim

@@ -77,8 +77,6 @@ vm_events! {
     CompactDaemonWake => "compact_daemon_wake",
     CompactDaemonMigrateScanned => "compact_daemon_migrate_scanned",
     CompactDaemonFreeScanned => "compact_daemon_free_scanned",
-    HtlbBuddyAllocSuccess => "htlb_buddy_alloc_success",
-    HtlbBuddyAllocFail => "htlb_buddy_alloc_fail",
 }
 
 impl VmEvent {
