@@ -14,7 +14,10 @@ use largo_physmem::host::{
     fork_and_wait, host_page_size, prctl_thp_disable, prefault_stack, ChildExit, HostAdvice, HostError, UserWork,
     Window,
 };
-use largo_trace::{CloneKind, Event, ThpDisableMode, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE};
+use largo_trace::{
+    CloneKind, Event, EventHandler, MapFlags, Prot, ThpDisableMode, VmaKind, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE,
+    MADV_NOHUGEPAGE,
+};
 
 use crate::counters::{HostCounters, RawCapture};
 use crate::layout::{host_layout, FolioLayout};
@@ -30,7 +33,7 @@ pub enum NativeError {
     #[error("the host's pages are {host} bytes, the trace's {model}: the runs would not compare")]
     PageSize { host: u64, model: u64 },
     #[error("event {index} cannot run natively: {reason}")]
-    Unsupported { index: usize, reason: String },
+    Unsupported { index: usize, reason: Unsupported },
     #[error(transparent)]
     Host(#[from] HostError),
     #[error("the native task failed at its step {index}; exit {code:?}, signal {signal:?}")]
@@ -95,138 +98,228 @@ pub struct Plan {
     pub hi: u64,
 }
 
-fn unsupported(index: usize, reason: impl Into<String>) -> NativeError {
-    NativeError::Unsupported {
-        index,
-        reason: reason.into(),
+/// Why an event cannot run natively.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error("pid {pid} acts while pid {running} runs (processes must run one at a time)")]
+    Interleaved { pid: u32, running: u32 },
+    #[error("only private anonymous mappings")]
+    NotPrivateAnonymous,
+    #[error("madvise advice {0}")]
+    Advice(u32),
+    #[error("threads and vfork")]
+    NotAProcess,
+    #[error("program images and brk (record and run the program instead)")]
+    ProgramImage,
+    #[error("move_pages (this host has one NUMA node; migration is validated on the model)")]
+    MovePages,
+    #[error("memory hotplug (offlining the host's memory is not a test step; hotplug is validated on the model)")]
+    Hotplug,
+}
+
+/// Builds a plan, event by event (the trace's [`EventHandler`]).
+struct Planner {
+    roots: Vec<Vec<Step>>,
+    /// (pid, steps) of the processes running now, innermost last.
+    stack: Vec<(u32, Vec<Step>)>,
+    lo: u64,
+    hi: u64,
+}
+
+impl Planner {
+    /// The event's process must be the one running (or the first).
+    fn enter(&mut self, pid: u32) -> Result<(), Unsupported> {
+        if self.stack.is_empty() {
+            self.stack.push((pid, Vec::new()));
+        }
+        let running = self.stack.last().expect("non-empty").0;
+        if pid != running {
+            return Err(Unsupported::Interleaved { pid, running });
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, step: Step) -> Result<(), Unsupported> {
+        self.stack.last_mut().expect("entered").1.push(step);
+        Ok(())
+    }
+
+    fn cover(&mut self, addr: u64, len: u64) {
+        self.lo = self.lo.min(addr);
+        self.hi = self.hi.max(addr.saturating_add(len));
+    }
+
+    /// The innermost process ends: its steps go to its parent as a fork,
+    /// or become a root.
+    fn pop(&mut self) {
+        let (_, steps) = self.stack.pop().expect("entered");
+        match self.stack.last_mut() {
+            Some((_, parent)) => parent.push(Step::Fork(steps)),
+            None => self.roots.push(steps),
+        }
+    }
+}
+
+impl EventHandler for Planner {
+    type Error = Unsupported;
+
+    fn exec(&mut self, _: u32) -> Result<(), Unsupported> {
+        Err(Unsupported::ProgramImage)
+    }
+
+    fn vma(&mut self, _: u32, _: u64, _: u64, _: Prot, _: VmaKind) -> Result<(), Unsupported> {
+        Err(Unsupported::ProgramImage)
+    }
+
+    fn brk_start(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::ProgramImage)
+    }
+
+    fn mmap(&mut self, _: u32, addr: u64, len: u64, prot: Prot, flags: MapFlags) -> Result<(), Unsupported> {
+        if !flags.private_anonymous() {
+            return Err(Unsupported::NotPrivateAnonymous);
+        }
+        self.cover(addr, len);
+        self.push(Step::Map {
+            addr,
+            len,
+            write: prot.writable(),
+        })
+    }
+
+    fn munmap(&mut self, _: u32, addr: u64, len: u64) -> Result<(), Unsupported> {
+        self.push(Step::Unmap { addr, len })
+    }
+
+    fn mremap(&mut self, _: u32, old: u64, old_len: u64, new: u64, new_len: u64) -> Result<(), Unsupported> {
+        self.cover(new, new_len);
+        self.push(Step::Remap {
+            old,
+            old_len,
+            new,
+            new_len,
+        })
+    }
+
+    fn mprotect(&mut self, _: u32, addr: u64, len: u64, prot: Prot) -> Result<(), Unsupported> {
+        self.push(Step::Protect {
+            addr,
+            len,
+            write: prot.writable(),
+        })
+    }
+
+    fn madvise(&mut self, _: u32, addr: u64, len: u64, advice: u32) -> Result<(), Unsupported> {
+        let advice = match advice {
+            MADV_DONTNEED => HostAdvice::DontNeed,
+            MADV_FREE => HostAdvice::Free,
+            MADV_HUGEPAGE => HostAdvice::HugePage,
+            MADV_NOHUGEPAGE => HostAdvice::NoHugePage,
+            other => return Err(Unsupported::Advice(other)),
+        };
+        self.push(Step::Advise { addr, len, advice })
+    }
+
+    fn brk(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::ProgramImage)
+    }
+
+    fn fault(&mut self, _: u32, addr: u64, write: bool) -> Result<(), Unsupported> {
+        self.push(Step::Fault { addr, write })
+    }
+
+    /// A kernel-mode fault faults the page as a user access does.
+    fn kernel_fault(&mut self, _: u32, addr: u64, write: bool) -> Result<(), Unsupported> {
+        self.push(Step::Fault { addr, write })
+    }
+
+    fn touch(&mut self, _: u32, addr: u64, len: u64, write: bool) -> Result<(), Unsupported> {
+        self.push(Step::Touch { addr, len, write })
+    }
+
+    fn clone(&mut self, _: u32, child: u32, kind: CloneKind) -> Result<(), Unsupported> {
+        if kind != CloneKind::Process {
+            return Err(Unsupported::NotAProcess);
+        }
+        self.stack.push((child, Vec::new()));
+        Ok(())
+    }
+
+    fn exit(&mut self, _: u32) -> Result<(), Unsupported> {
+        self.pop();
+        Ok(())
+    }
+
+    fn prctl_thp_disable(&mut self, _: u32, mode: ThpDisableMode) -> Result<(), Unsupported> {
+        self.push(Step::ThpDisable(match mode {
+            ThpDisableMode::Off => 0,
+            ThpDisableMode::Completely => 1,
+            ThpDisableMode::ExceptAdvised => 2,
+        }))
+    }
+
+    fn drop_caches(&mut self, _: u32, mode: u8) -> Result<(), Unsupported> {
+        self.push(Step::DropCaches(mode))
+    }
+
+    /// Time is not replayed natively.
+    fn tick(&mut self, _: u64) -> Result<(), Unsupported> {
+        Ok(())
+    }
+
+    fn exec_page(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::ProgramImage)
+    }
+
+    fn move_pages(&mut self, _: u32, _: u64, _: u64, _: u32) -> Result<(), Unsupported> {
+        Err(Unsupported::MovePages)
+    }
+
+    fn memory_offline(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::Hotplug)
+    }
+
+    fn memory_online(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::Hotplug)
+    }
+
+    fn memory_add(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::Hotplug)
+    }
+
+    fn memory_remove(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::Hotplug)
+    }
+
+    fn memory_online_movable(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
+        Err(Unsupported::Hotplug)
     }
 }
 
 /// Turns a trace into a plan. Each clone must be followed by its child's
 /// events up to its exit, before the parent's next event.
 pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
-    let mut roots = Vec::new();
-    // Stack of (pid, steps) of the processes running now, innermost last.
-    let mut stack: Vec<(u32, Vec<Step>)> = Vec::new();
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for (i, e) in events.iter().enumerate() {
-        let Some(pid) = e.pid() else { continue };
-        if stack.is_empty() {
-            stack.push((pid, Vec::new()));
-        }
-        let top = stack.last().expect("non-empty").0;
-        if pid != top {
-            return Err(unsupported(
-                i,
-                format!("pid {pid} acts while pid {top} runs (processes must run one at a time)"),
-            ));
-        }
-        let step = match *e {
-            Event::Mmap {
-                addr, len, prot, flags, ..
-            } => {
-                if !flags.private_anonymous() {
-                    return Err(unsupported(i, "only private anonymous mappings"));
-                }
-                lo = lo.min(addr);
-                hi = hi.max(addr.saturating_add(len));
-                Step::Map {
-                    addr,
-                    len,
-                    write: prot.writable(),
-                }
-            }
-            Event::Munmap { addr, len, .. } => Step::Unmap { addr, len },
-            Event::Mremap {
-                old_addr,
-                old_len,
-                new_addr,
-                new_len,
-                ..
-            } => {
-                lo = lo.min(new_addr);
-                hi = hi.max(new_addr.saturating_add(new_len));
-                Step::Remap {
-                    old: old_addr,
-                    old_len,
-                    new: new_addr,
-                    new_len,
-                }
-            }
-            Event::Mprotect { addr, len, prot, .. } => Step::Protect {
-                addr,
-                len,
-                write: prot.writable(),
-            },
-            Event::Madvise { addr, len, advice, .. } => Step::Advise {
-                addr,
-                len,
-                advice: match advice {
-                    MADV_DONTNEED => HostAdvice::DontNeed,
-                    MADV_FREE => HostAdvice::Free,
-                    MADV_HUGEPAGE => HostAdvice::HugePage,
-                    MADV_NOHUGEPAGE => HostAdvice::NoHugePage,
-                    other => return Err(unsupported(i, format!("madvise advice {other}"))),
-                },
-            },
-            Event::Touch { addr, len, write, .. } => Step::Touch { addr, len, write },
-            Event::Fault { addr, write, .. } => Step::Fault { addr, write },
-            Event::PrctlThpDisable { mode, .. } => Step::ThpDisable(match mode {
-                ThpDisableMode::Off => 0,
-                ThpDisableMode::Completely => 1,
-                ThpDisableMode::ExceptAdvised => 2,
-            }),
-            Event::DropCaches { mode, .. } => Step::DropCaches(mode),
-            Event::Clone { child, kind, .. } => {
-                if kind != CloneKind::Process {
-                    return Err(unsupported(i, "threads and vfork"));
-                }
-                stack.push((child, Vec::new()));
-                continue;
-            }
-            Event::Exit { .. } => {
-                let (_, steps) = stack.pop().expect("non-empty");
-                match stack.last_mut() {
-                    Some((_, parent)) => parent.push(Step::Fork(steps)),
-                    None => roots.push(steps),
-                }
-                continue;
-            }
-            Event::Exec { .. }
-            | Event::Vma { .. }
-            | Event::BrkStart { .. }
-            | Event::Brk { .. }
-            | Event::ExecPage { .. } => {
-                return Err(unsupported(
-                    i,
-                    "program images and brk (record and run the program instead)",
-                ))
-            }
-            Event::MovePages { .. } => {
-                return Err(unsupported(
-                    i,
-                    "move_pages (this host has one NUMA node; migration is validated on the model)",
-                ))
-            }
-            Event::MemoryBlock { .. } => return Err(unsupported(
-                i,
-                "memory hotplug (offlining the host's memory is not a test step; hotplug is validated on the model)",
-            )),
-            Event::Tick { .. } => continue,
+    let mut p = Planner {
+        roots: Vec::new(),
+        stack: Vec::new(),
+        lo: u64::MAX,
+        hi: 0,
+    };
+    for (index, e) in events.iter().enumerate() {
+        let entered = match e.pid() {
+            Some(pid) => p.enter(pid),
+            None => Ok(()),
         };
-        stack.last_mut().expect("non-empty").1.push(step);
+        entered
+            .and_then(|()| e.dispatch(&mut p))
+            .map_err(|reason| NativeError::Unsupported { index, reason })?;
     }
     // Processes still running at the end stop there.
-    while let Some((_, steps)) = stack.pop() {
-        match stack.last_mut() {
-            Some((_, parent)) => parent.push(Step::Fork(steps)),
-            None => roots.push(steps),
-        }
+    while !p.stack.is_empty() {
+        p.pop();
     }
-    if lo > hi {
-        (lo, hi) = (0, 0);
-    }
-    Ok(Plan { roots, lo, hi })
+    let (lo, hi) = if p.lo > p.hi { (0, 0) } else { (p.lo, p.hi) };
+    Ok(Plan { roots: p.roots, lo, hi })
 }
 
 /// The window for a plan and the trace-to-host address offset.

@@ -40,6 +40,10 @@ pub const EVENTS: &[&str] = &[
     "syscalls:sys_exit_brk",
     "syscalls:sys_enter_prctl",
     "syscalls:sys_exit_prctl",
+    "syscalls:sys_enter_execve",
+    "syscalls:sys_exit_execve",
+    "syscalls:sys_enter_execveat",
+    "syscalls:sys_exit_execveat",
     "task:task_newtask",
     "sched:sched_process_exec",
     "sched:sched_process_exit",
@@ -478,6 +482,10 @@ fn build(
     let mut started = false;
     let mut last_ns: Option<u64> = None;
     let mut layout_used: HashMap<u32, usize> = HashMap::new();
+    // Faults of a task inside execve: after the point of no return they
+    // touch the new image (the ELF loader clearing the end of the data
+    // segments), before its exec event; they go after its layout.
+    let mut in_exec: HashMap<u32, Vec<Event>> = HashMap::new();
     for raw in lines {
         let Some(l) = parse_line(raw) else { continue };
         if !started {
@@ -521,6 +529,7 @@ fn build(
                     }
                 }
                 *used += 1;
+                events.extend(in_exec.remove(&p).unwrap_or_default());
             }
             "task_newtask" => {
                 let (Some(child), Some(flags)) = (field(&l.fields, "pid"), field_hex(&l.fields, "clone_flags")) else {
@@ -554,11 +563,23 @@ fn build(
                     continue;
                 }
                 stats.faults += 1;
-                events.push(Event::Fault {
-                    pid,
-                    addr,
-                    write: code & 2 != 0,
-                });
+                let write = code & 2 != 0;
+                let e = if l.event == "page_fault_kernel" {
+                    Event::KernelFault { pid, addr, write }
+                } else {
+                    Event::Fault { pid, addr, write }
+                };
+                match in_exec.get_mut(&pid) {
+                    Some(deferred) => deferred.push(e),
+                    None => events.push(e),
+                }
+            }
+            "sys_enter_execve" | "sys_enter_execveat" => {
+                in_exec.insert(pid, Vec::new());
+            }
+            "sys_exit_execve" | "sys_exit_execveat" => {
+                // A failed exec: its faults were on the old image.
+                events.extend(in_exec.remove(&pid).unwrap_or_default());
             }
             e if e.starts_with("sys_enter_") => {
                 pending.insert(

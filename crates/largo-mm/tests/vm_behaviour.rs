@@ -580,3 +580,61 @@ fn an_exec_page_is_order_0_whatever_the_thp_settings() {
     assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 1);
     p.check();
 }
+
+#[test]
+fn file_and_shared_mappings_hold_address_space_without_pages() {
+    use largo_mm::vm::types::VmaBacking;
+    let mut m = machine(&[]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let rw = Prot::READ | Prot::WRITE;
+    let mmap = |m: &mut Machine, addr: u64, prot: Prot, flags: MapFlags| {
+        m.with_vm(0, |vm, ctx| {
+            vm.mmap(ctx, pid, addr, 64 * KIB, prot, flags | MapFlags::FIXED)
+        })
+        .unwrap()
+    };
+    let access =
+        |m: &mut Machine, addr: u64, write: bool| m.with_vm(0, |vm, ctx| vm.access(ctx, pid, addr, write)).unwrap();
+    let base = 0x7f00_0000_0000u64;
+    let file = mmap(&mut m, base, Prot::READ, MapFlags::PRIVATE);
+    let shared = mmap(&mut m, base + 64 * KIB, rw, MapFlags::SHARED | MapFlags::ANONYMOUS);
+    let anon = mmap(&mut m, base + 128 * KIB, rw, MapFlags::PRIVATE | MapFlags::ANONYMOUS);
+    let faults = vmstat_value(&m, "pgfault");
+    // Reads of the file and writes of shmem are allowed but not modelled;
+    // a write to the read-only file mapping and an access outside every
+    // mapping are what the program would get: SIGSEGV.
+    assert_eq!(access(&mut m, file, false), Access::NotModelled);
+    assert_eq!(access(&mut m, shared + PAGE, true), Access::NotModelled);
+    assert_eq!(access(&mut m, file, true), Access::Segv);
+    assert_eq!(access(&mut m, base + 256 * KIB, false), Access::Segv);
+    assert_eq!(vmstat_value(&m, "pgfault"), faults, "no modelled fault");
+    assert_eq!(access(&mut m, anon, true), Access::Faulted);
+    // Three VMAs, never merged across backings; /proc/PID/maps says 's'.
+    let maps = m.vm().maps(pid).unwrap();
+    let ours: Vec<_> = maps
+        .iter()
+        .filter(|v| v.start >= base && v.end <= base + 192 * KIB)
+        .collect();
+    assert_eq!(ours.len(), 3, "{ours:?}");
+    assert_eq!(ours[0].backing, VmaBacking::File);
+    assert_eq!(ours[1].backing, VmaBacking::Shmem);
+    assert_eq!(ours[1].perms(), "rw-s");
+    assert_eq!(ours[2].backing, VmaBacking::Anon);
+    // MADV_FREE stops at the first non-anonymous VMA, as the kernel's walk does.
+    let r = m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, base, 192 * KIB, Advice::Free));
+    assert!(matches!(r, Err(largo_mm::vm::VmError::Invalid(_))), "{r:?}");
+    // mprotect makes the file writable; a fork keeps every mapping.
+    m.with_vm(0, |vm, ctx| vm.mprotect(ctx, pid, file, 64 * KIB, rw))
+        .unwrap();
+    assert_eq!(access(&mut m, file, true), Access::NotModelled);
+    let child = m.with_vm(0, |vm, ctx| vm.fork(ctx, pid)).unwrap();
+    assert_eq!(m.vm().maps(child).unwrap().len(), maps.len());
+    assert_eq!(
+        m.with_vm(0, |vm, ctx| vm.access(ctx, child, shared, true)).unwrap(),
+        Access::NotModelled
+    );
+    m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, base, 128 * KIB)).unwrap();
+    assert_eq!(access(&mut m, shared, false), Access::Segv);
+    m.check().unwrap();
+    m.vm().check_invariants(m.page_alloc()).unwrap();
+}

@@ -1,4 +1,5 @@
-//! Property tests of the VM: random sequences of mmap, munmap, mprotect,
+//! Property tests of the VM: random sequences of mmap (private anonymous,
+//! and file and shared mappings that hold address space), munmap, mprotect,
 //! mremap, brk, madvise, prctl, fork, exit, threads, page accesses,
 //! drop_caches and knob writes, on tiny machines of every preset, under
 //! random THP settings, with both invariant checkers (allocator, and page
@@ -32,6 +33,9 @@ enum Op {
         write: bool,
         populate: bool,
         noreserve: bool,
+        /// 0: private anonymous; 1: a private file mapping; 2: shared
+        /// anonymous (both hold address space, their pages not modelled).
+        backing: u8,
     },
     Munmap {
         task: usize,
@@ -135,8 +139,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => task.prop_map(|task| Op::Thread { task }),
         3 => task.prop_map(|task| Op::Fork { task }),
         2 => task.prop_map(|task| Op::Exit { task }),
-        12 => (task, pages, any::<bool>(), prop::bool::weighted(0.05), prop::bool::weighted(0.1))
-            .prop_map(|(task, pages, write, populate, noreserve)| Op::Mmap { task, pages, write, populate, noreserve }),
+        12 => (task, pages, any::<bool>(), prop::bool::weighted(0.05), prop::bool::weighted(0.1), prop_oneof![8 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)])
+            .prop_map(|(task, pages, write, populate, noreserve, backing)| Op::Mmap { task, pages, write, populate, noreserve, backing }),
         5 => (task, range()).prop_map(|(task, range)| Op::Munmap { task, range }),
         3 => (task, range(), any::<bool>()).prop_map(|(task, range, write)| Op::Mprotect { task, range, write }),
         3 => (task, range(), 1u64..1100, any::<bool>())
@@ -304,10 +308,15 @@ impl Runner {
                 write,
                 populate,
                 noreserve,
+                backing,
             } => {
                 let Some(pid) = self.task(task) else { return };
                 let prot = if write { Prot::READ | Prot::WRITE } else { Prot::READ };
-                let mut flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                let mut flags = match backing {
+                    0 => MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+                    1 => MapFlags::PRIVATE,
+                    _ => MapFlags::SHARED | MapFlags::ANONYMOUS,
+                };
                 if populate {
                     flags |= MapFlags::POPULATE;
                 }

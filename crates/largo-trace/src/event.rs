@@ -1,8 +1,20 @@
 //! The events of a trace: what the processes of a program did to their
-//! address spaces, in the kernel's terms (DESIGN.md section 7).
+//! address spaces, in the kernel's terms, and the event table that
+//! defines each event once: its text verb, binary tag and fields with
+//! their codecs (see `macros.rs` for what the table generates).
 
-/// Format version of both encodings.
-pub const FORMAT_VERSION: u32 = 1;
+use crate::codec::{
+    Access as AccessCodec, Addr, Advice as AdviceCodec, Block, CacheMode, ChildPid, Len, MmapFlags, Name, Named, Node,
+    Ns, Perms, ProtBits,
+};
+use crate::error::RecordError;
+use crate::macros::define_events;
+
+/// Version of the text encoding.
+pub const TEXT_VERSION: u32 = 1;
+/// Version of the binary encoding (2: one record layout from the event
+/// table; version 1 is no longer read).
+pub const BINARY_VERSION: u32 = 2;
 
 /// A process (or thread) id as the trace names it.
 pub type TracePid = u32;
@@ -81,25 +93,22 @@ pub enum VmaKind {
 }
 
 impl VmaKind {
-    pub const NAMES: &'static [(&'static str, VmaKind)] = &[
+    /// Anonymous private memory the model maps.
+    pub fn is_anonymous(self) -> bool {
+        matches!(self, VmaKind::Anon | VmaKind::Stack | VmaKind::Heap)
+    }
+}
+
+impl Named for VmaKind {
+    const WHAT: &'static str = "vma kind";
+    const USAGE: &'static str = "KIND";
+    const NAMES: &'static [(&'static str, VmaKind)] = &[
         ("anon", VmaKind::Anon),
         ("file", VmaKind::File),
         ("stack", VmaKind::Stack),
         ("heap", VmaKind::Heap),
         ("special", VmaKind::Special),
     ];
-
-    pub fn name(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(_, k)| *k == self)
-            .map_or("special", |(n, _)| n)
-    }
-
-    /// Anonymous private memory the model maps.
-    pub fn is_anonymous(self) -> bool {
-        matches!(self, VmaKind::Anon | VmaKind::Stack | VmaKind::Heap)
-    }
 }
 
 /// What a clone created.
@@ -113,19 +122,14 @@ pub enum CloneKind {
     Vfork,
 }
 
-impl CloneKind {
-    pub const NAMES: &'static [(&'static str, CloneKind)] = &[
+impl Named for CloneKind {
+    const WHAT: &'static str = "clone kind";
+    const USAGE: &'static str = "process|thread|vfork";
+    const NAMES: &'static [(&'static str, CloneKind)] = &[
         ("process", CloneKind::Process),
         ("thread", CloneKind::Thread),
         ("vfork", CloneKind::Vfork),
     ];
-
-    pub fn name(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(_, k)| *k == self)
-            .map_or("process", |(n, _)| n)
-    }
 }
 
 /// `madvise` advice names with the kernel's values.
@@ -170,199 +174,123 @@ pub enum ThpDisableMode {
     ExceptAdvised,
 }
 
-impl ThpDisableMode {
-    pub const NAMES: &'static [(&'static str, ThpDisableMode)] = &[
+impl Named for ThpDisableMode {
+    const WHAT: &'static str = "THP disable mode";
+    const USAGE: &'static str = "0|1|except_advised";
+    const NAMES: &'static [(&'static str, ThpDisableMode)] = &[
         ("0", ThpDisableMode::Off),
         ("1", ThpDisableMode::Completely),
         ("except_advised", ThpDisableMode::ExceptAdvised),
     ];
+}
 
-    pub fn name(self) -> &'static str {
-        Self::NAMES.iter().find(|(_, k)| *k == self).map_or("0", |(n, _)| n)
+/// A kind of event as the table defines it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventKind {
+    /// The text verb (and handler method).
+    pub verb: &'static str,
+    /// The binary record tag.
+    pub tag: u8,
+    /// Written `PID verb ...` (every event but `tick`).
+    pub has_pid: bool,
+    /// The text arguments after the verb.
+    pub args: &'static [&'static str],
+}
+
+impl EventKind {
+    pub fn of_verb(verb: &str) -> Option<&'static EventKind> {
+        EVENT_KINDS.iter().find(|k| k.verb == verb)
+    }
+
+    /// `PID mmap ADDR LEN PROT FLAGS`.
+    pub fn usage(&self) -> String {
+        let mut s = String::new();
+        if self.has_pid {
+            s.push_str("PID ");
+        }
+        s.push_str(self.verb);
+        for a in self.args {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
     }
 }
 
-/// What a memory hotplug event does to a memory block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MemoryOp {
-    /// `echo offline > memoryN/state`.
-    Offline,
-    /// `echo online > memoryN/state`.
-    Online,
-    /// `echo online_movable > memoryN/state`.
-    OnlineMovable,
-    /// The block is hot-added (ACPI / virtio-mem / `add_memory`), offline.
-    Add,
-    /// The (offline) block is hot-removed (`remove_memory`).
-    Remove,
-}
-
-impl MemoryOp {
-    /// (text verb, binary tag) of each op.
-    pub const ALL: [(MemoryOp, &'static str, u8); 5] = [
-        (MemoryOp::Offline, "memory_offline", 21),
-        (MemoryOp::Online, "memory_online", 22),
-        (MemoryOp::Add, "memory_add", 23),
-        (MemoryOp::Remove, "memory_remove", 24),
-        (MemoryOp::OnlineMovable, "memory_online_movable", 25),
-    ];
-
-    pub fn verb(self) -> &'static str {
-        Self::ALL.iter().find(|(o, _, _)| *o == self).map_or("", |e| e.1)
-    }
-
-    pub fn tag(self) -> u8 {
-        Self::ALL.iter().find(|(o, _, _)| *o == self).map_or(0, |e| e.2)
-    }
-
-    pub fn from_verb(verb: &str) -> Option<MemoryOp> {
-        Self::ALL.iter().find(|e| e.1 == verb).map(|e| e.0)
-    }
-
-    pub fn from_tag(tag: u8) -> Option<MemoryOp> {
-        Self::ALL.iter().find(|e| e.2 == tag).map(|e| e.0)
-    }
-}
-
-/// One event. Addresses and lengths are bytes; `mmap`, `mremap` and `brk`
-/// carry the kernel's result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Event {
+define_events! {
     /// A new program image: the process's address space is replaced by the
     /// `vma` and `brk_start` events that follow.
-    Exec {
-        pid: TracePid,
-    },
+    Exec = 1, exec(pid) {},
     /// A mapping of the image's initial layout.
-    Vma {
-        pid: TracePid,
-        start: u64,
-        end: u64,
-        prot: Prot,
-        kind: VmaKind,
+    Vma = 2, vma(pid) {
+        start: u64 as Addr,
+        end: u64 as Addr,
+        prot: Prot as Perms,
+        kind: VmaKind as Name,
     },
     /// Where the brk heap starts.
-    BrkStart {
-        pid: TracePid,
-        addr: u64,
+    BrkStart = 3, brk_start(pid) { addr: u64 as Addr },
+    /// `mmap` and where the kernel placed it.
+    Mmap = 4, mmap(pid) {
+        addr: u64 as Addr,
+        len: u64 as Len,
+        prot: Prot as ProtBits,
+        flags: MapFlags as MmapFlags,
     },
-    Mmap {
-        pid: TracePid,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        flags: MapFlags,
+    Munmap = 5, munmap(pid) { addr: u64 as Addr, len: u64 as Len },
+    /// `mremap` and where the kernel put the result.
+    Mremap = 6, mremap(pid) {
+        old_addr: u64 as Addr,
+        old_len: u64 as Len,
+        new_addr: u64 as Addr,
+        new_len: u64 as Len,
     },
-    Munmap {
-        pid: TracePid,
-        addr: u64,
-        len: u64,
-    },
-    Mremap {
-        pid: TracePid,
-        old_addr: u64,
-        old_len: u64,
-        new_addr: u64,
-        new_len: u64,
-    },
-    Mprotect {
-        pid: TracePid,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-    },
-    Madvise {
-        pid: TracePid,
-        addr: u64,
-        len: u64,
-        advice: u32,
-    },
-    Brk {
-        pid: TracePid,
-        addr: u64,
-    },
+    Mprotect = 7, mprotect(pid) { addr: u64 as Addr, len: u64 as Len, prot: Prot as ProtBits },
+    Madvise = 8, madvise(pid) { addr: u64 as Addr, len: u64 as Len, advice: u32 as AdviceCodec },
+    /// `brk` and the break the kernel returned.
+    Brk = 9, brk(pid) { addr: u64 as Addr },
     /// A user page fault at `addr`.
-    Fault {
-        pid: TracePid,
-        addr: u64,
-        write: bool,
-    },
-    /// A page exec itself filled (arguments, environment) before the
-    /// program ran: present at the exec stop, never faulted by the program.
-    ExecPage {
-        pid: TracePid,
-        addr: u64,
-    },
+    Fault = 10, fault(pid) { addr: u64 as Addr, write: bool as AccessCodec },
+    /// A kernel-mode fault on user memory at `addr` (a syscall writing a
+    /// buffer, exec clearing the end of a data segment): it faults the
+    /// page as a user access would, but outside every mapping the syscall
+    /// fails with EFAULT instead of the program getting SIGSEGV.
+    KernelFault = 11, kernel_fault(pid) { addr: u64 as Addr, write: bool as AccessCodec },
     /// An access to every page of `[addr, addr + len)` (hand-written
     /// scenarios); each page faults or not as the page tables say.
-    Touch {
-        pid: TracePid,
-        addr: u64,
-        len: u64,
-        write: bool,
-    },
-    Clone {
-        pid: TracePid,
-        child: TracePid,
-        kind: CloneKind,
-    },
-    Exit {
-        pid: TracePid,
-    },
-    PrctlThpDisable {
-        pid: TracePid,
-        mode: ThpDisableMode,
-    },
+    Touch = 12, touch(pid) { addr: u64 as Addr, len: u64 as Len, write: bool as AccessCodec },
+    Clone = 14, clone(pid) { child: TracePid as ChildPid, kind: CloneKind as Name },
+    Exit = 15, exit(pid) {},
+    PrctlThpDisable = 16, prctl_thp_disable(pid) { mode: ThpDisableMode as Name },
     /// `echo MODE > /proc/sys/vm/drop_caches`.
-    DropCaches {
-        pid: TracePid,
-        mode: u8,
-    },
+    DropCaches = 17, drop_caches(pid) { mode: u8 as CacheMode },
+    /// Time passes.
+    Tick = 18, tick() { ns: u64 as Ns },
+    /// A page exec itself filled (arguments, environment) before the
+    /// program ran: present at the exec stop, never faulted by the program.
+    ExecPage = 19, exec_page(pid) { addr: u64 as Addr },
     /// `move_pages(pid, ..., MPOL_MF_MOVE)` of every base page of
     /// `[addr, addr + len)` to `node`.
-    MovePages {
-        pid: TracePid,
-        addr: u64,
-        len: u64,
-        node: u32,
-    },
-    /// Memory hotplug of memory block `block`: offline, online (its
-    /// `state` file), hot-add or hot-remove.
-    MemoryBlock {
-        pid: TracePid,
-        block: u64,
-        op: MemoryOp,
-    },
-    /// Time passes.
-    Tick {
-        ns: u64,
-    },
+    MovePages = 20, move_pages(pid) { addr: u64 as Addr, len: u64 as Len, node: u32 as Node },
+    /// `echo offline > /sys/devices/system/memory/memoryBLOCK/state`.
+    MemoryOffline = 21, memory_offline(pid) { block: u64 as Block },
+    /// `echo online > .../memoryBLOCK/state`.
+    MemoryOnline = 22, memory_online(pid) { block: u64 as Block },
+    /// Memory block `block` is hot-added (ACPI, virtio-mem: `add_memory`), offline.
+    MemoryAdd = 23, memory_add(pid) { block: u64 as Block },
+    /// The (offline) block is hot-removed (`remove_memory`).
+    MemoryRemove = 24, memory_remove(pid) { block: u64 as Block },
+    /// `echo online_movable > .../memoryBLOCK/state`.
+    MemoryOnlineMovable = 25, memory_online_movable(pid) { block: u64 as Block },
 }
 
 impl Event {
-    /// The process the event belongs to (`None` for ticks).
-    pub fn pid(&self) -> Option<TracePid> {
-        use Event::*;
+    /// What the table's per-field codecs cannot see: relations between
+    /// fields. Both readers apply it.
+    pub fn check(&self) -> Result<(), RecordError> {
         match *self {
-            Exec { pid }
-            | Vma { pid, .. }
-            | BrkStart { pid, .. }
-            | Mmap { pid, .. }
-            | Munmap { pid, .. }
-            | Mremap { pid, .. }
-            | Mprotect { pid, .. }
-            | Madvise { pid, .. }
-            | Brk { pid, .. }
-            | Fault { pid, .. }
-            | ExecPage { pid, .. }
-            | Touch { pid, .. }
-            | Clone { pid, .. }
-            | Exit { pid }
-            | PrctlThpDisable { pid, .. }
-            | DropCaches { pid, .. }
-            | MovePages { pid, .. }
-            | MemoryBlock { pid, .. } => Some(pid),
-            Tick { .. } => None,
+            Event::Vma { start, end, .. } if end < start => Err(RecordError::VmaEndBelowStart),
+            _ => Ok(()),
         }
     }
 }
@@ -370,7 +298,6 @@ impl Event {
 /// What a trace says about itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Header {
-    pub version: u32,
     /// `key value` pairs in order: `kernel`, `page_size`, `captured`,
     /// `command`, `sys_time_ns`, `config`, ... Keys may repeat (`config`).
     pub fields: Vec<(String, String)>,
@@ -378,10 +305,7 @@ pub struct Header {
 
 impl Header {
     pub fn new() -> Header {
-        Header {
-            version: FORMAT_VERSION,
-            fields: Vec::new(),
-        }
+        Header::default()
     }
 
     /// The first value of `key`.

@@ -12,7 +12,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 
 use crate::binary::{BinaryReader, BinaryWriter, MAGIC};
-use crate::error::TraceError;
+use crate::error::{Location, TraceError};
 use crate::event::{Event, Header, Trace};
 use crate::text::{write_text, TextReader};
 
@@ -22,24 +22,51 @@ pub enum Reader {
     Binary(BinaryReader<Box<dyn BufRead>>),
 }
 
+/// The gzip magic.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
 impl Reader {
-    /// Recognises the encoding from the first bytes (gzip is unpacked).
+    /// Recognises the encoding from the first bytes; one gzip layer is
+    /// unpacked (gzip inside gzip is refused: a trace is compressed once).
     pub fn new(input: Box<dyn BufRead>) -> Result<Reader, TraceError> {
         let mut input = input;
-        let head = input.fill_buf()?.to_vec();
-        if head.starts_with(&[0x1f, 0x8b]) {
-            let inner: Box<dyn BufRead> = Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(input)));
-            return Reader::new(inner);
+        if input.fill_buf()?.starts_with(&GZIP_MAGIC) {
+            let mut inner: Box<dyn BufRead> = Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(input)));
+            if inner.fill_buf()?.starts_with(&GZIP_MAGIC) {
+                return Err(TraceError::NotATrace(
+                    "gzip data inside gzip data: a trace is compressed once".into(),
+                ));
+            }
+            return Reader::unpacked(inner);
         }
-        if head.starts_with(MAGIC) {
+        Reader::unpacked(input)
+    }
+
+    fn unpacked(mut input: Box<dyn BufRead>) -> Result<Reader, TraceError> {
+        if input.fill_buf()?.starts_with(MAGIC) {
             return Ok(Reader::Binary(BinaryReader::new(input)?));
         }
         Ok(Reader::Text(TextReader::new(input)?))
     }
 
+    /// Opens a trace file; a directory, or a `.gz` file that is not gzip,
+    /// is refused with what it is.
     pub fn open(path: &Path) -> Result<Reader, TraceError> {
+        if path.is_dir() {
+            return Err(TraceError::NotATrace(format!(
+                "{} is a directory, not a trace file",
+                path.display()
+            )));
+        }
         let f = File::open(path)?;
-        Reader::new(Box::new(BufReader::with_capacity(1 << 16, f)))
+        let mut input: Box<dyn BufRead> = Box::new(BufReader::with_capacity(1 << 16, f));
+        if path.extension().is_some_and(|e| e == "gz") && !input.fill_buf()?.starts_with(&GZIP_MAGIC) {
+            return Err(TraceError::NotATrace(format!(
+                "{} is named .gz but is not gzip data",
+                path.display()
+            )));
+        }
+        Reader::new(input)
     }
 
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Reader, TraceError> {
@@ -53,12 +80,32 @@ impl Reader {
         }
     }
 
+    /// Where the last event returned starts.
+    pub fn location(&self) -> Location {
+        match self {
+            Reader::Text(r) => Location::Line(r.line()),
+            Reader::Binary(r) => Location::Byte(r.offset()),
+        }
+    }
+
     /// Reads every event into memory.
     pub fn read_all(self) -> Result<Trace, TraceError> {
         let header = self.header().clone();
         let events = self.collect::<Result<Vec<Event>, TraceError>>()?;
         Ok(Trace { header, events })
     }
+}
+
+/// Where event `index` (0-based) of a trace file starts, read again from
+/// the file (for messages about an event; `None` past the end).
+pub fn locate(path: &Path, index: u64) -> Result<Option<Location>, TraceError> {
+    let mut r = Reader::open(path)?;
+    for _ in 0..=index {
+        if r.next().transpose()?.is_none() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(r.location()))
 }
 
 impl Iterator for Reader {

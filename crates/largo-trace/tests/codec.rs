@@ -1,98 +1,11 @@
-//! Both encodings round-trip every event; malformed input gives an error
-//! that names the line or byte; random and mutated input never panics.
-//!
-//! `PROPTEST_CASES=N` changes the number of cases (default 500).
+//! Malformed input gives an error that names the line or byte; files of
+//! every encoding round-trip; v1 binary traces are refused clearly. (The
+//! round-trip and never-panic property tests over every event of the
+//! table are unit tests of the crate: `src/roundtrip.rs`.)
 
 use largo_trace::binary::BinaryWriter;
 use largo_trace::text::write_text;
 use largo_trace::*;
-use proptest::prelude::*;
-
-fn arb_prot() -> impl Strategy<Value = Prot> {
-    (0u8..8).prop_map(Prot)
-}
-
-fn arb_event() -> impl Strategy<Value = Event> {
-    let pid = 1u32..70000;
-    let addr = prop_oneof![any::<u64>(), 0x7f00_0000_0000u64..0x7f00_1000_0000];
-    let len = prop_oneof![1u64..(1 << 30), Just(2 << 20), any::<u64>()];
-    prop_oneof![
-        pid.clone().prop_map(|pid| Event::Exec { pid }),
-        (pid.clone(), addr.clone(), 0u64..(1 << 40), arb_prot(), 0usize..5).prop_map(|(pid, start, n, prot, k)| {
-            Event::Vma {
-                pid,
-                start,
-                end: start.saturating_add(n),
-                prot,
-                kind: VmaKind::NAMES[k].1,
-            }
-        }),
-        (pid.clone(), addr.clone()).prop_map(|(pid, addr)| Event::BrkStart { pid, addr }),
-        (pid.clone(), addr.clone(), len.clone(), arb_prot(), any::<u32>()).prop_map(|(pid, addr, len, prot, f)| {
-            Event::Mmap {
-                pid,
-                addr,
-                len,
-                prot,
-                flags: MapFlags(f),
-            }
-        }),
-        (pid.clone(), addr.clone(), len.clone()).prop_map(|(pid, addr, len)| Event::Munmap { pid, addr, len }),
-        (pid.clone(), addr.clone(), len.clone(), addr.clone(), len.clone()).prop_map(|(pid, a, l, b, m)| {
-            Event::Mremap {
-                pid,
-                old_addr: a,
-                old_len: l,
-                new_addr: b,
-                new_len: m,
-            }
-        }),
-        (pid.clone(), addr.clone(), len.clone(), arb_prot()).prop_map(|(pid, addr, len, prot)| Event::Mprotect {
-            pid,
-            addr,
-            len,
-            prot
-        }),
-        (pid.clone(), addr.clone(), len.clone(), any::<u32>()).prop_map(|(pid, addr, len, advice)| Event::Madvise {
-            pid,
-            addr,
-            len,
-            advice
-        }),
-        (pid.clone(), addr.clone()).prop_map(|(pid, addr)| Event::Brk { pid, addr }),
-        (pid.clone(), addr.clone(), any::<bool>()).prop_map(|(pid, addr, write)| Event::Fault { pid, addr, write }),
-        (pid.clone(), addr.clone()).prop_map(|(pid, addr)| Event::ExecPage { pid, addr }),
-        (pid.clone(), addr.clone(), len.clone(), any::<bool>()).prop_map(|(pid, addr, len, write)| Event::Touch {
-            pid,
-            addr,
-            len,
-            write
-        }),
-        (pid.clone(), pid.clone(), 0usize..3).prop_map(|(pid, child, k)| Event::Clone {
-            pid,
-            child,
-            kind: CloneKind::NAMES[k].1
-        }),
-        pid.clone().prop_map(|pid| Event::Exit { pid }),
-        (pid.clone(), 0usize..3).prop_map(|(pid, m)| Event::PrctlThpDisable {
-            pid,
-            mode: ThpDisableMode::NAMES[m].1
-        }),
-        (pid.clone(), 1u8..4).prop_map(|(pid, mode)| Event::DropCaches { pid, mode }),
-        (pid.clone(), any::<u64>(), 0usize..5).prop_map(|(pid, block, k)| Event::MemoryBlock {
-            pid,
-            block,
-            op: MemoryOp::ALL[k].0
-        }),
-        (pid, any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(pid, addr, len, node)| Event::MovePages {
-            pid,
-            addr,
-            len,
-            node
-        }),
-        any::<u64>().prop_map(|ns| Event::Tick { ns }),
-    ]
-}
 
 fn header() -> Header {
     let mut h = Header::new();
@@ -114,43 +27,6 @@ fn binary_bytes(t: &Trace) -> Vec<u8> {
         w.write(e).unwrap();
     }
     w.finish().unwrap()
-}
-
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(500)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
-
-    #[test]
-    fn both_encodings_round_trip(events in prop::collection::vec(arb_event(), 0..200)) {
-        let t = Trace { header: header(), events };
-        prop_assert_eq!(parse_bytes(&text_bytes(&t)).unwrap(), t.clone());
-        prop_assert_eq!(parse_bytes(&binary_bytes(&t)).unwrap(), t);
-    }
-
-    #[test]
-    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..2000), binary in any::<bool>()) {
-        let mut input = if binary { b"LGOTRACE\x01".to_vec() } else { b"largo-trace 1\n".to_vec() };
-        input.extend(bytes);
-        let _ = parse_bytes(&input);
-    }
-
-    #[test]
-    fn mutated_traces_fail_cleanly(events in prop::collection::vec(arb_event(), 1..50), at in any::<prop::sample::Index>(), byte in any::<u8>(), binary in any::<bool>()) {
-        let t = Trace { header: header(), events };
-        let mut bytes = if binary { binary_bytes(&t) } else { text_bytes(&t) };
-        let i = at.index(bytes.len());
-        bytes[i] = byte;
-        if let Err(e) = parse_bytes(&bytes) {
-            // Every malformed record says where it is.
-            prop_assert!(e.location().is_some(), "{e}");
-        }
-    }
 }
 
 #[test]
@@ -217,7 +93,7 @@ fn binary_errors_name_the_byte_and_the_reason() {
     assert_eq!(e.location(), Some(Location::Byte(last as u64)), "{e}");
     assert!(e.to_string().contains("unknown record tag 238"), "{e}");
     // A header string claiming a terabyte is refused, not allocated.
-    let mut huge = b"LGOTRACE\x01\x01\xff\xff\xff\xff\xff\xff\x0f".to_vec();
+    let mut huge = b"LGOTRACE\x02\x01\xff\xff\xff\xff\xff\xff\x0f".to_vec();
     huge.extend_from_slice(b"x");
     let e = parse_bytes(&huge).unwrap_err();
     assert!(e.to_string().contains("header string"), "{e}");
@@ -248,5 +124,64 @@ fn compressed_files_and_the_binary_encoding_are_small() {
     }
     let gz = std::fs::metadata(dir.join("t.ltb.gz")).unwrap().len() as usize;
     assert!(gz < binary, "gzip {gz} vs binary {binary}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn version_1_binary_traces_are_refused_with_the_reason() {
+    let e = parse_bytes(b"LGOTRACE\x01\x00\x0f\x01").unwrap_err();
+    assert_eq!(e.location(), Some(Location::Byte(8)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("binary format version 1; this largo reads version 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn gzip_inside_gzip_directories_and_fake_gz_files_say_what_they_are() {
+    use std::io::Write as _;
+    let gz = |bytes: &[u8]| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    };
+    let once = gz(b"largo-trace 1\n1 exit\n");
+    assert_eq!(parse_bytes(&once).unwrap().events, vec![Event::Exit { pid: 1 }]);
+    // Layers upon layers would recurse; one is allowed.
+    let mut nested = once.clone();
+    for _ in 0..1000 {
+        nested = gz(&nested);
+    }
+    let e = parse_bytes(&nested).unwrap_err();
+    assert!(e.to_string().contains("gzip data inside gzip data"), "{e}");
+    let dir = std::env::temp_dir().join(format!("largo-trace-kinds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = read_trace(&dir).unwrap_err();
+    assert!(e.to_string().contains("is a directory, not a trace file"), "{e}");
+    let fake = dir.join("fake.trace.gz");
+    std::fs::write(&fake, "largo-trace 1\n1 exit\n").unwrap();
+    let e = read_trace(&fake).unwrap_err();
+    assert!(e.to_string().contains("is named .gz but is not gzip data"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn events_are_located_by_index() {
+    let dir = std::env::temp_dir().join(format!("largo-trace-locate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = dir.join("t.trace");
+    std::fs::write(&text, "largo-trace 1\n@k v\n# c\n1 exit\n\n2 exit # two\n").unwrap();
+    assert_eq!(locate(&text, 0).unwrap(), Some(Location::Line(4)));
+    assert_eq!(locate(&text, 1).unwrap(), Some(Location::Line(6)));
+    assert_eq!(locate(&text, 2).unwrap(), None);
+    let bin = dir.join("t.ltb");
+    write_trace(&bin, &read_trace(&text).unwrap()).unwrap();
+    let first = locate(&bin, 0).unwrap().unwrap();
+    let second = locate(&bin, 1).unwrap().unwrap();
+    assert!(
+        matches!((first, second), (Location::Byte(a), Location::Byte(b)) if b == a + 2),
+        "{first:?} {second:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,27 +1,32 @@
 //! Replaying a trace on the model: every event of the stream, in order,
-//! applied to the process it names. The trace's addresses are kept: each
-//! mapping is placed where the recorded kernel placed it.
+//! applied to the process it names through [`EventHandler`] (the trait
+//! the event table generates; the native host runner implements it too).
+//! The trace's addresses are kept: each mapping is placed where the
+//! recorded kernel placed it.
 //!
-//! Only private anonymous memory is modelled. A file or shared mapping
-//! replaces whatever anonymous memory was in its range (as the kernel's
-//! mapping would) and is otherwise left out; faults on it are counted as
-//! skipped. mprotect and madvise apply to the anonymous parts of their
-//! range; advice the model does not implement (willneed, dontdump, ...) is
+//! Only private anonymous memory is modelled. File, shared and special
+//! mappings are mapped as VMAs without pages: they hold their place in
+//! the address space, and accesses to them are counted as skipped. An
+//! access outside every mapping, or against its protection, is what the
+//! real program would get: SIGSEGV, counted and reported with the event.
+//! Advice the model does not implement (willneed, dontdump, ...) is
 //! counted and ignored.
 
 use std::collections::HashMap;
 
+use largo_mm::hotplug::HotplugError;
 use largo_mm::vm::types::{Pid, ThpDisable};
-use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot};
+use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, VmError};
 use largo_mm::Machine;
 use largo_trace::{
-    CloneKind, Event, MemoryOp, ThpDisableMode, TracePid, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE,
+    CloneKind, Event, EventHandler, MapFlags as TraceMapFlags, Prot as TraceProt, ThpDisableMode, TracePid, VmaKind,
+    MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE,
 };
 use serde::Serialize;
 
 use crate::report::Counters;
 use crate::run::{Peak, RunOutcome};
-use crate::sched::Problems;
+use crate::sched::{Problems, SegvAt};
 
 /// How a replay went, beyond the counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -29,9 +34,9 @@ pub struct ReplayStats {
     pub events: u64,
     /// Accesses applied to anonymous memory (faults and touched pages).
     pub accesses: u64,
-    /// Faults outside private anonymous memory (file, shared, special mappings).
+    /// Accesses to memory the model does not hold (file, shared, special mappings).
     pub skipped_faults: u64,
-    /// File and shared mappings left out.
+    /// File, shared and special mappings (held as address space only).
     pub skipped_mappings: u64,
     /// madvise advice the model does not implement.
     pub ignored_advice: u64,
@@ -41,13 +46,30 @@ pub struct ReplayStats {
     pub tasks: u64,
 }
 
+/// Why an event could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("cannot start the task of pid {pid}: {source}")]
+    Spawn { pid: TracePid, source: VmError },
+    #[error("exec: {0}")]
+    Exec(VmError),
+    #[error("vma {start:#x}-{end:#x}: {source}")]
+    Vma { start: u64, end: u64, source: VmError },
+    #[error("brk_start: {0}")]
+    BrkStart(VmError),
+    #[error("mmap {addr:#x}+{len:#x}: {source}")]
+    Mmap { addr: u64, len: u64, source: VmError },
+    #[error("move_pages: {0}")]
+    MovePages(VmError),
+}
+
 /// A replay that could not go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
-    #[error("event {index}: {reason}")]
-    Event { index: u64, reason: String },
+    #[error("event {index}: {source}")]
+    Event { index: u64, source: EventError },
     #[error("after event {index}: {error}")]
-    Invariant { index: u64, error: String },
+    Invariant { index: u64, error: largo_mm::CheckError },
 }
 
 struct Task {
@@ -55,11 +77,17 @@ struct Task {
     cpu: usize,
 }
 
-/// The replay's state: trace pids to model tasks.
-struct Replayer {
+/// The replay's state: trace pids to model tasks, and the task of the
+/// event being applied.
+struct Replayer<'m> {
+    m: &'m mut Machine,
     tasks: HashMap<TracePid, Task>,
     /// The last pid looked up in `tasks`, with its task and CPU.
     last: Option<(TracePid, Pid, usize)>,
+    /// The model task and CPU of the event being applied.
+    cur: (Pid, usize),
+    /// The index of the event being applied.
+    index: u64,
     nr_cpus: usize,
     next_cpu: usize,
     stats: ReplayStats,
@@ -67,7 +95,7 @@ struct Replayer {
     page_size: u64,
 }
 
-fn prot(p: largo_trace::Prot) -> Prot {
+fn prot(p: TraceProt) -> Prot {
     let mut out = Prot::empty();
     if p.readable() {
         out |= Prot::READ;
@@ -75,13 +103,40 @@ fn prot(p: largo_trace::Prot) -> Prot {
     if p.writable() {
         out |= Prot::WRITE;
     }
-    if p.0 & largo_trace::Prot::EXEC != 0 {
+    if p.0 & TraceProt::EXEC != 0 {
         out |= Prot::EXEC;
     }
     out
 }
 
-impl Replayer {
+/// The model's mmap flags for a trace's: the placement is always the
+/// recorded one (`MAP_FIXED`).
+fn map_flags(f: TraceMapFlags) -> MapFlags {
+    let mut out = MapFlags::FIXED;
+    for (trace, model) in [
+        (TraceMapFlags::SHARED, MapFlags::SHARED),
+        (TraceMapFlags::PRIVATE, MapFlags::PRIVATE),
+        (TraceMapFlags::ANONYMOUS, MapFlags::ANONYMOUS),
+        (TraceMapFlags::NORESERVE, MapFlags::NORESERVE),
+        (TraceMapFlags::GROWSDOWN, MapFlags::GROWSDOWN),
+        (TraceMapFlags::POPULATE, MapFlags::POPULATE),
+    ] {
+        if f.has(trace) {
+            out |= model;
+        }
+    }
+    // MAP_SHARED_VALIDATE (3) and other types: shared.
+    if f.has(TraceMapFlags::SHARED) {
+        out -= MapFlags::PRIVATE;
+    }
+    // hugetlbfs memory is not the anonymous fault path's: held, not modelled.
+    if f.has(TraceMapFlags::HUGETLB) {
+        out -= MapFlags::ANONYMOUS;
+    }
+    out
+}
+
+impl Replayer<'_> {
     fn cpu(&mut self) -> usize {
         let c = self.next_cpu % self.nr_cpus;
         self.next_cpu += 1;
@@ -104,24 +159,45 @@ impl Replayer {
 
     /// The task of a trace pid; a pid never seen before is a new process
     /// with an empty address space (the root of the trace).
-    fn task(&mut self, m: &mut Machine, pid: TracePid) -> Result<(Pid, usize), String> {
-        if let Some(t) = self.tasks.get(&pid) {
-            return Ok((t.pid, t.cpu));
+    fn task(&mut self, tpid: TracePid) -> Result<(Pid, usize), EventError> {
+        if let Some(t) = self.known(tpid) {
+            return Ok(t);
         }
         let cpu = self.cpu();
-        let p = m
+        let p = self
+            .m
             .with_vm(cpu, |vm, ctx| vm.spawn_empty(ctx))
-            .map_err(|e| e.to_string())?;
-        self.tasks.insert(pid, Task { pid: p, cpu });
+            .map_err(|source| EventError::Spawn { pid: tpid, source })?;
+        self.tasks.insert(tpid, Task { pid: p, cpu });
         self.stats.tasks += 1;
         Ok((p, cpu))
     }
 
-    /// Runs `f` over the anonymous VMAs' parts of `[addr, addr + len)`.
-    fn anon_parts(m: &Machine, pid: Pid, addr: u64, len: u64) -> Vec<(u64, u64)> {
+    /// Applies one event. A process the OOM killer took does nothing more
+    /// (until an exec gives it a new image).
+    fn apply(&mut self, e: &Event) -> Result<(), EventError> {
+        if let Some(tpid) = e.pid() {
+            self.cur = self.task(tpid)?;
+            let alive = self.m.vm().task(self.cur.0).is_some_and(|t| t.alive);
+            if !alive && !matches!(e, Event::Exec { .. }) {
+                return Ok(());
+            }
+        }
+        e.dispatch(self)
+    }
+
+    /// Runs `f` on the current task's VM.
+    fn vm<R>(&mut self, f: impl FnOnce(&mut largo_mm::vm::Vm, &mut largo_mm::vm::Ctx, Pid) -> R) -> R {
+        let (pid, cpu) = self.cur;
+        self.m.with_vm(cpu, |vm, ctx| f(vm, ctx, pid))
+    }
+
+    /// The parts of `[addr, addr + len)` inside some VMA of the current task.
+    fn mapped_parts(&self, addr: u64, len: u64) -> Vec<(u64, u64)> {
         let end = addr.saturating_add(len);
-        m.vm()
-            .maps(pid)
+        self.m
+            .vm()
+            .maps(self.cur.0)
             .unwrap_or_default()
             .into_iter()
             .filter(|v| v.start < end && v.end > addr)
@@ -129,199 +205,270 @@ impl Replayer {
             .collect()
     }
 
-    fn access(&mut self, m: &mut Machine, pid: Pid, cpu: usize, addr: u64, write: bool) {
-        match m.with_vm(cpu, |vm, ctx| vm.access(ctx, pid, addr, write)) {
+    /// An access by the program (`kernel`: by a syscall on its behalf).
+    /// Returns whether it raised SIGSEGV.
+    fn access(&mut self, tpid: TracePid, addr: u64, write: bool, kernel: bool) -> bool {
+        match self.vm(|vm, ctx, pid| vm.access(ctx, pid, addr, write)) {
             Ok(Access::Hit | Access::Faulted) => self.stats.accesses += 1,
-            Ok(Access::Segv) => self.stats.skipped_faults += 1,
+            Ok(Access::NotModelled) => self.stats.skipped_faults += 1,
+            Ok(Access::Segv) if kernel => self.fail("kernel access", format!("EFAULT at {addr:#x} (pid {tpid})")),
+            Ok(Access::Segv) => {
+                self.segv(tpid, addr, write);
+                return true;
+            }
             Ok(Access::Oom) | Err(_) => {}
         }
+        false
     }
 
-    fn apply(&mut self, m: &mut Machine, e: &Event) -> Result<(), String> {
-        if let Event::Tick { ns } = *e {
-            self.stats.trace_ns += ns;
-            m.advance_time(ns);
-            return Ok(());
-        }
-        let tpid = e.pid().expect("every other event names a process");
-        let (pid, cpu) = match self.known(tpid) {
-            Some((pid, cpu)) => {
-                // A process the OOM killer took does nothing more.
-                if !m.vm().task(pid).is_some_and(|t| t.alive) && !matches!(e, Event::Exec { .. }) {
-                    return Ok(());
-                }
-                (pid, cpu)
-            }
-            None => self.task(m, tpid)?,
-        };
-        match *e {
-            Event::Exec { .. } => m.with_vm(cpu, |vm, ctx| vm.exec(ctx, pid)).map_err(|e| e.to_string())?,
-            Event::Vma {
-                start,
-                end,
-                prot: p,
-                kind,
-                ..
-            } => {
-                if kind.is_anonymous() && end > start {
-                    let mut flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-                    if kind == largo_trace::VmaKind::Stack {
-                        flags |= MapFlags::GROWSDOWN;
-                    }
-                    let r = m.with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, start, end - start, prot(p), flags));
-                    r.map_err(|e| format!("vma {start:#x}-{end:#x}: {e}"))?;
-                } else {
-                    self.stats.skipped_mappings += 1;
-                }
-            }
-            Event::BrkStart { addr, .. } => m
-                .with_vm(cpu, |vm, _| vm.set_brk_start(pid, addr))
-                .map_err(|e| e.to_string())?,
-            Event::Mmap {
+    /// The program would get SIGSEGV here.
+    fn segv(&mut self, pid: TracePid, addr: u64, write: bool) {
+        self.problems.segv += 1;
+        if self.problems.segv_at.len() < Problems::MAX_REPORTED {
+            self.problems.segv_at.push(SegvAt {
+                event: Some(self.index),
+                pid,
                 addr,
-                len,
-                prot: p,
-                flags,
-                ..
-            } => {
-                if flags.private_anonymous() {
-                    let mut f = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
-                    if flags.has(largo_trace::MapFlags::NORESERVE) {
-                        f |= MapFlags::NORESERVE;
-                    }
-                    if flags.has(largo_trace::MapFlags::GROWSDOWN) {
-                        f |= MapFlags::GROWSDOWN;
-                    }
-                    if flags.has(largo_trace::MapFlags::POPULATE) {
-                        f |= MapFlags::POPULATE;
-                    }
-                    m.with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, addr, len, prot(p), f))
-                        .map_err(|e| format!("mmap {addr:#x}+{len:#x}: {e}"))?;
-                } else {
-                    // A file or shared mapping takes over the range.
-                    self.stats.skipped_mappings += 1;
-                    let _ = m.with_vm(cpu, |vm, ctx| vm.munmap(ctx, pid, addr, len));
-                }
-            }
-            Event::Munmap { addr, len, .. } => {
-                let _ = m.with_vm(cpu, |vm, ctx| vm.munmap(ctx, pid, addr, len));
-            }
-            Event::Mremap {
-                old_addr,
-                old_len,
-                new_addr,
-                new_len,
-                ..
-            } => self.mremap(m, pid, cpu, old_addr, old_len, new_addr, new_len),
-            Event::Mprotect { addr, len, prot: p, .. } => {
-                for (s, end) in Self::anon_parts(m, pid, addr, len) {
-                    let _ = m.with_vm(cpu, |vm, ctx| vm.mprotect(ctx, pid, s, end - s, prot(p)));
-                }
-            }
-            Event::Madvise { addr, len, advice, .. } => {
-                let advice = match advice {
-                    MADV_DONTNEED => Advice::DontNeed,
-                    MADV_FREE => Advice::Free,
-                    MADV_HUGEPAGE => Advice::HugePage,
-                    MADV_NOHUGEPAGE => Advice::NoHugePage,
-                    _ => {
-                        self.stats.ignored_advice += 1;
-                        return Ok(());
-                    }
-                };
-                for (s, end) in Self::anon_parts(m, pid, addr, len) {
-                    let _ = m.with_vm(cpu, |vm, ctx| vm.madvise(ctx, pid, s, end - s, advice));
-                }
-            }
-            Event::Brk { addr, .. } => {
-                let _ = m.with_vm(cpu, |vm, ctx| vm.brk(ctx, pid, addr));
-            }
-            Event::Fault { addr, write, .. } => self.access(m, pid, cpu, addr, write),
-            Event::ExecPage { addr, .. } => {
-                if let Ok(Access::Hit | Access::Faulted) = m.with_vm(cpu, |vm, ctx| vm.exec_page(ctx, pid, addr)) {
-                    self.stats.accesses += 1;
-                }
-            }
-            Event::Touch { addr, len, write, .. } => {
-                let page = self.page_size;
-                let mut a = addr & !(page - 1);
-                while a < addr.saturating_add(len) {
-                    self.access(m, pid, cpu, a, write);
-                    a += page;
-                }
-            }
-            Event::Clone { child, kind, .. } => {
-                let created = match kind {
-                    CloneKind::Process => m.with_vm(cpu, |vm, ctx| vm.fork(ctx, pid)),
-                    CloneKind::Thread => m.with_vm(cpu, |vm, _| vm.spawn_thread(pid)),
-                    CloneKind::Vfork => m.with_vm(cpu, |vm, _| vm.spawn_vfork(pid)),
-                };
-                match created {
-                    Ok(c) => {
-                        let cpu = self.cpu();
-                        self.tasks.insert(child, Task { pid: c, cpu });
-                        self.stats.tasks += 1;
-                    }
-                    Err(e) => self.fail("clone", e),
-                }
-            }
-            Event::Exit { .. } => {
-                let _ = m.with_vm(cpu, |vm, ctx| vm.exit(ctx, pid));
-            }
-            Event::PrctlThpDisable { mode, .. } => {
-                let mode = match mode {
-                    ThpDisableMode::Off => ThpDisable::Off,
-                    ThpDisableMode::Completely => ThpDisable::Completely,
-                    ThpDisableMode::ExceptAdvised => ThpDisable::ExceptAdvised,
-                };
-                let _ = m.with_vm(cpu, |vm, _| vm.prctl_thp_disable(pid, mode));
-            }
-            Event::DropCaches { mode, .. } => m.with_vm(cpu, |vm, ctx| vm.drop_caches(ctx, mode as u32)),
-            Event::MovePages { addr, len, node, .. } => {
-                // The data moves through the mainline per-folio copy.
-                m.with_vm(cpu, |vm, ctx| {
-                    vm.move_range(ctx, pid, addr, len, node, &largo_physmem::copy::Vanilla)
-                })
-                .map_err(|e| format!("move_pages: {e}"))?;
-            }
-            Event::MemoryBlock { block, op, .. } => {
-                // A refused step is the write's -EBUSY/-EINVAL, not a
-                // replay error; the trace goes on. Hot-add goes to node 0.
-                let _ = match op {
-                    MemoryOp::Online => m.online_memory_block(block),
-                    MemoryOp::OnlineMovable => m.online_memory_block_movable(block),
-                    MemoryOp::Offline => m.offline_memory_block(block),
-                    MemoryOp::Add => m.add_memory_block(0, block).map(|_| ()),
-                    MemoryOp::Remove => m.remove_memory_block(block),
-                };
-            }
-            Event::Tick { .. } => unreachable!("handled above"),
-        }
-        Ok(())
-    }
-
-    /// mremap of anonymous memory moves it (to the recorded address);
-    /// of anything else, makes the target range non-anonymous.
-    #[allow(clippy::too_many_arguments)]
-    fn mremap(&mut self, m: &mut Machine, pid: Pid, cpu: usize, old: u64, old_len: u64, new: u64, new_len: u64) {
-        let anon = !Self::anon_parts(m, pid, old, old_len.max(1)).is_empty();
-        if !anon {
-            let _ = m.with_vm(cpu, |vm, ctx| vm.munmap(ctx, pid, new, new_len));
-            return;
-        }
-        let flags = MremapFlags {
-            may_move: true,
-            fixed: (new != old).then_some(new),
-        };
-        if let Err(e) = m.with_vm(cpu, |vm, ctx| vm.mremap(ctx, pid, old, old_len, new_len, flags)) {
-            self.fail("mremap", e);
+                write,
+            });
         }
     }
 
     fn fail(&mut self, what: &str, e: impl std::fmt::Display) {
-        if self.problems.failed_syscalls.len() < 8 {
-            self.problems.failed_syscalls.push(format!("{what}: {e}"));
+        self.problems.fail(what, e);
+    }
+
+    /// A memory hotplug write: a refused step is the write's
+    /// -EBUSY/-EINVAL, not a replay error; the trace goes on.
+    fn hotplug(&mut self, what: &str, r: Result<(), HotplugError>) {
+        if let Err(e) = r {
+            self.fail(what, e);
         }
+    }
+}
+
+impl EventHandler for Replayer<'_> {
+    type Error = EventError;
+
+    fn exec(&mut self, _pid: TracePid) -> Result<(), EventError> {
+        self.vm(|vm, ctx, pid| vm.exec(ctx, pid)).map_err(EventError::Exec)
+    }
+
+    fn vma(&mut self, _pid: TracePid, start: u64, end: u64, p: TraceProt, kind: VmaKind) -> Result<(), EventError> {
+        if end <= start {
+            return Ok(());
+        }
+        let len = end - start;
+        let r = match kind {
+            VmaKind::Anon | VmaKind::Heap | VmaKind::Stack => {
+                let mut flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+                if kind == VmaKind::Stack {
+                    flags |= MapFlags::GROWSDOWN;
+                }
+                self.vm(|vm, ctx, pid| vm.mmap(ctx, pid, start, len, prot(p), flags).map(|_| ()))
+            }
+            VmaKind::File => {
+                self.stats.skipped_mappings += 1;
+                let flags = MapFlags::PRIVATE | MapFlags::FIXED;
+                self.vm(|vm, ctx, pid| vm.mmap(ctx, pid, start, len, prot(p), flags).map(|_| ()))
+            }
+            VmaKind::Special => {
+                self.stats.skipped_mappings += 1;
+                // vsyscall lies above the user address space: nothing to hold.
+                let _ = self.vm(|vm, ctx, pid| vm.map_special(ctx, pid, start, end, prot(p)));
+                Ok(())
+            }
+        };
+        r.map_err(|source| EventError::Vma { start, end, source })
+    }
+
+    fn brk_start(&mut self, _pid: TracePid, addr: u64) -> Result<(), EventError> {
+        self.vm(|vm, _, pid| vm.set_brk_start(pid, addr))
+            .map_err(EventError::BrkStart)
+    }
+
+    /// A private anonymous mapping the model cannot make ends the replay
+    /// (what follows would be meaningless); a file or shared one only
+    /// holds address space, so its failure is noted and the trace goes on.
+    fn mmap(
+        &mut self,
+        _pid: TracePid,
+        addr: u64,
+        len: u64,
+        p: TraceProt,
+        flags: TraceMapFlags,
+    ) -> Result<(), EventError> {
+        let f = map_flags(flags);
+        let r = self.vm(|vm, ctx, pid| vm.mmap(ctx, pid, addr, len, prot(p), f));
+        if flags.private_anonymous() {
+            return r.map(|_| ()).map_err(|source| EventError::Mmap { addr, len, source });
+        }
+        self.stats.skipped_mappings += 1;
+        if let Err(e) = r {
+            self.fail("mmap", e);
+        }
+        Ok(())
+    }
+
+    fn munmap(&mut self, _pid: TracePid, addr: u64, len: u64) -> Result<(), EventError> {
+        let _ = self.vm(|vm, ctx, pid| vm.munmap(ctx, pid, addr, len));
+        Ok(())
+    }
+
+    /// mremap moves or resizes whatever is mapped there (anonymous memory
+    /// with its pages) to the recorded address.
+    fn mremap(&mut self, _pid: TracePid, old: u64, old_len: u64, new: u64, new_len: u64) -> Result<(), EventError> {
+        let flags = MremapFlags {
+            may_move: true,
+            fixed: (new != old).then_some(new),
+        };
+        if let Err(e) = self.vm(|vm, ctx, pid| vm.mremap(ctx, pid, old, old_len, new_len, flags)) {
+            self.fail("mremap", e);
+        }
+        Ok(())
+    }
+
+    fn mprotect(&mut self, _pid: TracePid, addr: u64, len: u64, p: TraceProt) -> Result<(), EventError> {
+        for (s, end) in self.mapped_parts(addr, len) {
+            let _ = self.vm(|vm, ctx, pid| vm.mprotect(ctx, pid, s, end - s, prot(p)));
+        }
+        Ok(())
+    }
+
+    fn madvise(&mut self, _pid: TracePid, addr: u64, len: u64, advice: u32) -> Result<(), EventError> {
+        let advice = match advice {
+            MADV_DONTNEED => Advice::DontNeed,
+            MADV_FREE => Advice::Free,
+            MADV_HUGEPAGE => Advice::HugePage,
+            MADV_NOHUGEPAGE => Advice::NoHugePage,
+            _ => {
+                self.stats.ignored_advice += 1;
+                return Ok(());
+            }
+        };
+        // The kernel's answer (ENOMEM for holes, EINVAL for MADV_FREE of
+        // a file) is the program's business; the effect is what counts.
+        let _ = self.vm(|vm, ctx, pid| vm.madvise(ctx, pid, addr, len, advice));
+        Ok(())
+    }
+
+    fn brk(&mut self, _pid: TracePid, addr: u64) -> Result<(), EventError> {
+        let _ = self.vm(|vm, ctx, pid| vm.brk(ctx, pid, addr));
+        Ok(())
+    }
+
+    fn fault(&mut self, pid: TracePid, addr: u64, write: bool) -> Result<(), EventError> {
+        self.access(pid, addr, write, false);
+        Ok(())
+    }
+
+    fn kernel_fault(&mut self, pid: TracePid, addr: u64, write: bool) -> Result<(), EventError> {
+        self.access(pid, addr, write, true);
+        Ok(())
+    }
+
+    fn touch(&mut self, pid: TracePid, addr: u64, len: u64, write: bool) -> Result<(), EventError> {
+        let page = self.page_size;
+        let end = addr.saturating_add(len);
+        let mut a = addr & !(page - 1);
+        while a < end {
+            if self.access(pid, a, write, false) {
+                // The program dies (or its handler jumps away): the rest
+                // of the range is not touched.
+                break;
+            }
+            a += page;
+        }
+        Ok(())
+    }
+
+    fn clone(&mut self, _pid: TracePid, child: TracePid, kind: CloneKind) -> Result<(), EventError> {
+        let created = match kind {
+            CloneKind::Process => self.vm(|vm, ctx, pid| vm.fork(ctx, pid)),
+            CloneKind::Thread => self.vm(|vm, _, pid| vm.spawn_thread(pid)),
+            CloneKind::Vfork => self.vm(|vm, _, pid| vm.spawn_vfork(pid)),
+        };
+        match created {
+            Ok(c) => {
+                let cpu = self.cpu();
+                self.tasks.insert(child, Task { pid: c, cpu });
+                self.last = None;
+                self.stats.tasks += 1;
+            }
+            Err(e) => self.fail("clone", e),
+        }
+        Ok(())
+    }
+
+    fn exit(&mut self, _pid: TracePid) -> Result<(), EventError> {
+        let _ = self.vm(|vm, ctx, pid| vm.exit(ctx, pid));
+        Ok(())
+    }
+
+    fn prctl_thp_disable(&mut self, _pid: TracePid, mode: ThpDisableMode) -> Result<(), EventError> {
+        let mode = match mode {
+            ThpDisableMode::Off => ThpDisable::Off,
+            ThpDisableMode::Completely => ThpDisable::Completely,
+            ThpDisableMode::ExceptAdvised => ThpDisable::ExceptAdvised,
+        };
+        let _ = self.vm(|vm, _, pid| vm.prctl_thp_disable(pid, mode));
+        Ok(())
+    }
+
+    fn drop_caches(&mut self, _pid: TracePid, mode: u8) -> Result<(), EventError> {
+        self.vm(|vm, ctx, _| vm.drop_caches(ctx, mode as u32));
+        Ok(())
+    }
+
+    fn tick(&mut self, ns: u64) -> Result<(), EventError> {
+        self.stats.trace_ns += ns;
+        self.m.advance_time(ns);
+        Ok(())
+    }
+
+    fn exec_page(&mut self, _pid: TracePid, addr: u64) -> Result<(), EventError> {
+        if let Ok(Access::Hit | Access::Faulted) = self.vm(|vm, ctx, pid| vm.exec_page(ctx, pid, addr)) {
+            self.stats.accesses += 1;
+        }
+        Ok(())
+    }
+
+    /// The data moves through the mainline per-folio copy.
+    fn move_pages(&mut self, _pid: TracePid, addr: u64, len: u64, node: u32) -> Result<(), EventError> {
+        self.vm(|vm, ctx, pid| vm.move_range(ctx, pid, addr, len, node, &largo_physmem::copy::Vanilla))
+            .map(|_| ())
+            .map_err(EventError::MovePages)
+    }
+
+    fn memory_offline(&mut self, _pid: TracePid, block: u64) -> Result<(), EventError> {
+        let r = self.m.offline_memory_block(block);
+        self.hotplug("memory_offline", r);
+        Ok(())
+    }
+
+    fn memory_online(&mut self, _pid: TracePid, block: u64) -> Result<(), EventError> {
+        let r = self.m.online_memory_block(block);
+        self.hotplug("memory_online", r);
+        Ok(())
+    }
+
+    /// Hot-added memory goes to node 0.
+    fn memory_add(&mut self, _pid: TracePid, block: u64) -> Result<(), EventError> {
+        let r = self.m.add_memory_block(0, block);
+        self.hotplug("memory_add", r);
+        Ok(())
+    }
+
+    fn memory_remove(&mut self, _pid: TracePid, block: u64) -> Result<(), EventError> {
+        let r = self.m.remove_memory_block(block);
+        self.hotplug("memory_remove", r);
+        Ok(())
+    }
+
+    fn memory_online_movable(&mut self, _pid: TracePid, block: u64) -> Result<(), EventError> {
+        let r = self.m.online_memory_block_movable(block);
+        self.hotplug("memory_online_movable", r);
+        Ok(())
     }
 }
 
@@ -332,6 +479,9 @@ pub struct ReplayOptions {
     pub check_every: u64,
     /// Take the folio layout (thpmaps) just before this event.
     pub snapshot_at: Option<usize>,
+    /// Replay without the processes' exits: every process keeps its
+    /// memory at its last event (`largo show FILE TRACE`).
+    pub keep_mapped: bool,
 }
 
 /// What a replay produced.
@@ -364,51 +514,54 @@ pub fn replay(
     let check_every = opts.check_every;
     let mut snapshot = None;
     let mut snapshot_counters = None;
-    let mut r = Replayer {
-        tasks: HashMap::new(),
-        last: None,
-        nr_cpus: m.config().nr_cpus.max(1),
-        next_cpu: 0,
-        stats: ReplayStats::default(),
-        problems: Problems::default(),
-        page_size: m.geometry().page_size(),
-    };
     let total = events.len() as u64;
     let mut peak = Peak::default();
     let mut first_free = crate::reporting::FirstFree::default();
+    let mut r = Replayer {
+        nr_cpus: m.config().nr_cpus.max(1),
+        page_size: m.geometry().page_size(),
+        m,
+        tasks: HashMap::new(),
+        last: None,
+        cur: (0, 0),
+        index: 0,
+        next_cpu: 0,
+        stats: ReplayStats::default(),
+        problems: Problems::default(),
+    };
     for (i, e) in events.iter().enumerate() {
         if matches!(e, Event::Munmap { .. }) {
-            first_free.note(m);
+            first_free.note(r.m);
         }
         let index = i as u64;
         // Anonymous memory shrinks only at these events (and in reclaim):
         // sampling the peak before each of them, and now and then between
         // faults, finds it.
         if opts.snapshot_at == Some(i) {
-            snapshot = Some(m.vm().thpmaps(m.page_alloc()));
-            snapshot_counters = Some(Counters::read(m));
+            snapshot = Some(r.m.vm().thpmaps(r.m.page_alloc()));
+            snapshot_counters = Some(Counters::read(r.m));
         }
         let faulting = matches!(e, Event::Fault { .. } | Event::Touch { .. });
         if !faulting || index.is_multiple_of(4096) {
-            crate::run::update_peak(m, &mut peak);
+            crate::run::update_peak(r.m, &mut peak);
         }
-        r.apply(m, e).map_err(|reason| ReplayError::Event { index, reason })?;
+        if opts.keep_mapped && matches!(e, Event::Exit { .. }) {
+            continue;
+        }
+        r.index = index;
+        r.apply(e).map_err(|source| ReplayError::Event { index, source })?;
         if check_every > 0 && (index + 1).is_multiple_of(check_every) {
-            m.check().map_err(|err| ReplayError::Invariant {
-                index,
-                error: err.to_string(),
-            })?;
+            r.m.check().map_err(|error| ReplayError::Invariant { index, error })?;
         }
         if index.is_multiple_of(65536) {
             progress(index, total);
         }
     }
+    let m = r.m;
     crate::run::update_peak(m, &mut peak);
     if check_every > 0 {
-        m.check().map_err(|err| ReplayError::Invariant {
-            index: total,
-            error: err.to_string(),
-        })?;
+        m.check()
+            .map_err(|error| ReplayError::Invariant { index: total, error })?;
     }
     progress(total, total);
     r.stats.events = total;

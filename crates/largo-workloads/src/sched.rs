@@ -26,11 +26,47 @@ pub struct Problems {
     pub oom_killed_tasks: u64,
     /// Accesses that would have raised SIGSEGV (the touch stops there).
     pub segv: u64,
+    /// The first few of them.
+    pub segv_at: Vec<SegvAt>,
     /// Failed syscalls, `op: error`, the first few.
     pub failed_syscalls: Vec<String>,
 }
 
-const MAX_REPORTED_FAILURES: usize = 8;
+/// An access that would have raised SIGSEGV: outside every mapping, or
+/// against its protection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SegvAt {
+    /// The trace event (0-based index), for replays.
+    pub event: Option<u64>,
+    /// The trace's pid (replays) or the task's (built-in workloads).
+    pub pid: u32,
+    pub addr: u64,
+    pub write: bool,
+}
+
+impl std::fmt::Display for SegvAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SIGSEGV at {:#x} ({} by pid {})",
+            self.addr,
+            if self.write { "write" } else { "read" },
+            self.pid
+        )
+    }
+}
+
+impl Problems {
+    /// How many failures and SIGSEGVs are kept with their details.
+    pub const MAX_REPORTED: usize = 8;
+
+    /// Notes a failed syscall (the first few are kept).
+    pub fn fail(&mut self, what: &str, e: impl std::fmt::Display) {
+        if self.failed_syscalls.len() < Self::MAX_REPORTED {
+            self.failed_syscalls.push(format!("{what}: {e}"));
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -190,9 +226,7 @@ impl Scheduler {
     }
 
     fn fail(&mut self, what: &str, e: impl std::fmt::Display) {
-        if self.problems.failed_syscalls.len() < MAX_REPORTED_FAILURES {
-            self.problems.failed_syscalls.push(format!("{what}: {e}"));
-        }
+        self.problems.fail(what, e);
     }
 
     fn log(&mut self, i: usize, op: ResolvedOp) {
@@ -353,6 +387,8 @@ impl Scheduler {
         let cursor = self.tasks[i].touch.as_mut().expect("a touch in progress");
         let end = (cursor.next + quantum).min(cursor.count);
         let mut stop = false;
+        let mut segv_addr = None;
+        let cursor_write = cursor.write;
         let mut done = 0;
         m.with_vm(cpu, |vm, ctx| {
             while cursor.next < end {
@@ -360,8 +396,13 @@ impl Scheduler {
                 cursor.next += 1;
                 done += 1;
                 match vm.access(ctx, pid, addr, cursor.write) {
-                    Ok(Access::Hit | Access::Faulted) => {}
-                    Ok(Access::Segv) | Err(_) => {
+                    Ok(Access::Hit | Access::Faulted | Access::NotModelled) => {}
+                    Ok(Access::Segv) => {
+                        segv_addr = Some(addr);
+                        stop = true;
+                        break;
+                    }
+                    Err(_) => {
                         stop = true;
                         break;
                     }
@@ -378,6 +419,14 @@ impl Scheduler {
         let alive = m.vm().task(pid).is_some_and(|t| t.alive);
         if stop && alive {
             self.problems.segv += 1;
+            if let Some(addr) = segv_addr.filter(|_| self.problems.segv_at.len() < Problems::MAX_REPORTED) {
+                self.problems.segv_at.push(SegvAt {
+                    event: None,
+                    pid,
+                    addr,
+                    write: cursor_write,
+                });
+            }
         }
         let cursor = self.tasks[i].touch.as_ref().expect("a touch in progress");
         if stop || cursor.next >= cursor.count {

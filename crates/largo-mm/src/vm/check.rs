@@ -79,6 +79,11 @@ impl Vm {
                     let vma = mm.vma_at(addr, &self.vmas);
                     ensure!(vma.is_some(), "mm {mm_id}: {addr:#x} is mapped outside every VMA");
                     let vma = vma.unwrap();
+                    ensure!(
+                        self.vmas[vma].is_anonymous(),
+                        "mm {mm_id}: {addr:#x} is mapped in a {:?} VMA, whose pages are not modelled",
+                        self.vmas[vma].backing
+                    );
                     if e.is_special() {
                         let ok = if level == 1 {
                             self.huge_zero_pfn().is_some_and(|p| p.0 == e.pfn())

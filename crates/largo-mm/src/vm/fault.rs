@@ -77,6 +77,9 @@ impl Vm {
         if (write && !flags.contains(VmFlags::WRITE)) || !flags.accessible() {
             return Ok(Access::Segv);
         }
+        if !self.vmas[vma].is_anonymous() {
+            return Ok(Access::NotModelled);
+        }
         ctx.pa.events.count(VmEvent::Pgfault, 1);
         let vmf = VmFault {
             mm,

@@ -31,6 +31,11 @@ impl Vm {
             hole |= s > covered;
             covered = e;
             match advice {
+                // madvise_free_single_vma: anonymous memory only; the walk
+                // stops at the first other VMA.
+                Advice::Free if !self.vmas[id].is_anonymous() => {
+                    return Err(VmError::Invalid("MADV_FREE of a non-anonymous mapping"))
+                }
                 Advice::DontNeed => self.zap_range(ctx, id, s, e),
                 Advice::Free => self.madvise_free(ctx, id, s, e),
                 Advice::HugePage => self.set_hugepage_flags(id, VmFlags::HUGEPAGE, VmFlags::NOHUGEPAGE),

@@ -1,6 +1,6 @@
 //! What a task's address space looks like from outside (`/proc/PID/maps`).
 
-use super::types::{Pid, VmError, VmFlags};
+use super::types::{Pid, VmError, VmFlags, VmaBacking};
 use super::Vm;
 
 /// One VMA as `/proc/PID/maps` lists it.
@@ -9,6 +9,7 @@ pub struct MapEntry {
     pub start: u64,
     pub end: u64,
     pub flags: VmFlags,
+    pub backing: VmaBacking,
 }
 
 impl MapEntry {
@@ -47,6 +48,7 @@ impl Vm {
                     start: v.start,
                     end: v.end,
                     flags: v.flags,
+                    backing: v.backing,
                 }
             })
             .collect())

@@ -550,7 +550,9 @@ impl Vm {
 
     /// `move_pages` of every base page of `[addr, addr + len)` to `node`,
     /// one entry per page as a program passes them (trace events and
-    /// workloads).
+    /// workloads). Pages not present would only get an -ENOENT or -EFAULT
+    /// status and move nothing, so only present pages are passed: the work
+    /// and memory follow what is mapped, whatever `len` says.
     pub fn move_range(
         &mut self,
         ctx: &mut Ctx,
@@ -560,8 +562,8 @@ impl Vm {
         node: u32,
         copy: &dyn CopyPolicy,
     ) -> Result<MovePages, VmError> {
-        let page = 1u64 << self.page_shift();
-        let pages: Vec<u64> = (0..len.div_ceil(page)).map(|k| addr + k * page).collect();
+        let mm = self.task_mm(pid)?;
+        let pages = self.pt.present_pages(self.mms[mm].pgd, addr, addr.saturating_add(len));
         let nodes = vec![node as i32; pages.len()];
         self.move_pages(ctx, pid, &pages, Some(&nodes), copy)
     }

@@ -4,7 +4,7 @@
 
 use super::mm::{MMAP_MIN_ADDR, RLIMIT_STACK_BYTES, STACK_GUARD_GAP};
 use super::pgtable::{Pte, Slot};
-use super::types::{MapFlags, MmId, Pid, Prot, ThpDisable, VmError, VmFlags, VmaId};
+use super::types::{MapFlags, MmId, Pid, Prot, ThpDisable, VmError, VmFlags, VmaBacking, VmaId};
 use super::vma::Vma;
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
@@ -24,14 +24,28 @@ impl Vm {
         len.checked_add(mask).map(|l| l & !mask)
     }
 
-    /// Creates a VMA (no merging) and links it into the mm.
+    /// Creates an anonymous VMA (no merging) and links it into the mm.
     pub(crate) fn insert_vma(&mut self, mm: MmId, start: u64, end: u64, pgoff: u64, flags: VmFlags) -> VmaId {
+        self.insert_vma_backed(mm, start, end, pgoff, flags, VmaBacking::Anon)
+    }
+
+    /// Creates a VMA of any backing (no merging) and links it into the mm.
+    pub(crate) fn insert_vma_backed(
+        &mut self,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        pgoff: u64,
+        flags: VmFlags,
+        backing: VmaBacking,
+    ) -> VmaId {
         let id = self.vmas.insert(Vma {
             mm,
             start,
             end,
             pgoff,
             flags,
+            backing,
             anon_vma: None,
             chain: Vec::new(),
         });
@@ -85,11 +99,15 @@ impl Vm {
         }
     }
 
-    /// Can `a` (below) and `b` (directly above) merge?
+    /// Can `a` (below) and `b` (directly above) merge? Only anonymous
+    /// VMAs merge in the model (file mappings would need the same file at
+    /// contiguous offsets, which traces do not record).
     fn can_merge(&self, a: VmaId, b: VmaId) -> bool {
         let shift = self.page_shift();
         let (va, vb) = (&self.vmas[a], &self.vmas[b]);
-        va.end == vb.start
+        va.is_anonymous()
+            && vb.is_anonymous()
+            && va.end == vb.start
             && va.flags.mergeable_with(vb.flags)
             && va.pgoff + ((va.end - va.start) >> shift) == vb.pgoff
             && self.anon_vma_mergeable(a, b)
@@ -135,7 +153,11 @@ impl Vm {
         let (prev, next) = self.mms[v.mm].neighbours(v.start, v.end);
         let shift = self.page_shift();
         let compatible = |a: &Vma, b: &Vma| {
-            a.end == b.start && a.flags.mergeable_with(b.flags) && a.pgoff + ((a.end - a.start) >> shift) == b.pgoff
+            a.is_anonymous()
+                && b.is_anonymous()
+                && a.end == b.start
+                && a.flags.mergeable_with(b.flags)
+                && a.pgoff + ((a.end - a.start) >> shift) == b.pgoff
         };
         if let Some(p) = prev.map(|p| &self.vmas[p]) {
             if compatible(p, v) && p.chain.len() == 1 {
@@ -212,7 +234,9 @@ impl Vm {
         self.unmapped_area_topdown(mm, len, base).ok_or(no_mem)
     }
 
-    /// `mmap` of private anonymous memory. Returns the address.
+    /// `mmap`. Returns the address. Private anonymous memory is modelled;
+    /// file and shared mappings take their place in the address space
+    /// without pages (see [`VmaBacking`]).
     pub fn mmap(
         &mut self,
         ctx: &mut Ctx,
@@ -224,15 +248,10 @@ impl Vm {
     ) -> Result<u64, VmError> {
         self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
-        if flags.contains(MapFlags::SHARED) {
-            return Err(VmError::NotSupported("MAP_SHARED"));
+        if flags.contains(MapFlags::SHARED) == flags.contains(MapFlags::PRIVATE) {
+            return Err(VmError::Invalid("mmap needs one of MAP_PRIVATE and MAP_SHARED"));
         }
-        if !flags.contains(MapFlags::ANONYMOUS) {
-            return Err(VmError::NotSupported("file mappings"));
-        }
-        if !flags.contains(MapFlags::PRIVATE) {
-            return Err(VmError::Invalid("mmap needs MAP_PRIVATE or MAP_SHARED"));
-        }
+        let backing = VmaBacking::of_mmap(flags);
         if len == 0 {
             return Err(VmError::Invalid("zero length"));
         }
@@ -259,18 +278,40 @@ impl Vm {
         if flags.contains(MapFlags::GROWSDOWN) {
             vm_flags |= VmFlags::GROWSDOWN;
         }
+        if flags.contains(MapFlags::SHARED) {
+            vm_flags |= VmFlags::SHARED | VmFlags::MAYSHARE;
+        }
         if flags.contains(MapFlags::NORESERVE) {
             vm_flags |= VmFlags::NORESERVE;
-        } else if prot.contains(Prot::WRITE) {
+        } else if prot.contains(Prot::WRITE) && backing == VmaBacking::Anon {
+            // Committed_AS counts the modelled (anonymous) memory only.
             vm_flags |= VmFlags::ACCOUNT;
             self.account(mm, (len >> self.page_shift()) as i64);
         }
-        let id = self.insert_vma(mm, addr, addr + len, addr >> self.page_shift(), vm_flags);
+        let id = self.insert_vma_backed(mm, addr, addr + len, addr >> self.page_shift(), vm_flags, backing);
         self.try_merge(id);
         if flags.contains(MapFlags::POPULATE) {
             self.populate(ctx, pid, addr, len, prot.contains(Prot::WRITE))?;
         }
         Ok(addr)
+    }
+
+    /// A special mapping of a program image's initial layout (vdso, vvar,
+    /// vsyscall: `_install_special_mapping`), at a fixed place, replacing
+    /// what was there. It holds its range; its pages are not modelled.
+    pub fn map_special(&mut self, ctx: &mut Ctx, pid: Pid, start: u64, end: u64, prot: Prot) -> Result<(), VmError> {
+        self.work.vma_ops += 1;
+        let mm = self.task_mm(pid)?;
+        let mask = self.page_size() - 1;
+        if start & mask != 0 || end & mask != 0 || end <= start || end > self.pt.shape.task_size {
+            return Err(VmError::Invalid(
+                "a special mapping needs a page-aligned range in the user address space",
+            ));
+        }
+        self.do_munmap(ctx, mm, start, end - start);
+        let flags = VmFlags::from_prot(prot) - (VmFlags::MAYWRITE);
+        self.insert_vma_backed(mm, start, end, start >> self.page_shift(), flags, VmaBacking::Special);
+        Ok(())
     }
 
     /// `MAP_POPULATE`: fault every page in.
@@ -413,6 +454,7 @@ impl Vm {
             let perm = VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC;
             let mut new = (old - perm) | (VmFlags::from_prot(prot) & perm);
             if new.contains(VmFlags::WRITE)
+                && self.vmas[id].is_anonymous()
                 && !old.intersects(VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE)
             {
                 new |= VmFlags::ACCOUNT;

@@ -368,6 +368,46 @@ impl PageTables {
         self.leaf_walk(root, va)
     }
 
+    /// The base pages of present leaves in `[start, end)` (a huge leaf
+    /// gives each of its base pages), in address order. The walk skips
+    /// empty entries at every level, so its cost follows what is mapped,
+    /// not the length of the range (`walk_page_range` over present pages).
+    pub fn present_pages(&self, root: usize, start: u64, end: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let end = end.min(self.shape.task_size);
+        if start < end {
+            self.present_in(root, self.shape.levels - 1, 0, start, end, &mut out);
+        }
+        out
+    }
+
+    fn present_in(&self, table: usize, level: u32, base: u64, start: u64, end: u64, out: &mut Vec<u64>) {
+        let shift = self.shape.level_shift(level);
+        let span = 1u64 << shift;
+        let first = if start > base {
+            ((start - base) >> shift) as usize
+        } else {
+            0
+        };
+        for i in first..self.shape.entries_at(level) {
+            let lo = base + ((i as u64) << shift);
+            if lo >= end {
+                break;
+            }
+            let e = self.get(table, i);
+            if e.is_table() && level > 0 {
+                self.present_in(e.table_idx(), level - 1, lo, start.max(lo), end, out);
+            } else if e.present() {
+                let page = 1u64 << self.shape.page_shift;
+                let mut a = start.max(lo) & !(page - 1);
+                while a < end.min(lo + span) {
+                    out.push(a);
+                    a += page;
+                }
+            }
+        }
+    }
+
     /// [`PageTables::leaf`] without the walk cache.
     fn leaf_walk(&self, root: usize, va: u64) -> Option<(usize, usize, u32)> {
         let mut table = root;

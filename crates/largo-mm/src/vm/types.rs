@@ -48,6 +48,7 @@ bitflags! {
         const MAYREAD = 1 << 4;
         const MAYWRITE = 1 << 5;
         const MAYEXEC = 1 << 6;
+        const MAYSHARE = 1 << 7;
         const GROWSDOWN = 1 << 8;
         const LOCKED = 1 << 13;
         const ACCOUNT = 1 << 20;
@@ -117,6 +118,34 @@ pub enum ThpDisable {
     ExceptAdvised,
 }
 
+/// What backs a VMA (`vma_is_anonymous`, `vm_file`, shmem's `vm_ops`).
+/// Only private anonymous memory is modelled; the other kinds hold their
+/// place in the address space (placement, merging, guard gaps, SIGSEGV
+/// for accesses outside any mapping or against its protection) but their
+/// pages are not modelled: an access to them is [`Access::NotModelled`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VmaBacking {
+    /// Private anonymous memory (the stack and the brk heap too).
+    Anon,
+    /// A file mapping (private or shared).
+    File,
+    /// Shared anonymous memory (`MAP_SHARED | MAP_ANONYMOUS`: shmem).
+    Shmem,
+    /// vdso, vvar, vsyscall and other special mappings.
+    Special,
+}
+
+impl VmaBacking {
+    /// What `mmap` with these flags creates.
+    pub fn of_mmap(flags: MapFlags) -> VmaBacking {
+        match (flags.contains(MapFlags::ANONYMOUS), flags.contains(MapFlags::SHARED)) {
+            (true, false) => VmaBacking::Anon,
+            (true, true) => VmaBacking::Shmem,
+            (false, _) => VmaBacking::File,
+        }
+    }
+}
+
 /// How a memory access ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -126,6 +155,9 @@ pub enum Access {
     Faulted,
     /// No VMA or no permission: the task would get SIGSEGV.
     Segv,
+    /// A permitted access to memory the model does not hold (a file,
+    /// shmem or special mapping): no fault is modelled.
+    NotModelled,
     /// Memory ran out and the OOM killer picked a victim (maybe this task).
     Oom,
 }

@@ -1,6 +1,6 @@
 //! Virtual memory areas and anon_vmas (mm/mmap.c, mm/rmap.c).
 
-use super::types::{AnonVmaId, MmId, VmFlags};
+use super::types::{AnonVmaId, MmId, VmFlags, VmaBacking};
 
 /// One VMA (`struct vm_area_struct`).
 #[derive(Clone, Debug)]
@@ -12,6 +12,8 @@ pub struct Vma {
     /// address at creation >> PAGE_SHIFT, kept across mremap.
     pub pgoff: u64,
     pub flags: VmFlags,
+    /// What backs it; only `Anon` VMAs get pages.
+    pub backing: VmaBacking,
     /// The anon_vma new folios of this VMA get (`vma->anon_vma`).
     pub anon_vma: Option<AnonVmaId>,
     /// Every anon_vma this VMA is chained to (`anon_vma_chain`): its own
@@ -20,6 +22,12 @@ pub struct Vma {
 }
 
 impl Vma {
+    /// `vma_is_anonymous`.
+    #[inline]
+    pub fn is_anonymous(&self) -> bool {
+        self.backing == VmaBacking::Anon
+    }
+
     #[inline]
     pub fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr < self.end
