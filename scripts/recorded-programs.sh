@@ -4,7 +4,7 @@
 # then validate each trace against this host (root) or record it again.
 #
 #   scripts/recorded-programs.sh inputs            # fetch and unpack the inputs
-#   scripts/recorded-programs.sh validate [NAME]   # largo validate --trace (root)
+#   scripts/recorded-programs.sh validate [NAME]   # largo validate trace (root)
 #   scripts/recorded-programs.sh record NAME       # record NAME again (root)
 #
 # NAME is lua-build, sqlite-cc or python-compileall (default: all three).
@@ -87,7 +87,7 @@ case "${1:-}" in
     validate)
         names="${2:-lua-build sqlite-cc python-compileall}"
         for name in $names; do
-            (run_in "$name" "$LARGO" validate --trace "$TRACES/$name.ltb.gz" --repeats "$(repeats "$name")")
+            (run_in "$name" "$LARGO" validate trace "$TRACES/$name.ltb.gz" --repeats "$(repeats "$name")")
         done ;;
     record)
         name="${2:?record which program?}"

@@ -1,5 +1,8 @@
-//! Command-line arguments: the MACHINE and POLICY option groups shared by
-//! every command (DESIGN.md section 5).
+//! Command-line arguments: the command tree, and the MACHINE and POLICY
+//! option groups shared by every command (DESIGN.md section 5). MACHINE
+//! options are optional values so that a `--config` can override some of
+//! them and inherit the rest (`config.rs`); the defaults apply when the
+//! machine is built.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -10,8 +13,9 @@ use largo_mm::MachineConfig;
 use largo_physmem::BackingKind;
 use largo_types::{parse_size, GeometryOverrides, Preset};
 
-/// Bad input found after parsing (a malformed `--set`, ...): exit status 2.
-#[derive(Debug)]
+/// Bad input found after parsing (a malformed `--set`, an unreadable
+/// profile, ...): exit status 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageError(pub String);
 
 impl fmt::Display for UsageError {
@@ -28,14 +32,17 @@ impl std::error::Error for UsageError {}
     version,
     about = "A user-space model of Linux's large-folio memory management",
     long_about = "largo models one machine's memory the way Linux 6.18 does (buddy allocator, \
-                  migratetypes, pcp lists, watermarks, ...) and prints what the kernel would, \
-                  in the kernel's own formats."
+                  migratetypes, pcp lists, watermarks, anonymous mTHP, compaction, migration, \
+                  hotplug, free page reporting), runs workloads and recorded programs on it, and \
+                  prints what the kernel would, in the kernel's own names and formats."
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run workloads under named configurations and compare them (with no
@@ -45,8 +52,10 @@ pub enum Command {
     /// and JSON of `largo run`.
     Replay(crate::cmd::run::ReplayArgs),
     /// Run workloads on the model and natively on this host under the same
-    /// THP settings (root) and compare the counters (exit 1 if any differ).
-    Validate(crate::cmd::validate::ValidateArgs),
+    /// THP settings (root) and compare the counters (exit 1 if any differ);
+    /// `validate trace` and `validate reporting` compare a recorded program
+    /// and free page reporting.
+    Validate(crate::cmd::validate::ValidateCmd),
     /// Which anonymous mTHP sizes should a workload use? Replays it under
     /// candidate mixes, ranks them by estimated kernel time and prints the
     /// sysfs writes of the best within a memory-bloat budget.
@@ -65,34 +74,25 @@ pub enum Command {
     Hotplug(crate::cmd::hotplug::HotplugArgs),
     /// Print a /proc file of the modelled machine in the kernel's format,
     /// after running WORKLOAD if given (its memory still mapped).
-    Show {
-        /// Which file.
-        #[arg(value_enum)]
-        file: ShowFile,
-        /// A workload to run first, e.g. anon-w-seq:size=256M.
-        workload: Option<String>,
-        #[command(flatten)]
-        machine: MachineArgs,
-        #[command(flatten)]
-        policy: PolicyArgs,
-        /// Tasks running the workload.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
-        tasks: u32,
-        /// Seed of the workload's random choices.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-    },
-    /// List presets or knobs.
-    List {
-        #[arg(value_enum)]
-        what: ListWhat,
-        #[command(flatten)]
-        machine: MachineArgs,
-    },
+    Show(crate::cmd::show::ShowArgs),
+    /// List workloads, presets, knobs or trace events.
+    List(crate::cmd::list::ListArgs),
     /// Benchmarks, measured side by side in one run.
     Bench {
         #[command(subcommand)]
         bench: BenchCommand,
+    },
+    /// Print a shell completion script (`largo completions bash >
+    /// /etc/bash_completion.d/largo`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff: `largo man | man -l -`); with --dir,
+    /// write it and one page per command there.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -118,64 +118,46 @@ pub enum BenchCommand {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShowFile {
-    Buddyinfo,
-    Pagetypeinfo,
-    Zoneinfo,
-    Vmstat,
-    Meminfo,
-    /// Per-size mTHP stats, as `grep . hugepages-*/stats/*` prints them.
-    Mthp,
-    /// Mapped anonymous memory by folio size (tools/mm/thpmaps --rollup).
-    Thpmaps,
-    /// Free page reporting: parameters, counters, Reported blocks per order.
-    #[value(name = "page_reporting")]
-    PageReporting,
-    /// debugfs extfrag/extfrag_index: fragmentation index per order.
-    #[value(name = "extfrag_index")]
-    ExtfragIndex,
-    /// debugfs extfrag/unusable_index: free memory unusable per order.
-    #[value(name = "unusable_index")]
-    UnusableIndex,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListWhat {
-    Workloads,
-    Presets,
-    Knobs,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThpEnabledArg {
     Always,
     Madvise,
     Never,
 }
 
-/// MACHINE: what hardware and kernel build to model.
-#[derive(Args, Debug, Clone)]
+impl ThpEnabledArg {
+    fn sysfs(self) -> &'static str {
+        match self {
+            ThpEnabledArg::Always => "always",
+            ThpEnabledArg::Madvise => "madvise",
+            ThpEnabledArg::Never => "never",
+        }
+    }
+}
+
+/// MACHINE: what hardware and kernel build to model. Unset options take
+/// their defaults when the machine is built (`MachineArgs::config`).
+#[derive(Args, Debug, Clone, Default)]
 pub struct MachineArgs {
     /// Architecture preset: x86_64 (default), arm64-4k, arm64-16k,
     /// arm64-64k; or `host`: this machine now (its zones, free blocks per
     /// order and migratetype, min_free_kbytes, free page reporting).
     #[arg(long, value_parser = parse_machine)]
     pub machine: Option<MachineChoice>,
-    /// Memory size, with K/M/G/T suffix.
-    #[arg(long, default_value = "16G", value_parser = parse_size_arg, value_name = "SIZE")]
-    pub mem: u64,
-    /// NUMA nodes; memory is split evenly.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub nodes: u16,
+    /// Memory size, with K/M/G/T suffix [default: 16G].
+    #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+    pub mem: Option<u64>,
+    /// NUMA nodes; memory is split evenly [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub nodes: Option<u16>,
     /// The memory of each node, e.g. `6G,2G` (sets --nodes and --mem).
     #[arg(long, value_delimiter = ',', value_parser = parse_size_arg, value_name = "SIZES", conflicts_with = "nodes")]
     pub node_mem: Vec<u64>,
-    /// CPUs, numbered node by node.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub cpus: u16,
-    /// Page frame backing: sim (metadata only) or ram (real host memory).
-    #[arg(long, default_value = "sim", value_parser = parse_backing)]
-    pub backing: BackingKind,
+    /// CPUs, numbered node by node [default: 2].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub cpus: Option<u16>,
+    /// Page frame backing: sim (metadata only) or ram (real host memory) [default: sim].
+    #[arg(long, value_parser = parse_backing)]
+    pub backing: Option<BackingKind>,
     /// Override MAX_PAGE_ORDER (inclusive).
     #[arg(long, value_name = "N")]
     pub max_page_order: Option<u32>,
@@ -197,16 +179,47 @@ pub struct MachineArgs {
     /// sections): the seed thread's contiguous-memmap proposal.
     #[arg(long)]
     pub buddy_beyond_section: bool,
-    /// Size of ZONE_MOVABLE, taken from the top of each node (movablecore=).
-    #[arg(long, default_value = "0", value_parser = parse_size_arg, value_name = "SIZE")]
-    pub movable: u64,
+    /// Size of ZONE_MOVABLE, taken from the top of each node (movablecore=) [default: 0].
+    #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+    pub movable: Option<u64>,
     /// A virtio-balloon device with free page reporting (the knobs
     /// page_reporting/* then apply).
     #[arg(long)]
     pub balloon: bool,
-    /// The balloon's acknowledge latency per report call, in microseconds.
-    #[arg(long, default_value_t = 0, value_name = "US", requires = "balloon")]
-    pub balloon_ack_us: u64,
+    /// The balloon's acknowledge latency per report call, in microseconds
+    /// (with --balloon) [default: 0].
+    #[arg(long, value_name = "US")]
+    pub balloon_ack_us: Option<u64>,
+}
+
+/// A knob write: `KNOB=VALUE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnobWrite {
+    pub path: String,
+    pub value: String,
+}
+
+fn parse_knob_write(s: &str) -> Result<KnobWrite, String> {
+    parse_assignment(s)
+        .map(|(path, value)| KnobWrite { path, value })
+        .map_err(|e| e.to_string())
+}
+
+/// `--thp SIZES[=MODE]`: the per-size `enabled` writes it means.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThpSpec(pub Vec<KnobWrite>);
+
+fn parse_thp_spec(s: &str) -> Result<ThpSpec, String> {
+    largo_workloads::policy::thp_knobs(s)
+        .map(|writes| {
+            ThpSpec(
+                writes
+                    .into_iter()
+                    .map(|(path, value)| KnobWrite { path, value })
+                    .collect(),
+            )
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// POLICY: knob settings applied after boot.
@@ -214,14 +227,14 @@ pub struct MachineArgs {
 pub struct PolicyArgs {
     /// Anonymous folio sizes to enable: `16K,32K,64K` (always), `2M=madvise`;
     /// modes always, inherit, madvise, never (repeatable).
-    #[arg(long, value_name = "SIZES[=MODE]")]
-    pub thp: Vec<String>,
+    #[arg(long, value_name = "SIZES[=MODE]", value_parser = parse_thp_spec)]
+    pub thp: Vec<ThpSpec>,
     /// Top-level transparent_hugepage/enabled.
     #[arg(long, value_enum)]
     pub thp_enabled: Option<ThpEnabledArg>,
     /// Set any knob by kernel path, e.g. vm/min_free_kbytes=65536 (repeatable).
-    #[arg(long = "set", value_name = "KNOB=VALUE")]
-    pub set: Vec<String>,
+    #[arg(long = "set", value_name = "KNOB=VALUE", value_parser = parse_knob_write)]
+    pub set: Vec<KnobWrite>,
 }
 
 impl PolicyArgs {
@@ -231,58 +244,72 @@ impl PolicyArgs {
     }
 
     /// The knob writes, in order: `--thp-enabled`, `--thp`, `--set`.
-    pub fn knobs(&self) -> Result<Vec<(String, String)>, UsageError> {
-        let mut knobs = Vec::new();
-        if let Some(mode) = self.thp_enabled {
-            let value = mode
-                .to_possible_value()
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default();
-            knobs.push(("transparent_hugepage/enabled".to_string(), value));
-        }
-        for spec in &self.thp {
-            knobs.extend(parse_thp(spec)?);
-        }
-        for s in &self.set {
-            knobs.push(parse_assignment(s).map_err(|e| UsageError(e.to_string()))?);
-        }
-        Ok(knobs)
+    pub fn knobs(&self) -> Vec<(String, String)> {
+        let top = self.thp_enabled.map(|m| KnobWrite {
+            path: "transparent_hugepage/enabled".into(),
+            value: m.sysfs().into(),
+        });
+        top.into_iter()
+            .chain(self.thp.iter().flat_map(|t| t.0.iter().cloned()))
+            .chain(self.set.iter().cloned())
+            .map(|k| (k.path, k.value))
+            .collect()
     }
 
-    /// The flags again, for merging with a `--config` SPEC.
-    pub fn to_tokens(&self) -> Vec<String> {
-        let mut t = Vec::new();
-        for s in &self.thp {
-            t.extend(["--thp".to_string(), s.clone()]);
-        }
-        if let Some(mode) = self.thp_enabled {
-            let value = mode
-                .to_possible_value()
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default();
-            t.extend(["--thp-enabled".to_string(), value]);
-        }
-        for s in &self.set {
-            t.extend(["--set".to_string(), s.clone()]);
-        }
-        t
+    /// These writes followed by `then`'s (a `--config` after the flags
+    /// given to every configuration).
+    pub fn then(&self, then: &PolicyArgs) -> Vec<(String, String)> {
+        let mut knobs = self.knobs();
+        knobs.extend(then.knobs());
+        knobs
     }
 }
 
-/// `--thp SIZES[=MODE]`: per-size `enabled` writes.
-pub fn parse_thp(spec: &str) -> Result<Vec<(String, String)>, UsageError> {
-    largo_workloads::policy::thp_knobs(spec).map_err(UsageError)
-}
+/// Default memory size.
+pub const DEFAULT_MEM_BYTES: u64 = 16 << 30;
+/// Default CPUs.
+pub const DEFAULT_CPUS: u16 = 2;
 
 impl MachineArgs {
-    /// The machine configuration these options describe, with `policy`'s knob writes.
-    pub fn config(&self, policy: &PolicyArgs) -> Result<MachineConfig, UsageError> {
-        let knobs = policy.knobs()?;
+    /// `over`'s options where given, these elsewhere (flags given to every
+    /// configuration, overridden by one `--config`'s).
+    pub fn merged(&self, over: &MachineArgs) -> MachineArgs {
+        let (nodes, node_mem) = if over.nodes.is_some() || !over.node_mem.is_empty() {
+            (over.nodes, over.node_mem.clone())
+        } else {
+            (self.nodes, self.node_mem.clone())
+        };
+        MachineArgs {
+            machine: over.machine.or(self.machine),
+            mem: over.mem.or(self.mem),
+            nodes,
+            node_mem,
+            cpus: over.cpus.or(self.cpus),
+            backing: over.backing.or(self.backing),
+            max_page_order: over.max_page_order.or(self.max_page_order),
+            pageblock_order: over.pageblock_order.or(self.pageblock_order),
+            section_bits: over.section_bits.or(self.section_bits),
+            memory_block_size: over.memory_block_size.or(self.memory_block_size),
+            maxmem: over.maxmem.or(self.maxmem),
+            buddy_beyond_section: over.buddy_beyond_section || self.buddy_beyond_section,
+            movable: over.movable.or(self.movable),
+            balloon: over.balloon || self.balloon,
+            balloon_ack_us: over.balloon_ack_us.or(self.balloon_ack_us),
+        }
+    }
+
+    /// The machine configuration these options describe, with `knobs`
+    /// written after boot.
+    pub fn config_with(&self, knobs: Vec<(String, String)>) -> Result<MachineConfig, UsageError> {
+        if self.balloon_ack_us.is_some() && !self.balloon {
+            return Err(UsageError("--balloon-ack-us needs --balloon".into()));
+        }
         let preset = match self.machine {
             Some(MachineChoice::Host) => return self.host_config(knobs),
             Some(MachineChoice::Preset(p)) => p,
             None => Preset::X86_64,
         };
+        let ack_ns = self.balloon_ack_us.unwrap_or(0) * 1000;
         Ok(MachineConfig {
             preset,
             overrides: GeometryOverrides {
@@ -292,73 +319,56 @@ impl MachineArgs {
                 buddy_beyond_section: self.buddy_beyond_section,
             },
             mem_bytes: if self.node_mem.is_empty() {
-                self.mem
+                self.mem.unwrap_or(DEFAULT_MEM_BYTES)
             } else {
                 self.node_mem.iter().sum()
             },
             nr_nodes: if self.node_mem.is_empty() {
-                self.nodes as usize
+                self.nodes.unwrap_or(1) as usize
             } else {
                 self.node_mem.len()
             },
             node_mem_bytes: self.node_mem.clone(),
-            nr_cpus: self.cpus as usize,
-            movable_bytes: self.movable,
-            backing: self.backing,
+            nr_cpus: self.cpus.unwrap_or(DEFAULT_CPUS) as usize,
+            movable_bytes: self.movable.unwrap_or(0),
+            backing: self.backing.unwrap_or(BackingKind::Sim),
             knobs,
             memory_block_bytes: self.memory_block_size,
             maxmem_bytes: self.maxmem,
-            balloon: self.balloon.then_some(largo_mm::machine::Balloon {
-                order: 0,
-                ack_latency_ns: self.balloon_ack_us * 1000,
-            }),
+            balloon: self.balloon.then(|| balloon(preset, ack_ns)),
             ..MachineConfig::default()
         })
     }
-}
 
-impl MachineArgs {
-    /// The flags again (every value explicit), for merging with a `--config` SPEC.
-    pub fn to_tokens(&self) -> Vec<String> {
-        let mut t = Vec::new();
-        match self.machine {
-            Some(MachineChoice::Preset(p)) => t.extend(["--machine".to_string(), p.name().to_string()]),
-            Some(MachineChoice::Host) => t.extend(["--machine".to_string(), "host".to_string()]),
+    /// The machine configuration with `policy`'s knob writes.
+    pub fn config(&self, policy: &PolicyArgs) -> Result<MachineConfig, UsageError> {
+        self.config_with(policy.knobs())
+    }
+
+    /// `--machine host`: this host's shape; the geometry is x86_64's and
+    /// the size the host's, so --mem and the geometry overrides do not
+    /// apply; `--backing`, `--cpus`, the balloon and the POLICY knobs do.
+    fn host_config(&self, knobs: Vec<(String, String)>) -> Result<MachineConfig, UsageError> {
+        let mut c = largo_host::hostshape::host_config().map_err(|e| UsageError(format!("--machine host: {e}")))?;
+        c.backing = self.backing.unwrap_or(BackingKind::Sim);
+        c.nr_cpus = self.cpus.unwrap_or(DEFAULT_CPUS) as usize;
+        let ack_ns = self.balloon_ack_us.unwrap_or(0) * 1000;
+        match c.balloon.as_mut() {
+            Some(b) => b.ack_latency_ns = ack_ns,
+            None if self.balloon => c.balloon = Some(balloon(Preset::X86_64, ack_ns)),
             None => {}
         }
-        t.extend(["--mem".to_string(), self.mem.to_string()]);
-        if self.node_mem.is_empty() {
-            t.extend(["--nodes".to_string(), self.nodes.to_string()]);
-        } else {
-            let sizes: Vec<String> = self.node_mem.iter().map(|b| b.to_string()).collect();
-            t.extend(["--node-mem".to_string(), sizes.join(",")]);
-        }
-        t.extend(["--cpus".to_string(), self.cpus.to_string()]);
-        t.extend(["--backing".to_string(), self.backing.name().to_string()]);
-        for (flag, v) in [
-            ("--max-page-order", self.max_page_order),
-            ("--pageblock-order", self.pageblock_order),
-            ("--section-bits", self.section_bits),
-        ] {
-            if let Some(v) = v {
-                t.extend([flag.to_string(), v.to_string()]);
-            }
-        }
-        if self.buddy_beyond_section {
-            t.push("--buddy-beyond-section".to_string());
-        }
-        if let Some(b) = self.memory_block_size {
-            t.extend(["--memory-block-size".to_string(), b.to_string()]);
-        }
-        if let Some(b) = self.maxmem {
-            t.extend(["--maxmem".to_string(), b.to_string()]);
-        }
-        t.extend(["--movable".to_string(), self.movable.to_string()]);
-        if self.balloon {
-            t.push("--balloon".to_string());
-            t.extend(["--balloon-ack-us".to_string(), self.balloon_ack_us.to_string()]);
-        }
-        t
+        c.knobs.extend(knobs);
+        Ok(c)
+    }
+}
+
+/// The virtio-balloon device of `--balloon` (merge point: becomes
+/// `Balloon::virtio`, the driver's reporting order per preset).
+fn balloon(_preset: Preset, ack_latency_ns: u64) -> largo_mm::machine::Balloon {
+    largo_mm::machine::Balloon {
+        order: 0,
+        ack_latency_ns,
     }
 }
 
@@ -379,33 +389,8 @@ fn parse_machine(s: &str) -> Result<MachineChoice, String> {
     })
 }
 
-impl MachineArgs {
-    /// `--machine host`: this host's shape; the geometry is x86_64's and
-    /// the size the host's, so --mem and the geometry overrides do not
-    /// apply; `--backing`, `--cpus` and the POLICY knobs do.
-    fn host_config(&self, knobs: Vec<(String, String)>) -> Result<MachineConfig, UsageError> {
-        let mut c = largo_host::hostshape::host_config().map_err(|e| UsageError(format!("--machine host: {e}")))?;
-        c.backing = self.backing;
-        c.nr_cpus = self.cpus as usize;
-        if self.balloon && c.balloon.is_none() {
-            c.balloon = Some(largo_mm::machine::Balloon {
-                order: 0,
-                ack_latency_ns: self.balloon_ack_us * 1000,
-            });
-        } else if let Some(b) = c.balloon.as_mut() {
-            b.ack_latency_ns = self.balloon_ack_us * 1000;
-        }
-        c.knobs.extend(knobs);
-        Ok(c)
-    }
-}
-
 /// A byte size with a K/M/G/T suffix, for clap.
-pub fn parse_size_value(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
-}
-
-pub(crate) fn parse_size_arg(s: &str) -> Result<u64, String> {
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
@@ -429,23 +414,22 @@ pub fn report_parse_error(e: clap::Error) -> ExitCode {
     }
 }
 
-/// The first line of a clap error, without its `error: ` prefix; a line
-/// ending in `:` takes the indented lines that follow it (the missing
-/// arguments).
+/// A clap error on one line, without its `error: ` prefix: the first
+/// line, the indented lines that follow a line ending in `:` (the missing
+/// arguments), and the possible values where clap lists them.
 pub fn first_error_line(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
     let mut lines = rendered.lines().skip_while(|l| l.trim().is_empty());
-    let first = lines
+    let mut first = lines
         .next()
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ")
         .to_string();
-    if !first.ends_with(':') {
-        return first;
+    let rest: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    if first.ends_with(':') {
+        first = format!("{first} {}", rest.join(", "));
+    } else if let Some(values) = rest.iter().find(|l| l.starts_with("[possible values:")) {
+        first = format!("{first} {values}");
     }
-    let rest: Vec<&str> = lines
-        .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
-        .map(str::trim)
-        .collect();
-    format!("{first} {}", rest.join(", "))
+    first
 }

@@ -24,7 +24,7 @@ fn replay_json(path: &std::path::Path, args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn a_recorded_program_replays_with_the_hosts_allocation_counts() {
-    // `largo validate --trace` measured these on the Linux 6.18 host the
+    // `largo validate trace` measured these on the Linux 6.18 host the
     // trace was recorded on: the kernel allocated 5646 64 KiB folios for
     // this build with only 64K enabled, and 1028/1007/5646 16K/32K/64K
     // folios with all three.

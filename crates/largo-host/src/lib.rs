@@ -20,6 +20,7 @@ pub mod program;
 pub mod record;
 pub mod reporting_check;
 pub mod scenario;
+pub mod skip;
 pub mod validate;
 
 pub use knobs::{unavailable_reason, KnobGuard};

@@ -28,8 +28,7 @@ fn zone_line<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 
 #[test]
 fn extfrag_and_unusable_indices_equal_the_hosts_for_identical_free_lists() {
-    if let Some(reason) = largo_host::unavailable_reason() {
-        println!("extfrag indices vs host: not run on this machine: {reason}");
+    if !largo_host::skip::host_ready("extfrag_and_unusable_indices_equal_the_hosts_for_identical_free_lists") {
         return;
     }
     let mut guard = KnobGuard::acquire().unwrap();

@@ -16,15 +16,9 @@ fn host_lock() -> std::sync::MutexGuard<'static, ()> {
     HOST.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether the host can be used; prints the reason when not.
+/// Whether the host can be used; a visible SKIPPED line says why not.
 fn host_available(test: &str) -> bool {
-    match largo_host::unavailable_reason() {
-        None => true,
-        Some(reason) => {
-            println!("{test}: not run on this machine: {reason}");
-            false
-        }
-    }
+    largo_host::skip::host_ready(test)
 }
 
 fn config(thp: &[(&str, &str)]) -> MachineConfig {

@@ -64,7 +64,7 @@ fn status_arrays_equal_the_host_kernels() {
     ];
     let host = host_side(&requests);
     if host[0].0 == -(libc_enosys()) {
-        println!("move_pages not compared: this kernel has no move_pages (ENOSYS)");
+        largo_host::skip::skip("move_pages", "this kernel has no move_pages (ENOSYS)");
         return;
     }
     let model = model_side(&requests);

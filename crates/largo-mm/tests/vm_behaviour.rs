@@ -485,7 +485,7 @@ fn the_stack_grows_down_on_access_up_to_its_limit() {
     // Beyond RLIMIT_STACK (8 MiB): SIGSEGV.
     let far = stack.end - (9 << 20);
     let r = p.m.with_vm(0, |vm, ctx| vm.access(ctx, pid, far, true)).unwrap();
-    assert_eq!(r, Access::Segv);
+    assert_eq!(r, Access::Segv(largo_mm::vm::SegvCode::MapErr));
     p.check();
 }
 
@@ -584,6 +584,7 @@ fn an_exec_page_is_order_0_whatever_the_thp_settings() {
 #[test]
 fn file_and_shared_mappings_hold_address_space_without_pages() {
     use largo_mm::vm::types::VmaBacking;
+    use largo_mm::vm::SegvCode;
     let mut m = machine(&[]);
     let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
     let rw = Prot::READ | Prot::WRITE;
@@ -605,8 +606,8 @@ fn file_and_shared_mappings_hold_address_space_without_pages() {
     // mapping are what the program would get: SIGSEGV.
     assert_eq!(access(&mut m, file, false), Access::NotModelled);
     assert_eq!(access(&mut m, shared + PAGE, true), Access::NotModelled);
-    assert_eq!(access(&mut m, file, true), Access::Segv);
-    assert_eq!(access(&mut m, base + 256 * KIB, false), Access::Segv);
+    assert_eq!(access(&mut m, file, true), Access::Segv(SegvCode::AccErr));
+    assert_eq!(access(&mut m, base + 256 * KIB, false), Access::Segv(SegvCode::MapErr));
     assert_eq!(vmstat_value(&m, "pgfault"), faults, "no modelled fault");
     assert_eq!(access(&mut m, anon, true), Access::Faulted);
     // Three VMAs, never merged across backings; /proc/PID/maps says 's'.
@@ -634,7 +635,7 @@ fn file_and_shared_mappings_hold_address_space_without_pages() {
         Access::NotModelled
     );
     m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, base, 128 * KIB)).unwrap();
-    assert_eq!(access(&mut m, shared, false), Access::Segv);
+    assert_eq!(access(&mut m, shared, false), Access::Segv(SegvCode::MapErr));
     m.check().unwrap();
     m.vm().check_invariants(m.page_alloc()).unwrap();
 }

@@ -99,7 +99,11 @@ impl Reader {
 /// Where event `index` (0-based) of a trace file starts, read again from
 /// the file (for messages about an event; `None` past the end).
 pub fn locate(path: &Path, index: u64) -> Result<Option<Location>, TraceError> {
-    let mut r = Reader::open(path)?;
+    locate_in(Reader::open(path)?, index)
+}
+
+/// Where event `index` (0-based) of a trace starts, read from `r`.
+pub fn locate_in(mut r: Reader, index: u64) -> Result<Option<Location>, TraceError> {
     for _ in 0..=index {
         if r.next().transpose()?.is_none() {
             return Ok(None);

@@ -28,4 +28,4 @@ pub use builtin::{catalog, WorkloadDef};
 pub use run::{run, Peak, RunError, RunOptions, RunOutcome};
 pub use sched::TaskMode;
 pub use spec::{SpecError, WorkloadSpec};
-pub use workload::Workload;
+pub use workload::{TraceSource, Workload, WorkloadError};

@@ -5,6 +5,7 @@
 use largo_trace::Trace;
 
 /// One recorded program.
+#[derive(Debug)]
 pub struct Recorded {
     /// The workload name (`largo run lua-build`).
     pub name: &'static str,
@@ -18,6 +19,12 @@ impl Recorded {
     /// cannot fail at run time.
     pub fn trace(&self) -> Trace {
         largo_trace::parse_bytes(self.bytes).expect("the shipped traces decode (tested)")
+    }
+
+    /// Where event `index` is (its byte in the decompressed trace).
+    pub fn locate(&self, index: u64) -> Option<largo_trace::Location> {
+        let reader = largo_trace::Reader::from_bytes(self.bytes.to_vec()).ok()?;
+        largo_trace::file::locate_in(reader, index).ok().flatten()
     }
 }
 

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use largo_mm::hotplug::HotplugError;
 use largo_mm::vm::types::{Pid, ThpDisable};
-use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, VmError};
+use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, SegvCode, VmError};
 use largo_mm::Machine;
 use largo_trace::{
     CloneKind, Event, EventHandler, MapFlags as TraceMapFlags, Prot as TraceProt, ThpDisableMode, TracePid, VmaKind,
@@ -211,9 +211,9 @@ impl Replayer<'_> {
         match self.vm(|vm, ctx, pid| vm.access(ctx, pid, addr, write)) {
             Ok(Access::Hit | Access::Faulted) => self.stats.accesses += 1,
             Ok(Access::NotModelled) => self.stats.skipped_faults += 1,
-            Ok(Access::Segv) if kernel => self.fail("kernel access", format!("EFAULT at {addr:#x} (pid {tpid})")),
-            Ok(Access::Segv) => {
-                self.segv(tpid, addr, write);
+            Ok(Access::Segv(_)) if kernel => self.fail("kernel access", format!("EFAULT at {addr:#x} (pid {tpid})")),
+            Ok(Access::Segv(code)) => {
+                self.segv(tpid, addr, write, code);
                 return true;
             }
             Ok(Access::Oom) | Err(_) => {}
@@ -222,7 +222,7 @@ impl Replayer<'_> {
     }
 
     /// The program would get SIGSEGV here.
-    fn segv(&mut self, pid: TracePid, addr: u64, write: bool) {
+    fn segv(&mut self, pid: TracePid, addr: u64, write: bool, code: SegvCode) {
         self.problems.segv += 1;
         if self.problems.segv_at.len() < Problems::MAX_REPORTED {
             self.problems.segv_at.push(SegvAt {
@@ -230,6 +230,7 @@ impl Replayer<'_> {
                 pid,
                 addr,
                 write,
+                code,
             });
         }
     }

@@ -5,7 +5,7 @@
 //! a function of (machine, workload, options).
 
 use largo_mm::vm::types::Pid;
-use largo_mm::vm::{Access, MapFlags, Prot};
+use largo_mm::vm::{Access, MapFlags, Prot, SegvCode};
 use largo_mm::Machine;
 
 use crate::op::{touch_offsets, Op, ResolvedOp, TouchOrder};
@@ -42,16 +42,18 @@ pub struct SegvAt {
     pub pid: u32,
     pub addr: u64,
     pub write: bool,
+    pub code: SegvCode,
 }
 
 impl std::fmt::Display for SegvAt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "SIGSEGV at {:#x} ({} by pid {})",
+            "SIGSEGV at {:#x}: a {} by pid {} ({})",
             self.addr,
             if self.write { "write" } else { "read" },
-            self.pid
+            self.pid,
+            self.code.describe()
         )
     }
 }
@@ -397,8 +399,8 @@ impl Scheduler {
                 done += 1;
                 match vm.access(ctx, pid, addr, cursor.write) {
                     Ok(Access::Hit | Access::Faulted | Access::NotModelled) => {}
-                    Ok(Access::Segv) => {
-                        segv_addr = Some(addr);
+                    Ok(Access::Segv(code)) => {
+                        segv_addr = Some((addr, code));
                         stop = true;
                         break;
                     }
@@ -419,12 +421,13 @@ impl Scheduler {
         let alive = m.vm().task(pid).is_some_and(|t| t.alive);
         if stop && alive {
             self.problems.segv += 1;
-            if let Some(addr) = segv_addr.filter(|_| self.problems.segv_at.len() < Problems::MAX_REPORTED) {
+            if let Some((addr, code)) = segv_addr.filter(|_| self.problems.segv_at.len() < Problems::MAX_REPORTED) {
                 self.problems.segv_at.push(SegvAt {
                     event: None,
                     pid,
                     addr,
                     write: cursor_write,
+                    code,
                 });
             }
         }

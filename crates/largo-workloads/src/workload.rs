@@ -1,17 +1,29 @@
 //! A workload to run: a built-in one with its parameters, or a trace
 //! (recorded from a real program, or a hand-written scenario).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use largo_mm::Machine;
-use largo_trace::Trace;
+use largo_trace::{Location, Trace, TraceError};
 
 use crate::builtin::{self, WorkloadDef};
 use crate::cost::Faults;
-use crate::replay::{replay, ReplayOptions};
-use crate::run::{run, RunOptions, RunOutcome};
-use crate::spec::WorkloadSpec;
+use crate::recorded::Recorded;
+use crate::replay::{replay, ReplayError, ReplayOptions};
+use crate::run::{run, RunError, RunOptions, RunOutcome};
+use crate::spec::{SpecError, WorkloadSpec};
+
+/// Where a trace came from: to say where in it an event is.
+#[derive(Clone, Debug)]
+pub enum TraceSource {
+    /// A trace file.
+    File(PathBuf),
+    /// A shipped recorded program.
+    Recorded(&'static Recorded),
+    /// Built in memory (recorded just now, or made by a test).
+    Memory,
+}
 
 #[derive(Clone, Debug)]
 pub enum Workload {
@@ -22,35 +34,76 @@ pub enum Workload {
     Trace {
         name: String,
         trace: Arc<Trace>,
+        source: TraceSource,
     },
+}
+
+/// A workload that cannot be named or run.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("{path}: {source}")]
+    Trace { path: String, source: TraceError },
+    #[error("{0}: no such trace file")]
+    NoSuchTrace(String),
+    #[error("{0}")]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    /// A trace recorded with other base pages than the machine's.
+    #[error("the trace was recorded with {recorded_kib} KiB base pages; a program's layout follows its kernel's page size, so record it on a kernel with the machine's")]
+    PageSize { recorded_kib: u64 },
 }
 
 impl Workload {
     /// A built-in specification (`page_fault1:iterations=2`), the name of
     /// a shipped recorded program (`lua-build`), or the path of a trace
     /// file.
-    pub fn parse(text: &str) -> Result<Workload, String> {
+    pub fn parse(text: &str) -> Result<Workload, WorkloadError> {
         if let Some(r) = crate::recorded::find(text) {
-            return Ok(Workload::from_trace(r.name, r.trace()));
+            return Ok(Workload::Trace {
+                name: r.name.to_string(),
+                trace: Arc::new(r.trace()),
+                source: TraceSource::Recorded(r),
+            });
         }
         let path = Path::new(text);
-        if path.is_file() {
-            let trace = largo_trace::read_trace(path).map_err(|e| format!("{text}: {e}"))?;
+        if path.exists() {
+            let trace = largo_trace::read_trace(path).map_err(|source| WorkloadError::Trace {
+                path: text.to_string(),
+                source,
+            })?;
             return Ok(Workload::Trace {
                 name: path
                     .file_name()
                     .map_or(text.to_string(), |n| n.to_string_lossy().to_string()),
                 trace: Arc::new(trace),
+                source: TraceSource::File(path.to_path_buf()),
             });
         }
-        let (def, spec) = builtin::parse(text).map_err(|e| {
-            if text.contains('/') || text.contains(".trace") || text.contains(".ltb") {
-                format!("{text}: no such trace file")
-            } else {
-                e.to_string()
+        match builtin::parse(text) {
+            Ok((def, spec)) => Ok(Workload::Builtin { def, spec }),
+            Err(_) if text.contains('/') || text.contains(".trace") || text.contains(".ltb") => {
+                Err(WorkloadError::NoSuchTrace(text.to_string()))
             }
-        })?;
-        Ok(Workload::Builtin { def, spec })
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Where event `index` of a trace workload is (its line or byte).
+    pub fn locate(&self, index: u64) -> Option<Location> {
+        match self {
+            Workload::Trace {
+                source: TraceSource::File(path),
+                ..
+            } => largo_trace::locate(path, index).ok().flatten(),
+            Workload::Trace {
+                source: TraceSource::Recorded(r),
+                ..
+            } => r.locate(index),
+            _ => None,
+        }
     }
 
     /// The default suite: the built-in workloads marked for it, then the
@@ -63,9 +116,11 @@ impl Workload {
                 def: d,
                 spec: d.parse(d.name).expect("defaults parse"),
             });
-        let recorded = crate::recorded::RECORDED
-            .iter()
-            .map(|r| Workload::from_trace(r.name, r.trace()));
+        let recorded = crate::recorded::RECORDED.iter().map(|r| Workload::Trace {
+            name: r.name.to_string(),
+            trace: Arc::new(r.trace()),
+            source: TraceSource::Recorded(r),
+        });
         builtins.chain(recorded).collect()
     }
 
@@ -74,6 +129,7 @@ impl Workload {
         Workload::Trace {
             name: name.to_string(),
             trace: Arc::new(trace),
+            source: TraceSource::Memory,
         }
     }
 
@@ -107,39 +163,36 @@ impl Workload {
     /// layout follows its kernel's page size (ELF segment alignment,
     /// malloc's mmap and trim sizes), so a trace recorded at 4 KiB says
     /// nothing exact about the same program on a 64 KiB kernel.
-    pub fn unsupported_on(&self, page_size: u64) -> Option<String> {
+    pub fn unsupported_on(&self, page_size: u64) -> Option<WorkloadError> {
         let Workload::Trace { trace, .. } = self else {
             return None;
         };
         let recorded: u64 = trace.header.get("page_size")?.parse().ok()?;
-        (recorded != page_size).then(|| {
-            format!(
-                "the trace was recorded with {} KiB base pages; a program's layout follows its kernel's page size, so record it on a kernel with the machine's",
-                recorded >> 10
-            )
+        (recorded != page_size).then_some(WorkloadError::PageSize {
+            recorded_kib: recorded >> 10,
         })
     }
 
-    /// Runs (or replays) it on `m`.
+    /// Runs (or replays) it on `m`. With `opts.keep_mapped`, a trace is
+    /// replayed without its exits: every process keeps its memory.
     pub fn run(
         &self,
         m: &mut Machine,
         opts: &RunOptions,
         progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<RunOutcome, String> {
+    ) -> Result<RunOutcome, WorkloadError> {
         match self {
-            Workload::Builtin { def, spec } => run(m, def, spec, opts, progress).map_err(|e| e.to_string()),
+            Workload::Builtin { def, spec } => Ok(run(m, def, spec, opts, progress)?),
             Workload::Trace { trace, .. } => {
-                if let Some(reason) = self.unsupported_on(m.geometry().page_size()) {
-                    return Err(reason);
+                if let Some(e) = self.unsupported_on(m.geometry().page_size()) {
+                    return Err(e);
                 }
                 let ro = ReplayOptions {
                     check_every: opts.check_every,
+                    keep_mapped: opts.keep_mapped,
                     ..ReplayOptions::default()
                 };
-                replay(m, &trace.events, &ro, progress)
-                    .map(|o| o.run)
-                    .map_err(|e| e.to_string())
+                Ok(replay(m, &trace.events, &ro, progress)?.run)
             }
         }
     }

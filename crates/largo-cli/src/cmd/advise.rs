@@ -5,7 +5,6 @@
 //! estimated kernel time, recommends the fastest within a memory-bloat
 //! budget and prints the sysfs writes that apply it on a host.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -14,9 +13,10 @@ use largo_mm::Machine;
 use largo_workloads::cost::Profile;
 use largo_workloads::{RunOptions, Workload};
 
-use super::run::{run_all, NamedConfig, Record};
-use super::table;
+use super::run::{load_profile, parse_workload, run_all, Record};
 use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::config::NamedConfig;
+use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(Args, Debug)]
 pub struct AdviseArgs {
@@ -43,9 +43,10 @@ pub struct AdviseArgs {
     /// With `-- CMD`: keep the recorded trace in FILE.
     #[arg(long, value_name = "FILE", requires = "command")]
     pub keep_trace: Option<PathBuf>,
-    /// `{"recommendation", "candidates", "commands"}` as one JSON object.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: `{"recommendation", "candidates", "commands"}` as one
+    /// object; `--csv`: the ranked candidates.
+    #[command(flatten)]
+    pub format: FormatArgs,
     /// The command to record and advise on.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -230,13 +231,7 @@ fn commands(c: &Candidate, anon_orders: &[u32], page_size: u64) -> Vec<String> {
 }
 
 pub fn run(args: &AdviseArgs) -> Result<()> {
-    let profile = match &args.profile {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            Profile::from_json(&text).map_err(UsageError)?
-        }
-        None => Profile::default_profile(),
-    };
+    let profile = load_profile(args.profile.as_deref())?;
     let base = args.machine.config(&args.policy)?;
     let probe = Machine::new(base.clone()).map_err(|e| UsageError(e.to_string()))?;
     let geo = probe.geometry();
@@ -273,7 +268,7 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
         &jobs,
         &RunOptions::default(),
         &profile,
-        !args.json,
+        args.format.is_text(),
     )?;
     let ranked = rank(score(&records, args.max_bloat));
     let best = ranked
@@ -292,15 +287,17 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
         page_size,
         anon_orders: &anon_orders,
     };
-    let text = if args.json { json(&advice) } else { report(&advice) };
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let mut out = Out::stdout(args.format);
+    out.json(&json(&advice))?;
+    report(&advice, &mut out)?;
+    out.flush()?;
     Ok(())
 }
 
 /// The workload named, or the command recorded first.
 fn workload(args: &AdviseArgs) -> Result<Workload> {
     if let Some(name) = &args.workload {
-        return Ok(Workload::parse(name).map_err(UsageError)?);
+        return Ok(parse_workload(name)?);
     }
     let (path, temporary) = match &args.keep_trace {
         Some(p) => (p.clone(), false),
@@ -376,20 +373,22 @@ struct Advice<'a> {
     anon_orders: &'a [u32],
 }
 
-fn report(a: &Advice) -> String {
+/// The ranked table, what it means, the recommendation and its commands.
+fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
     let (workload, machine, profile, cands, best) = (a.workload, a.machine, a.profile, a.cands, a.best);
-    let mut t = table::new_table([
+    let mut t = Grid::new([
         "rank",
         "mix",
-        "anon kernel time est. (ms)",
+        "anon kernel_ms (est.)",
         "change",
-        "page faults",
+        "pgfault",
         "change",
-        "peak anon (MiB)",
+        "peak.anon_kb",
         "change",
         "in large folios",
         "",
-    ]);
+    ])
+    .right_from(2);
     for (i, (s, alike)) in fold_alike(a.ranked).into_iter().enumerate() {
         let mark = if s.index == best.index {
             "<- recommended"
@@ -407,33 +406,33 @@ fn report(a: &Advice) -> String {
                 if all_madvise { "madvise " } else { "" }
             ));
         }
-        t.add_row(vec![
-            (i + 1).to_string(),
-            mix,
-            format!("{:.1}", s.kernel_ns / 1e6),
-            fmt_change(s.kernel_change_pct),
-            s.pgfault.to_string(),
-            fmt_change(s.faults_change_pct),
-            format!("{:.1}", s.peak_anon_kb as f64 / 1024.0),
-            fmt_change(s.peak_change_pct),
-            format!("{:.1}%", s.large_share * 100.0),
-            mark.to_string(),
+        t.row([
+            Cell::int(i as u64 + 1),
+            Cell::new(mix, cands[s.index].name.clone()),
+            Cell::num(s.kernel_ns / 1e6, 1),
+            change_cell(s.kernel_change_pct),
+            Cell::int(s.pgfault),
+            change_cell(s.faults_change_pct),
+            Cell::int(s.peak_anon_kb),
+            change_cell(s.peak_change_pct),
+            Cell::new(format!("{:.1}%", s.large_share * 100.0), format!("{}", s.large_share)),
+            Cell::text(mark),
         ]);
     }
-    table::align_right(&mut t, 2..=8);
     let c = &cands[best.index];
-    let mut out = format!(
-        "{}: {} candidate mixes on {}\n{t}\n",
+    out.line(format!(
+        "{}: {} candidate mixes on {}",
         workload.describe(),
         cands.len(),
         machine.describe()
-    );
-    out.push_str(&format!(
-        "changes are against {}. anon kernel time: largo's estimate of the kernel's anonymous-memory work \
+    ))?;
+    out.table(&t)?;
+    out.line(format!(
+        "changes are against {}. anon kernel_ms: largo's estimate of the kernel's anonymous-memory work \
          (faults, zeroing, page tables, allocator, splits, VMA operations) with cost profile '{}' ({}), \
          {} faults; the program's other kernel work (I/O, exec, ...) is not in it and does not change with \
-         the mix{}. peak anon: NR_ANON_MAPPED at its maximum; in large folios: its share in folios above the \
-         base page at that moment.\n\n",
+         the mix{}. peak.anon_kb: NR_ANON_MAPPED at its maximum; in large folios: its share in folios above the \
+         base page at that moment.\n",
         cands[0].name,
         profile.name,
         profile.host,
@@ -444,26 +443,37 @@ fn report(a: &Advice) -> String {
         recorded_kernel_time(workload)
             .map(|ms| format!(" (the recording measured {ms:.1} ms of kernel time in all, tracing included)"))
             .unwrap_or_default()
-    ));
-    out.push_str(&format!(
-        "recommendation: {}: anon kernel time {}, page faults {}, peak anon memory {} (budget {:+.1}%)\n",
+    ))?;
+    out.line(format!(
+        "recommendation: {}: anon kernel time {}, page faults {}, peak anon memory {} (budget {:+.1}%)",
         c.name,
         fmt_change(best.kernel_change_pct),
         fmt_change(best.faults_change_pct),
         fmt_change(best.peak_change_pct),
         a.max_bloat_pct
-    ));
+    ))?;
     if c.mode == Mode::Madvise {
-        out.push_str("(madvise: only memory the program marks with MADV_HUGEPAGE gets these sizes)\n");
+        out.line("(madvise: only memory the program marks with MADV_HUGEPAGE gets these sizes)")?;
     }
-    out.push_str("apply it on a host (root):\n");
+    out.line("apply it on a host (root):")?;
     for cmd in &a.cmds {
-        out.push_str(&format!("  {cmd}\n"));
+        out.line(format!("  {cmd}"))?;
     }
-    out
+    Ok(())
 }
 
-fn json(a: &Advice) -> String {
+fn change_cell(pct: f64) -> Cell {
+    Cell::new(
+        fmt_change(pct),
+        if pct.is_finite() {
+            format!("{pct}")
+        } else {
+            String::new()
+        },
+    )
+}
+
+fn json(a: &Advice) -> serde_json::Value {
     let (cands, ranked, best, page_size) = (a.cands, a.ranked, a.best, a.page_size);
     let obj = |rank: usize, s: &Scored| {
         let c = &cands[s.index];
@@ -506,7 +516,7 @@ fn json(a: &Advice) -> String {
         "candidates": ranked.iter().enumerate().map(|(i, s)| obj(i + 1, s)).collect::<Vec<_>>(),
         "commands": a.cmds,
     });
-    format!("{out}\n")
+    out
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! every anonymous folio size (root; the THP knobs are set and restored)
 //! and fit the cost model's coefficients.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use largo_host::calibrate::{fit_profile, measure};
 use largo_host::kernel_time::HostClock;
 use largo_workloads::cost::Profile;
 
-use super::table::{align_right, new_table};
+use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
@@ -29,9 +29,9 @@ pub struct CalibrateArgs {
     /// The profile's name.
     #[arg(long, default_value = "calibrated")]
     pub name: String,
-    /// Print the profile as JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    /// `--json`: the profile as one JSON object; `--csv`: the calibration points.
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 /// "AMD EPYC ... (2 CPUs), Linux 6.18.44".
@@ -59,7 +59,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         let flag = stop.clone();
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
-    let tty = std::io::stderr().is_terminal() && !args.json;
+    let tty = std::io::stderr().is_terminal() && args.format.is_text();
     let mut clock = HostClock::best();
     let points = measure(
         &mut clock,
@@ -93,32 +93,35 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         let text = serde_json::to_string_pretty(&profile)? + "\n";
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    let mut out = std::io::stdout().lock();
-    let text = if args.json {
-        serde_json::to_string_pretty(&profile)? + "\n"
-    } else {
-        render(&profile, &points)
-    };
-    let _ = out.write_all(text.as_bytes());
+    let mut out = Out::stdout(args.format);
+    out.json(&serde_json::to_value(&profile)?)?;
+    out.table(&points_table(&profile, &points))?;
+    out.text(&summary(&profile))?;
+    out.flush()?;
     Ok(())
 }
 
-fn render(p: &Profile, points: &[largo_host::calibrate::CalPoint]) -> String {
-    let mut t = new_table(["point", "host kernel ms", "runs (ms)", "largo estimate ms", "error"]);
+/// Each calibration point: the host's kernel time and the model's.
+fn points_table(p: &Profile, points: &[largo_host::calibrate::CalPoint]) -> Grid {
+    let mut t = Grid::new(["point", "host kernel ms", "runs (ms)", "largo estimate ms", "error"]).right_from(1);
     // The points come hot first, then cold, as fit and cold_fit.
     for (f, pt) in p.fit.iter().chain(&p.cold_fit).zip(points) {
         let runs: Vec<String> = pt.host_ns.iter().map(|ns| format!("{:.1}", ns / 1e6)).collect();
         let err = (f.model_ns - f.host_ns) / f.host_ns * 100.0;
-        t.add_row([
-            f.point.clone(),
-            format!("{:.2}", f.host_ns / 1e6),
-            runs.join(" "),
-            format!("{:.2}", f.model_ns / 1e6),
-            format!("{err:+.1}%"),
+        t.row([
+            Cell::text(f.point.clone()),
+            Cell::num(f.host_ns / 1e6, 2),
+            Cell::text(runs.join(" ")),
+            Cell::num(f.model_ns / 1e6, 2),
+            Cell::new(format!("{err:+.1}%"), format!("{err}")),
         ]);
     }
-    align_right(&mut t, 1..=4);
-    let mut s = format!("{t}\n");
+    t
+}
+
+/// The 4K/64K ratio and the fitted costs.
+fn summary(p: &Profile) -> String {
+    let mut s = String::new();
     let pf1 = |size: &str| {
         p.fit
             .iter()

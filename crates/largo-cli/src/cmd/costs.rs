@@ -2,7 +2,6 @@
 //! than page_fault1 timed natively at 4K and 64K folios, next to the cost
 //! model's estimates of the same runs.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -13,16 +12,16 @@ use largo_host::validate::workload_events;
 use largo_workloads::cost::Profile;
 use largo_workloads::Workload;
 
-use super::run::resolve_configs;
-use super::table::{align_right, new_table};
 use super::validate::{ValidateArgs, COST_CONFIGS, COST_WORKLOADS};
+use crate::config;
+use crate::output::{Cell, Grid, Out};
 
 pub fn run(args: &ValidateArgs, interrupted: &Arc<AtomicBool>) -> Result<()> {
-    let specs: Vec<String> = COST_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-    let configs = resolve_configs(&specs, &args.sel.cfg.machine, &args.sel.cfg.policy)?;
+    let cfg = &args.sel.cfg;
+    let configs = config::resolve(&config::suite(COST_CONFIGS), &cfg.machine, &cfg.policy)?;
     let mut cases = Vec::new();
     for w in COST_WORKLOADS {
-        let Workload::Builtin { def, spec } = Workload::parse(w).map_err(anyhow::Error::msg)? else {
+        let Workload::Builtin { def, spec } = Workload::parse(w)? else {
             unreachable!("{w} is built in");
         };
         for c in &configs {
@@ -40,58 +39,64 @@ pub fn run(args: &ValidateArgs, interrupted: &Arc<AtomicBool>) -> Result<()> {
         interrupted.load(Ordering::SeqCst)
     })
     .map_err(|e| anyhow!("timing the workloads (the host knobs are restored): {e}"))?;
-    let mut out = std::io::stdout().lock();
-    if args.sel.cfg.json {
-        for r in &results {
-            let obj = serde_json::json!({
-                "cost_check": r.workload,
-                "config": r.config,
-                "host_kernel_ns": r.host_median_ns(),
-                "host_kernel_runs_ns": r.host_ns,
-                "host_clock": clock.source(),
-                "largo_kernel_ns": r.largo_ns.round(),
-                "profile": profile.name,
-            });
-            let _ = writeln!(out, "{obj}");
-        }
-        return Ok(());
+    let mut out = Out::stdout(cfg.format);
+    for r in &results {
+        out.json(&serde_json::json!({
+            "cost_check": r.workload,
+            "config": r.config,
+            "host_kernel_ns": r.host_median_ns(),
+            "host_kernel_runs_ns": r.host_ns,
+            "host_clock": clock.source(),
+            "largo_kernel_ns": r.largo_ns.round(),
+            "profile": profile.name,
+        }))?;
     }
-    let _ = write!(out, "{}", render(&results, args.repeats, clock.source(), &profile.name));
+    out.line(format!(
+        "kernel time, {} vs {} folios (host: {}, median of {} runs after a warm-up, configurations interleaved; largo: cost profile '{}'):",
+        COST_CONFIGS[0].0,
+        COST_CONFIGS[1].0,
+        clock.source(),
+        args.repeats,
+        profile.name
+    ))?;
+    out.table(&table(&results))?;
+    out.flush()?;
     Ok(())
 }
 
 /// The table: one row per workload, host and largo at each configuration
 /// and the change from the first to the second.
-fn render(results: &[CostResult], repeats: u64, clock: &str, profile: &str) -> String {
+fn table(results: &[CostResult]) -> Grid {
     let (base, other) = (COST_CONFIGS[0].0, COST_CONFIGS[1].0);
-    let mut t = new_table([
+    let mut g = Grid::new([
         "workload".to_string(),
         format!("host {base} ms"),
         format!("host {other} ms"),
-        "host change".to_string(),
+        "host change %".to_string(),
         format!("largo {base} ms"),
         format!("largo {other} ms"),
-        "largo change".to_string(),
+        "largo change %".to_string(),
         "gap (pp)".to_string(),
-    ]);
+    ])
+    .right_from(1);
     for pair in results.chunks(2) {
         let [a, b] = pair else { continue };
         let (ha, hb) = (a.host_median_ns(), b.host_median_ns());
         let host_change = (hb - ha) / ha.max(1.0) * 100.0;
         let largo_change = (b.largo_ns - a.largo_ns) / a.largo_ns.max(1.0) * 100.0;
-        t.add_row([
-            a.workload.clone(),
-            format!("{:.1}", ha / 1e6),
-            format!("{:.1}", hb / 1e6),
-            format!("{host_change:+.1}%"),
-            format!("{:.1}", a.largo_ns / 1e6),
-            format!("{:.1}", b.largo_ns / 1e6),
-            format!("{largo_change:+.1}%"),
-            format!("{:+.1}", largo_change - host_change),
+        g.row([
+            Cell::text(a.workload.clone()),
+            Cell::num(ha / 1e6, 1),
+            Cell::num(hb / 1e6, 1),
+            Cell::new(format!("{host_change:+.1}%"), format!("{host_change}")),
+            Cell::num(a.largo_ns / 1e6, 1),
+            Cell::num(b.largo_ns / 1e6, 1),
+            Cell::new(format!("{largo_change:+.1}%"), format!("{largo_change}")),
+            Cell::new(
+                format!("{:+.1}", largo_change - host_change),
+                format!("{}", largo_change - host_change),
+            ),
         ]);
     }
-    align_right(&mut t, 1..=7);
-    format!(
-        "kernel time, {base} vs {other} folios (host: {clock}, median of {repeats} runs after a warm-up, configurations interleaved; largo: cost profile '{profile}'):\n{t}\n"
-    )
+    g
 }

@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use largo_mm::stats::VmEvent;
 use largo_mm::Machine;
-use largo_workloads::{builtin, RunOptions};
 
 use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::output::{Format, Out};
 
 #[derive(Args, Debug)]
 pub struct HotplugArgs {
@@ -19,8 +19,10 @@ pub struct HotplugArgs {
     /// block), or `list` (every block and its state).
     #[arg(required = true)]
     pub ops: Vec<String>,
-    /// A workload to run first, its memory left mapped (e.g. anon-w-seq:size=1G).
-    #[arg(long)]
+    /// A workload to run first, its memory left mapped: a built-in
+    /// specification (anon-w-seq:size=1G), a trace file or a shipped
+    /// recorded program.
+    #[arg(long, value_name = "WORKLOAD")]
     pub workload: Option<String>,
     #[command(flatten)]
     pub machine: MachineArgs,
@@ -66,20 +68,16 @@ fn parse_op(s: &str) -> Result<Op, UsageError> {
 pub fn run(args: &HotplugArgs) -> Result<()> {
     let ops: Vec<Op> = args.ops.iter().map(|s| parse_op(s)).collect::<Result<_, _>>()?;
     let mut m = Machine::new(args.machine.config(&args.policy)?)?;
-    if let Some(text) = &args.workload {
-        let (def, spec) = builtin::parse(text).map_err(|e| UsageError(e.to_string()))?;
-        let opts = RunOptions {
-            keep_mapped: true,
-            ..RunOptions::default()
-        };
-        largo_workloads::run(&mut m, def, &spec, &opts, &mut |_, _| {}).with_context(|| format!("running {spec}"))?;
+    if let Some(w) = &args.workload {
+        super::show::run_kept(&mut m, w, 1, 0)?;
     }
+    let mut out = Out::to(Box::new(std::io::stdout().lock()), Format::Text, 0);
     let mut failed = false;
     for op in ops {
         let migrated_before = m.page_alloc().events.get(VmEvent::PgmigrateSuccess);
         let (id, result, verb) = match op {
             Op::List => {
-                list(&m);
+                list(&m, &mut out)?;
                 continue;
             }
             Op::Offline(id) => (id, m.offline_memory_block(id), "offline"),
@@ -90,28 +88,31 @@ pub fn run(args: &HotplugArgs) -> Result<()> {
         };
         let migrated = m.page_alloc().events.get(VmEvent::PgmigrateSuccess) - migrated_before;
         match result {
-            Ok(()) => println!("memory{id}: {verb} (pgmigrate_success +{migrated})"),
+            Ok(()) => out.line(format!("memory{id}: {verb} (pgmigrate_success +{migrated})"))?,
             Err(e) => {
                 failed = true;
-                println!("memory{id}: {verb} failed, errno {}: {e}", e.errno());
+                out.line(format!("memory{id}: {verb} failed, errno {}: {e}", e.errno()))?;
             }
         }
         m.check().context("invariants after the step")?;
     }
     let meminfo = largo_mm::stats::render::meminfo(&m);
     if let Some(line) = meminfo.lines().find(|l| l.starts_with("MemTotal")) {
-        println!("{line}");
+        out.line(line)?;
     }
+    out.flush()?;
     if failed {
         anyhow::bail!("a hotplug step failed");
     }
     Ok(())
 }
 
-fn list(m: &Machine) {
+/// Every memory block and its state, as sysfs lists them.
+fn list(m: &Machine, out: &mut Out) -> std::io::Result<()> {
     let bytes = m.sparse().memory_block_bytes;
-    println!("block_size_bytes {bytes:x}");
+    out.line(format!("block_size_bytes {bytes:x}"))?;
     for b in &m.sparse().blocks {
-        println!("memory{}: node{} {}", b.id, b.nid, b.state.name());
+        out.line(format!("memory{}: node{} {}", b.id, b.nid, b.state.name()))?;
     }
+    Ok(())
 }

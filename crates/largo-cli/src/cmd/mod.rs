@@ -4,13 +4,14 @@ pub mod advise;
 pub mod bench;
 pub mod calibrate;
 mod costs;
+mod docs;
 pub mod hotplug;
-mod list;
+pub mod list;
 mod program;
 pub mod record;
 mod reporting;
 pub mod run;
-mod show;
+pub mod show;
 mod table;
 pub mod validate;
 
@@ -27,15 +28,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Record(args) => record::run(&args),
         Command::RecordExec(args) => record::exec(&args),
-        Command::Show {
-            file,
-            workload,
-            machine,
-            policy,
-            tasks,
-            seed,
-        } => show::run(file, workload.as_deref(), &machine, &policy, tasks, seed),
-        Command::List { what, machine } => list::run(what, &machine),
+        Command::Show(args) => show::run(&args),
+        Command::List(args) => list::run(&args),
         Command::Hotplug(args) => hotplug::run(&args),
         Command::Bench { bench } => match bench {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),
@@ -44,5 +38,7 @@ pub fn run(cli: Cli) -> Result<()> {
             BenchCommand::Migrate(args) => bench::migrate::run(&args),
             BenchCommand::Gigantic(args) => bench::gigantic::run(&args),
         },
+        Command::Completions { shell } => docs::completions(shell),
+        Command::Man { dir } => docs::man(dir.as_deref()),
     }
 }

@@ -1,7 +1,6 @@
 //! `largo validate reporting`: free page reporting on this host and on a
 //! model shaped like it, the two timelines side by side, pass by pass.
 
-use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -9,8 +8,8 @@ use largo_host::reporting_check::{self, per_pass, HostSample};
 use largo_mm::Machine;
 use largo_workloads::{builtin, RunOptions};
 
-use super::table;
-use super::validate::ValidateArgs;
+use super::validate::ReportingArgs;
+use crate::output::{Grid, Out};
 
 /// A pass is compared on its own when both sides reported at least this
 /// share of their largest pass: both bound by the per-list budget. The
@@ -24,7 +23,12 @@ const JUDGED_SHARE: f64 = 0.9;
 /// Largest difference of a judged pass.
 const TOLERANCE: f64 = 0.15;
 
-pub fn run(args: &ValidateArgs) -> Result<()> {
+pub fn run(args: &ReportingArgs) -> Result<()> {
+    // The experiment writes and frees memory on the host: only where it
+    // may change the host's state (root) and can read it back.
+    if let Some(reason) = largo_host::unavailable_reason() {
+        bail!("cannot validate reporting against this host: {reason}");
+    }
     if !reporting_check::available() {
         bail!("cannot compare free page reporting here: the host exposes no reporting counters (/sys/module/page_reporting/parameters/passes, reported_kib)");
     }
@@ -83,34 +87,36 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     let host_pass = per_pass(&passes_and_kib(&host));
     let largo_pass = per_pass(&passes_and_kib(&largo));
     let verdict = judge(&host_pass, &largo_pass);
-    let text = if args.sel.cfg.json {
-        serde_json::json!({
-            "validate": "reporting",
-            "size_bytes": size,
-            "host": host,
-            "largo": largo,
-            "host_per_pass_kib": host_pass,
-            "largo_per_pass_kib": largo_pass,
-            "shaped_zones": shaped.iter().map(|z| serde_json::json!({
-                "zone": z.name, "managed_pages": z.managed_pages, "target_managed_pages": z.target_managed_pages,
-                "free_pages": z.free_pages, "target_free_pages": z.target_free_pages})).collect::<Vec<_>>(),
-            "match": verdict.is_ok(),
-            "host_pass_requested_before_free": early.is_some(),
-        })
-        .to_string()
-            + "\n"
-    } else {
-        let mut text = render(&host, &largo, &host_pass, &largo_pass, &verdict, size);
-        if let Some(ms) = early {
-            text.push_str(&format!(
-                "note: the host's first pass ended {:.1} s after the free, so it was requested before it; largo's first pass ran {:.2} s after its free\n",
-                (ms + 250) as f64 / 1000.0,
-                ms as f64 / 1000.0
-            ));
-        }
-        text
-    };
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let mut out = Out::stdout(args.format);
+    out.json(&serde_json::json!({
+        "validate": "reporting",
+        "size_bytes": size,
+        "host": host,
+        "largo": largo,
+        "host_per_pass_kib": host_pass,
+        "largo_per_pass_kib": largo_pass,
+        "shaped_zones": shaped.iter().map(|z| serde_json::json!({
+            "zone": z.name, "managed_pages": z.managed_pages, "target_managed_pages": z.target_managed_pages,
+            "free_pages": z.free_pages, "target_free_pages": z.target_free_pages})).collect::<Vec<_>>(),
+        "match": verdict.is_ok(),
+        "host_pass_requested_before_free": early.is_some(),
+    }))?;
+    out.line(format!(
+        "free page reporting after freeing {} MiB: this host vs largo on a machine shaped like it (--machine host), since the free",
+        size >> 20
+    ))?;
+    out.table(&timelines(&host, &largo))?;
+    out.line("reported per pass:")?;
+    out.table(&passes(&host_pass, &largo_pass))?;
+    out.line(conclusion(&host_pass, &largo_pass, &verdict))?;
+    if let Some(ms) = early {
+        out.line(format!(
+            "note: the host's first pass ended {:.1} s after the free, so it was requested before it; largo's first pass ran {:.2} s after its free",
+            (ms + 250) as f64 / 1000.0,
+            ms as f64 / 1000.0
+        ))?;
+    }
+    out.flush()?;
     if let Err(why) = verdict {
         bail!("reporting differs: {why}");
     }
@@ -166,26 +172,19 @@ fn judge(host: &[u64], largo: &[u64]) -> Result<usize, String> {
     Ok(judged)
 }
 
-fn render(
-    host: &[HostSample],
-    largo: &[HostSample],
-    host_pass: &[u64],
-    largo_pass: &[u64],
-    verdict: &Result<usize, String>,
-    size: u64,
-) -> String {
-    let mut out = String::new();
-    let mut t = table::new_table([
+/// Both timelines, a row per second.
+fn timelines(host: &[HostSample], largo: &[HostSample]) -> Grid {
+    let mut t = Grid::new([
         "t (s)",
         "host passes",
         "host reported (MiB)",
         "largo passes",
         "largo reported (MiB)",
-    ]);
-    // One row per second is enough to read.
+    ])
+    .right_from(0);
     for h in host.iter().filter(|h| h.t_ms % 1000 < 500) {
         let l = largo.iter().take_while(|l| l.t_ms <= h.t_ms).last();
-        t.add_row(vec![
+        t.row([
             format!("{:.1}", h.t_ms as f64 / 1000.0),
             h.passes.to_string(),
             (h.reported_kib >> 10).to_string(),
@@ -193,37 +192,38 @@ fn render(
             l.map_or("0".into(), |l| (l.reported_kib >> 10).to_string()),
         ]);
     }
-    table::align_right(&mut t, 0..=4);
-    out.push_str(&format!(
-        "free page reporting after freeing {} MiB: this host vs largo on a machine shaped like it (--machine host), since the free\n{t}\n",
-        size >> 20
-    ));
-    let mut p = table::new_table(["pass", "host (MiB)", "largo (MiB)", "difference"]);
+    t
+}
+
+/// What each pass reported, side by side.
+fn passes(host_pass: &[u64], largo_pass: &[u64]) -> Grid {
+    let mut p = Grid::new(["pass", "host (MiB)", "largo (MiB)", "difference"]).right_from(0);
     for i in 0..host_pass.len().max(largo_pass.len()) {
         let (h, l) = (host_pass.get(i), largo_pass.get(i));
         let diff = match (h, l) {
             (Some(&h), Some(&l)) if h > 0 => format!("{:+.1}%", (l as f64 - h as f64) / h as f64 * 100.0),
             _ => "-".into(),
         };
-        p.add_row(vec![
+        p.row([
             (i + 1).to_string(),
             h.map_or("-".into(), |h| (h >> 10).to_string()),
             l.map_or("-".into(), |l| (l >> 10).to_string()),
             diff,
         ]);
     }
-    table::align_right(&mut p, 0..=3);
-    out.push_str(&format!("reported per pass:\n{p}\n"));
-    out.push_str(&match verdict {
+    p
+}
+
+fn conclusion(host_pass: &[u64], largo_pass: &[u64], verdict: &Result<usize, String>) -> String {
+    match verdict {
         Ok(n) => format!(
             "agree: {n} budget-bound passes (both sides at {:.0}% or more of their largest pass) each within {tol:.0}%, \
-             and the amount reported so far within {tol:.0}% after every pass past half the host's total (in all: host {} MiB, largo {} MiB)\n",
+             and the amount reported so far within {tol:.0}% after every pass past half the host's total (in all: host {} MiB, largo {} MiB)",
             JUDGED_SHARE * 100.0,
             host_pass.iter().sum::<u64>() >> 10,
             largo_pass.iter().sum::<u64>() >> 10,
             tol = TOLERANCE * 100.0
         ),
-        Err(why) => format!("DIFFER: {why}\n"),
-    });
-    out
+        Err(why) => format!("DIFFER: {why}"),
+    }
 }

@@ -1,26 +1,30 @@
 //! `largo run`: workloads under named configurations, compared in mmtests
-//! style tables (one column per configuration, the first the baseline,
-//! cells `value (+x.x%)`) or as JSON lines.
+//! style tables (one column per configuration, the first the baseline),
+//! as JSON lines, or as CSV (one row per workload, configuration and
+//! counter).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use anyhow::{Context, Result};
-use clap::{Args, Parser, ValueEnum};
+use anyhow::Result;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use largo_mm::{Machine, MachineConfig};
+use largo_mm::Machine;
 use largo_workloads::cost::{Estimate, Profile};
 use largo_workloads::{RunOptions, RunOutcome, TaskMode, Workload};
 
 use super::table;
 use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::config::{self, ConfigSpec, NamedConfig};
+use crate::output::{FormatArgs, Out};
 
 /// What to run, shared by `largo run` and `largo validate`.
 #[derive(Args, Debug)]
 pub struct Selection {
-    /// Workloads, `NAME[:KEY=VALUE,...]` (`largo list workloads`); default:
-    /// the command's suite.
+    /// Workloads: `NAME[:KEY=VALUE,...]` (`largo list workloads`), trace
+    /// files or shipped recorded programs; default: the command's suite.
+    #[arg(value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
     #[command(flatten)]
     pub cfg: ConfigArgs,
@@ -36,11 +40,22 @@ pub struct ConfigArgs {
     /// A named configuration, `NAME:FLAGS` with MACHINE and POLICY flags
     /// separated by spaces, e.g. `--config '64K:--thp 64K'`; the first is
     /// the baseline; repeatable. Flags given outside apply to every one.
-    #[arg(long = "config", value_name = "NAME:SPEC")]
-    pub configs: Vec<String>,
-    /// One JSON object per (configuration, workload) instead of tables.
-    #[arg(long)]
-    pub json: bool,
+    #[arg(long = "config", value_name = "NAME:FLAGS", value_parser = ConfigSpec::parse)]
+    pub configs: Vec<ConfigSpec>,
+    #[command(flatten)]
+    pub format: FormatArgs,
+}
+
+impl ConfigArgs {
+    /// The `--config`s, or one configuration of the flags, or `default`.
+    pub fn resolve_or(&self, default: &config::Suite) -> Result<Vec<NamedConfig>, UsageError> {
+        config::resolve_or(&self.configs, &self.machine, &self.policy, default)
+    }
+
+    /// Any MACHINE or POLICY flag or `--config` given.
+    pub fn any_given(&self) -> bool {
+        !self.configs.is_empty() || self.machine.machine.is_some() || self.policy.is_set()
+    }
 }
 
 #[derive(Args, Debug)]
@@ -63,6 +78,10 @@ pub struct RunArgs {
     /// checked-in profile of this machine kind.
     #[arg(long, value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
+    /// Exit 0 even when a workload would have crashed (SIGSEGV): the
+    /// results are printed either way.
+    #[arg(long)]
+    pub keep_going: bool,
 }
 
 /// `largo replay`: `largo run` restricted to traces.
@@ -80,13 +99,16 @@ pub struct ReplayArgs {
     /// A cost profile (JSON from `largo calibrate`).
     #[arg(long, value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
+    /// Exit 0 even when the replayed program would have crashed (SIGSEGV).
+    #[arg(long)]
+    pub keep_going: bool,
 }
 
 /// `largo replay FILE...`: each trace replayed under the configurations,
 /// with `largo run`'s tables and JSON.
 pub fn replay(args: ReplayArgs) -> Result<()> {
     for t in &args.traces {
-        if let Workload::Builtin { .. } = Workload::parse(t).map_err(UsageError)? {
+        if let Workload::Builtin { .. } = parse_workload(t)? {
             return Err(UsageError(format!(
                 "{t}: not a trace file or recorded program (built-in workloads run with `largo run`)"
             ))
@@ -103,6 +125,7 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
         seed: 0,
         check: args.check,
         profile: args.profile,
+        keep_going: args.keep_going,
     })
 }
 
@@ -112,96 +135,35 @@ pub enum ModeArg {
     Thread,
 }
 
-/// The seed paper's configuration set: 4K base pages as the baseline,
-/// 16K and 64K base pages, and 4K pages with 16K, 16K+32K, 16K+32K+64K
-/// anonymous folios.
-pub const DEFAULT_SUITE: [(&str, &str); 6] = [
-    ("4K", "--machine x86_64"),
-    ("16K-pages", "--machine arm64-16k"),
-    ("64K-pages", "--machine arm64-64k"),
-    ("4K+16K", "--machine x86_64 --thp 16K"),
-    ("4K+16K+32K", "--machine x86_64 --thp 16K,32K"),
-    ("4K+16K+32K+64K", "--machine x86_64 --thp 16K,32K,64K"),
-];
-
-/// MACHINE and POLICY flags of one `--config` SPEC.
-#[derive(Parser, Debug)]
-#[command(name = "--config", no_binary_name = true, args_override_self = true)]
-struct ConfigFlags {
-    #[command(flatten)]
-    machine: MachineArgs,
-    #[command(flatten)]
-    policy: PolicyArgs,
+impl ModeArg {
+    pub fn task_mode(self) -> TaskMode {
+        match self {
+            ModeArg::Process => TaskMode::Process,
+            ModeArg::Thread => TaskMode::Thread,
+        }
+    }
 }
 
-/// A named configuration, resolved.
-pub struct NamedConfig {
-    pub name: String,
-    pub config: MachineConfig,
+/// A workload named on the command line (bad names are usage errors).
+pub fn parse_workload(text: &str) -> Result<Workload, UsageError> {
+    Workload::parse(text).map_err(|e| UsageError(e.to_string()))
 }
 
-/// The configurations of a run: `--config`s; else one from the flags if a
-/// machine or policy flag was given; else the default suite.
-pub fn resolve_configs(
-    configs: &[String],
-    machine: &MachineArgs,
-    policy: &PolicyArgs,
-) -> Result<Vec<NamedConfig>, UsageError> {
-    let specs: Vec<(String, String)> = if !configs.is_empty() {
-        configs
-            .iter()
-            .map(|c| {
-                let (name, spec) = c.split_once(':').unwrap_or((c, ""));
-                if name.trim().is_empty() {
-                    return Err(UsageError(format!(
-                        "--config '{c}': expected NAME:FLAGS, e.g. '64K:--thp 64K'"
-                    )));
-                }
-                Ok((name.trim().to_string(), spec.to_string()))
-            })
-            .collect::<Result<_, _>>()?
-    } else if machine.machine.is_some() || policy.is_set() {
-        vec![("config".to_string(), String::new())]
-    } else {
-        DEFAULT_SUITE
-            .iter()
-            .map(|(n, s)| (n.to_string(), s.to_string()))
-            .collect()
-    };
-    let mut seen = std::collections::HashSet::new();
-    specs
-        .into_iter()
-        .map(|(name, spec)| {
-            if !seen.insert(name.clone()) {
-                return Err(UsageError(format!("--config: the name '{name}' is used twice")));
-            }
-            let mut tokens = machine.to_tokens();
-            tokens.extend(policy.to_tokens());
-            tokens.extend(spec.split_whitespace().map(str::to_string));
-            let flags = ConfigFlags::try_parse_from(&tokens).map_err(|e| {
-                let msg = e.render().to_string();
-                let line = msg
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("invalid flags")
-                    .trim_start_matches("error: ");
-                UsageError(format!("--config {name}: {line}"))
-            })?;
-            Ok(NamedConfig {
-                config: flags.machine.config(&flags.policy)?,
-                name,
-            })
-        })
-        .collect()
-}
-
-/// The workloads of a run: built-in specifications and trace files
-/// named, or the default suite.
+/// The workloads of a run: those named, or the default suite.
 pub fn resolve_workloads(names: &[String]) -> Result<Vec<Workload>, UsageError> {
     if names.is_empty() {
         return Ok(Workload::default_suite());
     }
-    names.iter().map(|n| Workload::parse(n).map_err(UsageError)).collect()
+    names.iter().map(|n| parse_workload(n)).collect()
+}
+
+/// A cost profile: the file given, or the checked-in default.
+pub fn load_profile(path: Option<&std::path::Path>) -> Result<Profile, UsageError> {
+    let Some(path) = path else {
+        return Ok(Profile::default_profile());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| UsageError(format!("--profile {}: {e}", path.display())))?;
+    Profile::from_json(&text).map_err(|e| UsageError(format!("--profile {}: {e}", path.display())))
 }
 
 /// One finished (configuration, workload) run.
@@ -215,15 +177,9 @@ pub struct Record {
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let sel = &args.sel;
-    let configs = resolve_configs(&sel.cfg.configs, &sel.cfg.machine, &sel.cfg.policy)?;
+    let configs = sel.cfg.resolve_or(config::DEFAULT_SUITE)?;
     let workloads = resolve_workloads(&sel.workloads)?;
-    let profile = match &args.profile {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            Profile::from_json(&text).map_err(UsageError)?
-        }
-        None => Profile::default_profile(),
-    };
+    let profile = load_profile(args.profile.as_deref())?;
     // Boot every configuration once up front: bad knobs fail before any work.
     let mut page_sizes = Vec::new();
     let mut machines = Vec::new();
@@ -235,23 +191,73 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let plan = Plan::new(&configs, &workloads, &page_sizes)?;
     let opts = RunOptions {
         nr_tasks: args.tasks as usize,
-        mode: match args.mode {
-            ModeArg::Process => TaskMode::Process,
-            ModeArg::Thread => TaskMode::Thread,
-        },
+        mode: args.mode.task_mode(),
         seed: args.seed,
         check_every: args.check,
         ..RunOptions::default()
     };
-    let records = run_all(&configs, &workloads, &plan.jobs, &opts, &profile, !sel.cfg.json)?;
-    let mut out = std::io::stdout().lock();
-    let text = if sel.cfg.json {
-        json_lines(&configs, &workloads, &records, &plan.skipped, &profile, args)
-    } else {
-        tables(&configs, &machines, &workloads, &records, &plan.skipped, &profile)
+    let records = run_all(
+        &configs,
+        &workloads,
+        &plan.jobs,
+        &opts,
+        &profile,
+        sel.cfg.format.is_text(),
+    )?;
+    let mut out = Out::stdout(sel.cfg.format);
+    let ctx = Report {
+        configs: &configs,
+        machines: &machines,
+        workloads: &workloads,
+        records: &records,
+        skipped: &plan.skipped,
+        profile: &profile,
+        args,
     };
-    // A closed pipe is not an error.
-    let _ = out.write_all(text.as_bytes());
+    match out.format {
+        crate::output::Format::Text => ctx.tables(&mut out)?,
+        crate::output::Format::Json => ctx.json_lines(&mut out)?,
+        crate::output::Format::Csv => out.table(&table::long_form(&configs, &workloads, &records))?,
+    }
+    out.flush()?;
+    crashes(&workloads, &configs, &records, args.keep_going)
+}
+
+/// Reports what would have crashed the programs (SIGSEGV), once per
+/// workload, with where in the trace; fails unless `keep_going`.
+fn crashes(workloads: &[Workload], configs: &[NamedConfig], records: &[Record], keep_going: bool) -> Result<()> {
+    let mut crashed = 0;
+    for (w, workload) in workloads.iter().enumerate() {
+        let Some(r) = records.iter().find(|r| r.workload == w && r.outcome.problems.segv > 0) else {
+            continue;
+        };
+        crashed += 1;
+        let p = &r.outcome.problems;
+        eprintln!(
+            "largo: {} under {}: {} access(es) would raise SIGSEGV{}",
+            workload.describe(),
+            configs[r.config].name,
+            p.segv,
+            if p.segv_at.len() < p.segv as usize {
+                format!(", the first {}:", p.segv_at.len())
+            } else {
+                ":".into()
+            }
+        );
+        for s in &p.segv_at {
+            let at = s
+                .event
+                .map(|i| match workload.locate(i) {
+                    Some(loc) => format!("{loc} (event {i}): "),
+                    None => format!("event {i}: "),
+                })
+                .unwrap_or_default();
+            eprintln!("  {at}{s}");
+        }
+    }
+    if crashed > 0 && !keep_going {
+        anyhow::bail!("{crashed} workload(s) would have crashed (--keep-going exits 0 anyway)");
+    }
     Ok(())
 }
 
@@ -272,7 +278,7 @@ impl Plan {
             for (w, workload) in workloads.iter().enumerate() {
                 match workload.unsupported_on(page_size) {
                     None => plan.jobs.push((c, w)),
-                    Some(reason) => plan.skipped.push((c, w, reason)),
+                    Some(reason) => plan.skipped.push((c, w, reason.to_string())),
                 }
             }
         }
@@ -360,99 +366,101 @@ fn progress_bar(len: u64, enabled: bool) -> ProgressBar {
     bar
 }
 
-/// One table per workload, a column per configuration it ran under.
-fn tables(
-    configs: &[NamedConfig],
-    machines: &[String],
-    workloads: &[Workload],
-    records: &[Record],
-    skipped: &[(usize, usize, String)],
-    profile: &Profile,
-) -> String {
-    let mut out = String::new();
-    for (w, workload) in workloads.iter().enumerate() {
-        let row: Vec<&Record> = records.iter().filter(|r| r.workload == w).collect();
-        let names: Vec<&str> = row.iter().map(|r| configs[r.config].name.as_str()).collect();
-        out.push_str(&format!("{}\n", workload.describe()));
-        out.push_str(&table::comparison(&names, &row));
-        let not_run: Vec<&(usize, usize, String)> = skipped.iter().filter(|s| s.1 == w).collect();
-        if let Some((_, _, reason)) = not_run.first() {
-            let names: Vec<&str> = not_run.iter().map(|s| configs[s.0].name.as_str()).collect();
-            out.push_str(&format!("not run under {}: {reason}\n", names.join(", ")));
-        }
-        out.push('\n');
-    }
-    out.push_str("configurations:\n");
-    for (i, c) in configs.iter().enumerate() {
-        let machine = &machines[i];
-        let knobs: Vec<String> = c.config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let knobs = if knobs.is_empty() {
-            "defaults".to_string()
-        } else {
-            knobs.join(" ")
-        };
-        out.push_str(&format!("  {}: {machine}; {knobs}\n", c.name));
-    }
-    out.push_str(&format!(
-        "kernel time: estimated with cost profile '{}' ({}); faults of recorded programs at the cold-cache costs\n",
-        profile.name, profile.host
-    ));
-    out
+/// What the outputs of a run show.
+struct Report<'a> {
+    configs: &'a [NamedConfig],
+    machines: &'a [String],
+    workloads: &'a [Workload],
+    records: &'a [Record],
+    skipped: &'a [(usize, usize, String)],
+    profile: &'a Profile,
+    args: &'a RunArgs,
 }
 
-fn json_lines(
-    configs: &[NamedConfig],
-    workloads: &[Workload],
-    records: &[Record],
-    skipped: &[(usize, usize, String)],
-    profile: &Profile,
-    args: &RunArgs,
-) -> String {
-    let mut out = String::new();
-    for (c, w, reason) in skipped {
-        let obj = serde_json::json!({
-            "config": configs[*c].name,
-            "workload": workloads[*w].describe(),
-            "skipped": reason,
-        });
-        out.push_str(&obj.to_string());
-        out.push('\n');
-    }
-    for r in records {
-        let c = &r.outcome.counters;
-        let obj = serde_json::json!({
-            "config": configs[r.config].name,
-            "workload": workloads[r.workload].describe(),
-            "machine": r.machine,
-            "knobs": configs[r.config].config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
-            "tasks": args.tasks,
-            "mode": match args.mode {
-                ModeArg::Process => "process",
-                ModeArg::Thread => "thread",
-            },
-            "seed": args.seed,
-            "largo_version": env!("CARGO_PKG_VERSION"),
-            "vmstat": c.vmstat,
-            "mthp": c.mthp,
-            "meminfo": c.meminfo,
-            "buddyinfo": c.buddyinfo,
-            "allocs": c.allocs,
-            "locks": c.locks,
-            "cost": {
-                "kernel_ns": r.estimate.kernel_ns.round() as u64,
-                "profile": profile.name,
-                "faults": workloads[r.workload].faults(),
-                "terms": r.estimate.terms,
-            },
-            "peak": r.outcome.peak,
-            "problems": r.outcome.problems,
-        });
-        let mut obj = obj;
-        if let Some(rep) = &r.outcome.reporting {
-            obj["page_reporting"] = serde_json::to_value(rep).expect("serializable");
+impl Report<'_> {
+    /// One table per workload, a column per configuration it ran under,
+    /// then the configurations and what each row counts.
+    fn tables(&self, out: &mut Out) -> std::io::Result<()> {
+        let mut labels = Vec::new();
+        for (w, workload) in self.workloads.iter().enumerate() {
+            let row: Vec<&Record> = self.records.iter().filter(|r| r.workload == w).collect();
+            let names: Vec<&str> = row.iter().map(|r| self.configs[r.config].name.as_str()).collect();
+            out.line(workload.describe())?;
+            let (grid, used) = table::comparison(&names, &row);
+            labels.extend(used);
+            out.table(&grid)?;
+            let not_run: Vec<&(usize, usize, String)> = self.skipped.iter().filter(|s| s.1 == w).collect();
+            if let Some((_, _, reason)) = not_run.first() {
+                let names: Vec<&str> = not_run.iter().map(|s| self.configs[s.0].name.as_str()).collect();
+                out.line(format!("not run under {}: {reason}", names.join(", ")))?;
+            }
+            out.line("")?;
         }
-        out.push_str(&obj.to_string());
-        out.push('\n');
+        out.line("configurations:")?;
+        for (c, machine) in self.configs.iter().zip(self.machines) {
+            let knobs: Vec<String> = c.config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let knobs = if knobs.is_empty() {
+                "defaults".to_string()
+            } else {
+                knobs.join(" ")
+            };
+            out.line(format!("  {}: {machine}; {knobs}", c.name))?;
+        }
+        out.line("rows:")?;
+        for (label, meaning) in table::legend(&labels) {
+            out.line(format!("  {label}: {meaning}"))?;
+        }
+        out.line(format!(
+            "changes against the first configuration: +x.x%; the difference (+N) where the baseline is below {} \
+             (a count) or 0.01 (kernel_ms); a factor from x{} on. kernel_ms: estimated with cost profile '{}' \
+             ({}), faults of recorded programs at the cold-cache costs",
+            table::PERCENT_FROM,
+            table::FACTOR_FROM,
+            self.profile.name,
+            self.profile.host
+        ))
     }
-    out
+
+    fn json_lines(&self, out: &mut Out) -> std::io::Result<()> {
+        for (c, w, reason) in self.skipped {
+            out.json(&serde_json::json!({
+                "config": self.configs[*c].name,
+                "workload": self.workloads[*w].describe(),
+                "skipped": reason,
+            }))?;
+        }
+        let args = self.args;
+        for r in self.records {
+            let c = &r.outcome.counters;
+            let mut obj = serde_json::json!({
+                "config": self.configs[r.config].name,
+                "workload": self.workloads[r.workload].describe(),
+                "machine": r.machine,
+                "knobs": self.configs[r.config].config.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+                "tasks": args.tasks,
+                "mode": args.mode.task_mode(),
+                "seed": args.seed,
+                "largo_version": env!("CARGO_PKG_VERSION"),
+                "vmstat": c.vmstat,
+                "mthp": c.mthp,
+                "meminfo": c.meminfo,
+                "buddyinfo": c.buddyinfo,
+                "allocs": c.allocs,
+                "locks": c.locks,
+                "cost": {
+                    "kernel_ns": r.estimate.kernel_ns.round() as u64,
+                    "profile": self.profile.name,
+                    "faults": self.workloads[r.workload].faults(),
+                    "terms": r.estimate.terms,
+                },
+                "peak": r.outcome.peak,
+                "problems": r.outcome.problems,
+            });
+            if let Some(rep) = &r.outcome.reporting {
+                obj["page_reporting"] = serde_json::to_value(rep).expect("serializable");
+            }
+            out.json(&obj)?;
+        }
+        Ok(())
+    }
 }

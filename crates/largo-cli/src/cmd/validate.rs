@@ -3,23 +3,46 @@
 //! folio layout side by side, with a verdict.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use clap::{Args, ValueEnum};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{CellAlignment, Table};
+use clap::{Args, Subcommand, ValueEnum};
 use largo_host::scenario::{self, Scenario};
 use largo_host::validate::{validate, workload_events, Validation};
 use largo_mm::MachineConfig;
 use largo_trace::Event;
 use largo_workloads::{builtin, Workload};
 
-use super::run::{resolve_configs, resolve_workloads, NamedConfig, Selection};
+use super::run::{resolve_workloads, ConfigArgs, Selection};
 use crate::args::UsageError;
+use crate::config::{self, NamedConfig, Suite};
+use crate::output::{Format, FormatArgs, Grid, Out};
 
+/// `largo validate [WORKLOAD...]`, or one of its subcommands.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ValidateCmd {
+    #[command(subcommand)]
+    pub sub: Option<ValidateSub>,
+    #[command(flatten)]
+    pub suite: ValidateArgs,
+}
+
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand, Debug)]
+pub enum ValidateSub {
+    /// A recorded program: the host runs the program given after `--`
+    /// natively under each configuration while largo replays its trace;
+    /// per-size anon_fault_alloc and the kernel-time change compared.
+    Trace(TraceValidateArgs),
+    /// Free page reporting: memory written and freed on this host and on
+    /// a model shaped like it; the two timelines pass by pass.
+    Reporting(ReportingArgs),
+}
+
+/// `largo validate [WORKLOAD...]`: scenarios and workloads.
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
     /// Scenario files (text traces) or workloads; default: the built-in
@@ -32,33 +55,52 @@ pub struct ValidateArgs {
     /// Show every compared counter of every case, also those zero on both sides.
     #[arg(long)]
     pub all: bool,
-    /// A recorded trace of the program given after `--`: the host runs the
-    /// program natively under each configuration while largo replays the trace.
-    #[arg(long, value_name = "FILE", requires = "command")]
-    pub trace: Option<std::path::PathBuf>,
-    /// Native runs of the program per configuration, interleaved (the
-    /// median kernel time is used).
+    /// Native runs per configuration in the kernel-time comparison,
+    /// interleaved (the median is used).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
     pub repeats: u64,
     /// Skip the kernel-time comparison of the built-in workloads at 4K and
     /// 64K folios that follows the workload suite.
     #[arg(long)]
     pub no_costs: bool,
-    /// `largo validate reporting`: memory written and freed on the host
-    /// and on a host-shaped model.
-    #[arg(long, default_value = "4G", value_parser = crate::args::parse_size_value, value_name = "SIZE")]
-    pub size: u64,
-    /// `largo validate reporting`: how long the timelines are sampled
-    /// after the free.
-    #[arg(long, default_value = "40s", value_parser = largo_workloads::spec::parse_duration, value_name = "DURATION")]
-    pub idle: u64,
-    /// The program of `--trace` and its arguments.
-    #[arg(last = true, value_name = "CMD")]
+}
+
+/// `largo validate trace FILE [--repeats N] [--config ...] -- CMD`.
+#[derive(Args, Debug)]
+pub struct TraceValidateArgs {
+    /// The recorded trace of the program.
+    #[arg(value_name = "FILE")]
+    pub trace: std::path::PathBuf,
+    #[command(flatten)]
+    pub cfg: ConfigArgs,
+    /// Native runs of the program per configuration, interleaved (the
+    /// median kernel time is used).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
+    pub repeats: u64,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
+/// `largo validate reporting [--size 4G] [--idle 40s]`.
+#[derive(Args, Debug)]
+pub struct ReportingArgs {
+    /// Memory written and freed on the host and on the host-shaped model.
+    #[arg(long, default_value = "4G", value_parser = crate::args::parse_size_arg, value_name = "SIZE")]
+    pub size: u64,
+    /// How long the timelines are sampled after the free.
+    #[arg(long, default_value = "40s", value_parser = parse_duration_arg, value_name = "DURATION")]
+    pub idle: u64,
+    #[command(flatten)]
+    pub format: FormatArgs,
+}
+
+fn parse_duration_arg(s: &str) -> Result<u64, String> {
+    largo_workloads::spec::parse_duration(s).map_err(|e| e.to_string())
+}
+
 /// Configurations a recorded program is validated under.
-pub const PROGRAM_CONFIGS: [(&str, &str); 4] = [
+pub const PROGRAM_CONFIGS: &Suite = &[
     ("4K", ""),
     ("4K+16K+32K+64K", "--thp 16K,32K,64K"),
     ("4K+64K", "--thp 64K"),
@@ -74,7 +116,7 @@ pub enum SuiteArg {
 
 /// The workload suite: the 4K-page configurations of `largo run`'s
 /// default suite and PMD THP always / madvise (MADV_HUGEPAGE mappings).
-pub const SUITE_CONFIGS: [(&str, &str); 6] = [
+pub const SUITE_CONFIGS: &Suite = &[
     ("4K", ""),
     ("4K+16K", "--thp 16K"),
     ("4K+16K+32K", "--thp 16K,32K"),
@@ -96,7 +138,7 @@ pub const COST_WORKLOADS: [&str; 8] = [
     "munmap-partial:size=256M",
 ];
 
-pub const COST_CONFIGS: [(&str, &str); 2] = [("4K", ""), ("64K", "--thp 64K")];
+pub const COST_CONFIGS: &Suite = &[("4K", ""), ("64K", "--thp 64K")];
 
 pub const SUITE_WORKLOADS: [&str; 6] = [
     "page_fault1:iterations=1",
@@ -122,7 +164,11 @@ fn scenario_cases(s: &Scenario, configs: Option<&[NamedConfig]>) -> Result<Vec<C
         None => s
             .configs
             .iter()
-            .map(|(n, f)| Scenario::machine(f).map(|m| (n.clone(), m)).map_err(UsageError))
+            .map(|(n, f)| {
+                Scenario::machine(f)
+                    .map(|m| (n.clone(), m))
+                    .map_err(|e| UsageError(e.to_string()))
+            })
             .collect::<Result<_, _>>()?,
     };
     Ok(list
@@ -141,7 +187,7 @@ fn workload_cases(names: &[String], configs: &[NamedConfig], madvise_suite: bool
     for w in resolve_workloads(names)? {
         let Workload::Builtin { def, spec } = w else {
             bail!(
-                "{}: a trace is validated as a scenario file (a hand-written trace) or with --trace FILE -- CMD",
+                "{}: a trace is validated as a scenario file (a hand-written trace) or with `largo validate trace FILE -- CMD`",
                 w.describe()
             );
         };
@@ -164,60 +210,59 @@ fn workload_cases(names: &[String], configs: &[NamedConfig], madvise_suite: bool
 }
 
 fn cases(args: &ValidateArgs) -> Result<Vec<Case>> {
-    let sel = &args.sel;
-    let flags_given = !sel.cfg.configs.is_empty() || sel.cfg.machine.machine.is_some() || sel.cfg.policy.is_set();
-    let named = flags_given
-        .then(|| resolve_configs(&sel.cfg.configs, &sel.cfg.machine, &sel.cfg.policy))
-        .transpose()?;
+    let cfg = &args.sel.cfg;
+    let named = cfg.any_given().then(|| cfg.resolve_or(&[])).transpose()?;
+    let suite = || config::resolve(&config::suite(SUITE_CONFIGS), &cfg.machine, &cfg.policy);
     let mut out = Vec::new();
-    if sel.workloads.is_empty() {
+    if args.sel.workloads.is_empty() {
         if matches!(args.suite, SuiteArg::All | SuiteArg::Scenarios) {
             for s in scenario::builtin() {
                 out.extend(scenario_cases(&s, named.as_deref())?);
             }
         }
         if matches!(args.suite, SuiteArg::All | SuiteArg::Workloads) {
-            let specs: Vec<String> = SUITE_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-            let suite = resolve_configs(&specs, &sel.cfg.machine, &sel.cfg.policy)?;
             let names: Vec<String> = SUITE_WORKLOADS.iter().map(|s| s.to_string()).collect();
-            out.extend(workload_cases(
-                &names,
-                named.as_deref().unwrap_or(&suite),
-                named.is_none(),
-            )?);
+            let configs = match &named {
+                Some(n) => n.clone(),
+                None => suite()?,
+            };
+            out.extend(workload_cases(&names, &configs, named.is_none())?);
         }
         return Ok(out);
     }
-    for w in &sel.workloads {
+    for w in &args.sel.workloads {
         let path = std::path::Path::new(w);
         if path.is_file() {
             let text = std::fs::read_to_string(path)?;
-            let s =
-                Scenario::parse(&text, &path.file_stem().unwrap_or_default().to_string_lossy()).map_err(UsageError)?;
+            let s = Scenario::parse(&text, &path.file_stem().unwrap_or_default().to_string_lossy())
+                .map_err(|e| UsageError(e.to_string()))?;
             out.extend(scenario_cases(&s, named.as_deref())?);
         } else {
-            let specs: Vec<String> = SUITE_CONFIGS.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-            let suite = resolve_configs(&specs, &sel.cfg.machine, &sel.cfg.policy)?;
-            out.extend(workload_cases(
-                std::slice::from_ref(w),
-                named.as_deref().unwrap_or(&suite),
-                named.is_none(),
-            )?);
+            let configs = match &named {
+                Some(n) => n.clone(),
+                None => suite()?,
+            };
+            out.extend(workload_cases(std::slice::from_ref(w), &configs, named.is_none())?);
         }
     }
     Ok(out)
 }
 
-pub fn run(args: &ValidateArgs) -> Result<()> {
-    if args.sel.workloads == ["reporting"] {
+pub fn run(cmd: &ValidateCmd) -> Result<()> {
+    if let Some(ValidateSub::Reporting(args)) = &cmd.sub {
         return super::reporting::run(args);
     }
     if let Some(reason) = largo_host::unavailable_reason() {
         bail!("cannot validate against this host: {reason}");
     }
-    if let Some(trace) = &args.trace {
-        return super::program::run(args, trace);
+    match &cmd.sub {
+        Some(ValidateSub::Trace(args)) => super::program::run(args),
+        Some(ValidateSub::Reporting(_)) => unreachable!("handled above"),
+        None => run_suite(&cmd.suite),
     }
+}
+
+fn run_suite(args: &ValidateArgs) -> Result<()> {
     let cases = cases(args)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
@@ -225,7 +270,7 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         // The knobs are restored by the guard after the case in progress.
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = Out::stdout(args.sel.cfg.format);
     let mut disagreements = 0;
     for case in &cases {
         if interrupted.load(Ordering::SeqCst) {
@@ -236,25 +281,26 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
         if !v.agrees() {
             disagreements += 1;
         }
-        let text = if args.sel.cfg.json {
-            format!("{}\n", json(case, &v))
-        } else {
-            render(case, &v, args.all)
-        };
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
+        out.json(&json(case, &v))?;
+        out.line(summary(case, &v))?;
+        match out.format {
+            Format::Text if !v.agrees() || args.all => {
+                out.table(&diff_table(&v, args.all))?;
+                out.text(&details(&v))?;
+            }
+            Format::Csv => out.table(&csv_rows(case, &v))?,
+            _ => {}
+        }
+        out.flush()?;
     }
-    if !args.sel.cfg.json {
-        let _ = writeln!(
-            out,
-            "{} of {} cases agree exactly",
-            cases.len() - disagreements,
-            cases.len()
-        );
-    }
+    out.line(format!(
+        "{} of {} cases agree exactly",
+        cases.len() - disagreements,
+        cases.len()
+    ))?;
+    drop(out);
     let default_suite = args.sel.workloads.is_empty() && args.sel.cfg.configs.is_empty();
     if default_suite && args.suite != SuiteArg::Scenarios && !args.no_costs {
-        drop(out);
         super::costs::run(args, &interrupted)?;
     }
     if disagreements > 0 {
@@ -294,7 +340,8 @@ fn json(case: &Case, v: &Validation) -> serde_json::Value {
     })
 }
 
-fn render(case: &Case, v: &Validation, all: bool) -> String {
+/// The verdict line of a case.
+fn summary(case: &Case, v: &Validation) -> String {
     let nonzero: Vec<String> = v
         .nonzero()
         .map(|r| {
@@ -307,8 +354,8 @@ fn render(case: &Case, v: &Validation, all: bool) -> String {
         })
         .collect();
     let verdict = if v.agrees() { "agree" } else { "DIFFER" };
-    let mut s = format!(
-        "{verdict:6} {} under {}: {} counters{}, layout {}; {}\n",
+    format!(
+        "{verdict:6} {} under {}: {} counters{}, layout {}; {}",
         case.name,
         case.config,
         v.rows.len(),
@@ -323,40 +370,53 @@ fn render(case: &Case, v: &Validation, all: bool) -> String {
         } else {
             nonzero.join(", ")
         },
-    );
-    if !v.agrees() || all {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(["counter", "largo", "host", "diff"]);
-        let rows: Vec<_> = if all {
-            v.rows.iter().collect()
+    )
+}
+
+/// The compared counters side by side (every one with `all`, else those
+/// non-zero somewhere).
+fn diff_table(v: &Validation, all: bool) -> Grid {
+    let mut g = Grid::new(["counter", "largo", "host", "diff"]).right_from(1);
+    let rows: Vec<_> = if all {
+        v.rows.iter().collect()
+    } else {
+        v.nonzero().collect()
+    };
+    for r in rows {
+        let diff = if r.agrees() {
+            "=".to_string()
         } else {
-            v.nonzero().collect()
+            format!("{:+}", r.host - r.model)
         };
-        for r in rows {
-            let diff = if r.agrees() {
-                "=".to_string()
-            } else {
-                format!("{:+}", r.host - r.model)
-            };
-            t.add_row([r.counter.clone(), r.model.to_string(), r.host.to_string(), diff]);
-        }
-        for col in 1..=3 {
-            if let Some(c) = t.column_mut(col) {
-                c.set_cell_alignment(CellAlignment::Right);
-            }
-        }
-        s.push_str(&format!("{t}\n"));
-        s.push_str(&format!(
-            "  layout largo {:?}\n  layout host  {:?}\n",
-            v.model_layout, v.host_layout
-        ));
-        s.push_str(&format!(
-            "  faults: largo pgfault {}, host tasks minflt+majflt {}; host kernel time {:.1} ms\n",
-            v.model_pgfault,
-            v.host_faults,
-            v.host_stime_ns as f64 / 1e6
-        ));
+        g.row([r.counter.clone(), r.model.to_string(), r.host.to_string(), diff]);
     }
-    s
+    g
+}
+
+/// Layouts and faults of a case that differs.
+fn details(v: &Validation) -> String {
+    format!(
+        "  layout largo {:?}\n  layout host  {:?}\n  faults: largo pgfault {}, host tasks minflt+majflt {}; host kernel time {:.1} ms\n",
+        v.model_layout,
+        v.host_layout,
+        v.model_pgfault,
+        v.host_faults,
+        v.host_stime_ns as f64 / 1e6
+    )
+}
+
+/// Every compared counter of a case, for CSV.
+fn csv_rows(case: &Case, v: &Validation) -> Grid {
+    let mut g = Grid::new(["case", "config", "counter", "largo", "host", "agree"]);
+    for r in &v.rows {
+        g.row([
+            case.name.clone(),
+            case.config.clone(),
+            r.counter.clone(),
+            r.model.to_string(),
+            r.host.to_string(),
+            r.agrees().to_string(),
+        ]);
+    }
+    g
 }

@@ -7,7 +7,7 @@ use largo_physmem::BackingKind;
 use super::order::highest_order;
 use super::pgtable::{Pte, Slot};
 use super::stats::MthpStat;
-use super::types::{Access, MmId, Pid, VmError, VmFlags, VmaId};
+use super::types::{Access, MmId, Pid, SegvCode, VmError, VmFlags, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE};
@@ -71,11 +71,11 @@ impl Vm {
             .vma_at(addr, &self.vmas)
             .or_else(|| self.expand_stack(mm, addr))
         else {
-            return Ok(Access::Segv);
+            return Ok(Access::Segv(SegvCode::MapErr));
         };
         let flags = self.vmas[vma].flags;
         if (write && !flags.contains(VmFlags::WRITE)) || !flags.accessible() {
-            return Ok(Access::Segv);
+            return Ok(Access::Segv(SegvCode::AccErr));
         }
         if !self.vmas[vma].is_anonymous() {
             return Ok(Access::NotModelled);

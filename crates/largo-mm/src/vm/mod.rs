@@ -59,7 +59,7 @@ pub use maps::MapEntry;
 pub use mmap::MremapFlags;
 pub use reclaim::OomKill;
 pub use thpmaps::ThpMaps;
-pub use types::{Access, Advice, MapFlags, Prot, ThpDisable, VmError};
+pub use types::{Access, Advice, MapFlags, Prot, SegvCode, ThpDisable, VmError};
 
 /// `GFP_PGTABLE_USER`.
 const GFP_PGTABLE_USER: Gfp = GFP_KERNEL.union(Gfp::ZERO).union(Gfp::ACCOUNT);

@@ -146,6 +146,28 @@ impl VmaBacking {
     }
 }
 
+/// The `si_code` of a SIGSEGV (`bad_area` / `bad_area_access_error` in
+/// arch/x86/mm/fault.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum SegvCode {
+    /// `SEGV_MAPERR`: no mapping at the address.
+    #[serde(rename = "SEGV_MAPERR")]
+    MapErr,
+    /// `SEGV_ACCERR`: a mapping that does not permit the access.
+    #[serde(rename = "SEGV_ACCERR")]
+    AccErr,
+}
+
+impl SegvCode {
+    /// What the code means, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SegvCode::MapErr => "SEGV_MAPERR, no mapping there",
+            SegvCode::AccErr => "SEGV_ACCERR, the mapping does not permit it",
+        }
+    }
+}
+
 /// How a memory access ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -153,8 +175,8 @@ pub enum Access {
     Hit,
     /// A page fault was handled.
     Faulted,
-    /// No VMA or no permission: the task would get SIGSEGV.
-    Segv,
+    /// The task would get SIGSEGV, with this `si_code`.
+    Segv(SegvCode),
     /// A permitted access to memory the model does not hold (a file,
     /// shmem or special mapping): no fault is modelled.
     NotModelled,

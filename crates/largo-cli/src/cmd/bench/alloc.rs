@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use buddy_system_allocator::FrameAllocator;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use largo_mm::gfp::GFP_HIGHUSER_MOVABLE;
 use largo_mm::{Folio, Machine, MachineConfig};
 
 use super::stream::{self, FrameSource};
 use crate::args::{MachineArgs, PolicyArgs};
+use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(clap::Args, Debug)]
 pub struct AllocBenchArgs {
@@ -29,9 +29,8 @@ pub struct AllocBenchArgs {
     /// Seed of the op stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print one JSON object instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
     #[command(flatten)]
     pub machine: MachineArgs,
 }
@@ -158,48 +157,44 @@ pub fn run(args: &AllocBenchArgs) -> Result<()> {
     let largo_ns = median(largo.iter().map(|s| s.ns_per_op).collect());
     let bsa_ns = median(bsa.iter().map(|s| s.ns_per_op).collect());
     let ratio = bsa_ns / largo_ns;
-    if args.json {
-        let obj = serde_json::json!({
-            "bench": "alloc",
-            "ops": args.ops,
-            "largo_ns_per_op": round2(largo_ns),
-            "buddy_system_allocator_ns_per_op": round2(bsa_ns),
-            "ratio": round2(ratio),
-            "pcp_order0_alloc_free_ns": round2(pcp_ns),
-            "runs": args.runs,
-            "largo_failures": largo[0].failures,
-            "buddy_system_allocator_failures": bsa[0].failures,
-            "machine": probe.describe(),
-        });
-        println!("{obj}");
-        return Ok(());
-    }
-    println!(
+    let mut out = Out::stdout(args.format);
+    out.json(&serde_json::json!({
+        "bench": "alloc",
+        "ops": args.ops,
+        "largo_ns_per_op": round2(largo_ns),
+        "buddy_system_allocator_ns_per_op": round2(bsa_ns),
+        "ratio": round2(ratio),
+        "pcp_order0_alloc_free_ns": round2(pcp_ns),
+        "runs": args.runs,
+        "largo_failures": largo[0].failures,
+        "buddy_system_allocator_failures": bsa[0].failures,
+        "machine": probe.describe(),
+    }))?;
+    out.line(format!(
         "bench alloc: {} ops (seed {}), median of {} runs, on {}",
         args.ops,
         args.seed,
         args.runs,
         probe.describe()
-    );
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["allocator", "ns/op", "failed allocs"]);
-    t.add_row([
-        "largo".to_string(),
-        format!("{largo_ns:.1}"),
-        largo[0].failures.to_string(),
+    ))?;
+    let mut t = Grid::new(["allocator", "ns/op", "failed allocs"]).right_from(1);
+    t.row([
+        Cell::text("largo"),
+        Cell::num(largo_ns, 1),
+        Cell::int(largo[0].failures),
     ]);
-    t.add_row([
-        "buddy_system_allocator::FrameAllocator".to_string(),
-        format!("{bsa_ns:.1}"),
-        bsa[0].failures.to_string(),
+    t.row([
+        Cell::text("buddy_system_allocator::FrameAllocator"),
+        Cell::num(bsa_ns, 1),
+        Cell::int(bsa[0].failures),
     ]);
-    println!("{t}");
-    println!("ratio (buddy_system_allocator / largo): {ratio:.2}x");
-    println!(
+    out.table(&t)?;
+    out.line(format!("ratio (buddy_system_allocator / largo): {ratio:.2}x"))?;
+    out.line(format!(
         "pcp order-0 alloc+free: {pcp_ns:.1} ns per pair ({} pairs)",
         args.pcp_iters
-    );
+    ))?;
+    out.flush()?;
     Ok(())
 }
 
@@ -208,7 +203,7 @@ fn round2(x: f64) -> f64 {
 }
 
 fn progress(args: &AllocBenchArgs, len: u64) -> ProgressBar {
-    if args.json {
+    if !args.format.is_text() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());

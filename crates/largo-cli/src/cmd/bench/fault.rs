@@ -5,7 +5,6 @@
 
 use std::time::Instant;
 
-use crate::cmd::table::{align_right, new_table};
 use anyhow::{Context, Result};
 use clap::Args;
 use largo_host::knobs::KnobGuard;
@@ -15,7 +14,8 @@ use largo_mm::{Machine, MachineConfig};
 use largo_types::parse_size;
 use largo_workloads::{builtin, RunOptions};
 
-use crate::args::{parse_thp, UsageError};
+use crate::args::UsageError;
+use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(Args, Debug)]
 pub struct FaultBenchArgs {
@@ -28,9 +28,8 @@ pub struct FaultBenchArgs {
     /// Runs of each side; the median is reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
-    /// Print one JSON object per size instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 struct Row {
@@ -47,7 +46,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn config_for(size: &str) -> Result<MachineConfig, UsageError> {
     let bytes = parse_size(size).map_err(|e| UsageError(e.to_string()))?;
-    let knobs = if bytes <= 4096 { Vec::new() } else { parse_thp(size)? };
+    let knobs = if bytes <= 4096 {
+        Vec::new()
+    } else {
+        largo_workloads::policy::thp_knobs(size).map_err(|e| UsageError(e.to_string()))?
+    };
     Ok(MachineConfig {
         knobs,
         ..MachineConfig::default()
@@ -87,7 +90,7 @@ pub fn run(args: &FaultBenchArgs) -> Result<()> {
             host_s,
         });
     }
-    print(&rows, args, host_reason.as_deref());
+    print(&rows, args, host_reason.as_deref())?;
     Ok(())
 }
 
@@ -109,46 +112,45 @@ fn host_time(knobs: &[(String, String)], resolved: &[Vec<largo_workloads::op::Re
     Ok(median(times))
 }
 
-fn print(rows: &[Row], args: &FaultBenchArgs, host_reason: Option<&str>) {
-    if args.json {
-        for r in rows {
-            let host = r.host_s.map(|s| r.pages as f64 / s);
-            let obj = serde_json::json!({
-                "bench": "fault",
-                "size": r.size,
-                "pages": r.pages,
-                "largo_pages_per_s": (r.pages as f64 / r.largo_s).round(),
-                "host_pages_per_s": host.map(f64::round),
-                "ratio": host.map(|h| (r.pages as f64 / r.largo_s / h * 100.0).round() / 100.0),
-                "runs": args.runs,
-            });
-            println!("{obj}");
-        }
-        return;
-    }
-    let mut t = new_table([
+fn print(rows: &[Row], args: &FaultBenchArgs, host_reason: Option<&str>) -> std::io::Result<()> {
+    let mut out = Out::stdout(args.format);
+    let mut t = Grid::new([
         "folio size",
         "largo (sim) pages/s",
         "host kernel pages/s",
         "largo / host",
-    ]);
+    ])
+    .right_from(1);
     for r in rows {
         let largo = r.pages as f64 / r.largo_s;
         let host = r.host_s.map(|s| r.pages as f64 / s);
-        t.add_row([
-            r.size.clone(),
-            format!("{:.2}M", largo / 1e6),
-            host.map_or("-".into(), |h| format!("{:.2}M", h / 1e6)),
-            host.map_or("-".into(), |h| format!("{:.1}x", largo / h)),
+        out.json(&serde_json::json!({
+            "bench": "fault",
+            "size": r.size,
+            "pages": r.pages,
+            "largo_pages_per_s": largo.round(),
+            "host_pages_per_s": host.map(f64::round),
+            "ratio": host.map(|h| (largo / h * 100.0).round() / 100.0),
+            "runs": args.runs,
+        }))?;
+        t.row([
+            Cell::text(r.size.clone()),
+            Cell::new(format!("{:.2}M", largo / 1e6), format!("{}", largo.round())),
+            host.map_or(Cell::text(""), |h| {
+                Cell::new(format!("{:.2}M", h / 1e6), format!("{}", h.round()))
+            }),
+            host.map_or(Cell::text(""), |h| {
+                Cell::new(format!("{:.1}x", largo / h), format!("{}", largo / h))
+            }),
         ]);
     }
-    align_right(&mut t, 1..=3);
-    println!("{t}");
-    println!(
+    out.table(&t)?;
+    out.line(format!(
         "page_fault1: {} x 128 MiB, one write per 4 KiB page, munmap; wall time, median of {} runs (host runs after a warm-up run)",
         args.iterations, args.runs
-    );
+    ))?;
     if let Some(reason) = host_reason {
-        println!("host side not measured: {reason}");
+        out.line(format!("host side not measured: {reason}"))?;
     }
+    out.flush()
 }

@@ -12,6 +12,8 @@
 //! real machine. Each step is one second of simulated time (`t_s`), in
 //! which kcompactd's timer may compact proactively.
 
+use std::io::IsTerminal;
+
 use anyhow::Result;
 use clap::Args;
 use largo_mm::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_KERNEL};
@@ -23,7 +25,8 @@ use largo_types::GeometryOverrides;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cmd::table::{align_right, cell, new_table};
+use crate::cmd::table::cell;
+use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(Args, Debug)]
 pub struct GiganticBenchArgs {
@@ -35,9 +38,8 @@ pub struct GiganticBenchArgs {
     pub steps: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// One JSON object per sample instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 /// One way of getting large blocks.
@@ -241,50 +243,41 @@ fn probe(m: &mut Machine, order: u32, attempts: u32) -> Result<f64> {
 /// The seed's page-fault comparison: the same workloads on fresh machines
 /// at MAX_PAGE_ORDER 10 and 19 (2 GiB sections): estimated kernel time and
 /// buddy levels walked (deeper splits and merges with larger blocks).
-fn fault_comparison(args: &GiganticBenchArgs) -> Result<()> {
+fn fault_comparison(args: &GiganticBenchArgs, out: &mut Out) -> Result<()> {
     let profile = largo_workloads::cost::Profile::default_profile();
     let variants = [&VARIANTS[0], &VARIANTS[3]];
     let workloads = ["page_fault1:size=1G,iterations=2", "anon-w-seq:size=4G"];
-    let mut rows = Vec::new();
+    let mut t = Grid::new(["workload", "variant", "kernel_ms (est.)", "buddy levels walked"]).right_from(2);
     for w in workloads {
-        let (def, spec) = largo_workloads::builtin::parse(w).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (def, spec) = largo_workloads::builtin::parse(w)?;
         let mut base = None;
         for v in variants {
             let mut m = machine(v, args.mem)?;
-            let out = largo_workloads::run(&mut m, def, &spec, &Default::default(), &mut |_, _| {})?;
-            let est = profile.estimate(&out.counters);
+            let run = largo_workloads::run(&mut m, def, &spec, &Default::default(), &mut |_, _| {})?;
+            let est = profile.estimate(&run.counters);
             let levels = est.terms["buddy_level"].count;
             let ns = est.kernel_ns;
             let is_base = base.is_none();
             let (b_ns, b_levels) = *base.get_or_insert((ns, levels));
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"experiment": "gigantic-faults", "variant": v.name, "workload": w,
-                        "kernel_ns": ns, "buddy_levels": levels})
-                );
-            }
-            rows.push(vec![
-                w.to_string(),
-                v.name.to_string(),
-                cell(ns / 1e6, b_ns / 1e6, 3, is_base),
-                cell(levels as f64, b_levels as f64, 0, is_base),
+            out.json(
+                &serde_json::json!({"experiment": "gigantic-faults", "variant": v.name, "workload": w,
+                "kernel_ns": ns, "buddy_levels": levels}),
+            )?;
+            t.row([
+                Cell::text(w),
+                Cell::text(v.name),
+                Cell::new(cell(ns / 1e6, b_ns / 1e6, 3, is_base), format!("{}", ns / 1e6)),
+                Cell::new(cell(levels as f64, b_levels as f64, 0, is_base), levels.to_string()),
             ]);
         }
     }
-    if !args.json {
-        let mut t = new_table(["workload", "variant", "kernel ms (est.)", "buddy levels walked"]);
-        for r in rows {
-            t.add_row(r);
-        }
-        align_right(&mut t, 2..=3);
-        println!(
-            "page faults on a fresh {} machine, MAX_PAGE_ORDER 10 vs 19 (cost profile '{}')",
-            largo_types::format_size(args.mem),
-            profile.name
-        );
-        println!("{t}");
-    }
+    out.line(format!(
+        "page faults on a fresh {} machine, MAX_PAGE_ORDER 10 vs 19 (cost profile '{}')",
+        largo_types::format_size(args.mem),
+        profile.name
+    ))?;
+    out.table(&t)?;
+    out.flush()?;
     Ok(())
 }
 
@@ -299,6 +292,7 @@ struct Sample {
 }
 
 pub fn run(args: &GiganticBenchArgs) -> Result<()> {
+    let mut out = Out::stdout(args.format);
     let mut samples: Vec<Sample> = Vec::new();
     for v in &VARIANTS {
         let mut m = machine(v, args.mem)?;
@@ -317,14 +311,13 @@ pub fn run(args: &GiganticBenchArgs) -> Result<()> {
             }
             let migrated = ev(&m, VmEvent::PgmigrateSuccess) - migrated0;
             let stalls = ev(&m, VmEvent::CompactStall) - stalls0;
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"experiment": "gigantic", "variant": v.name, "t_s": t,
-                        "success_2m": rates[0], "success_32m": rates[1], "success_1g": rates[2],
-                        "pages_migrated": migrated, "compact_stall": stalls})
-                );
-            } else {
+            out.json(
+                &serde_json::json!({"experiment": "gigantic", "variant": v.name, "t_s": t,
+                "success_2m": rates[0], "success_32m": rates[1], "success_1g": rates[2],
+                "pages_migrated": migrated, "compact_stall": stalls}),
+            )?;
+            out.flush()?;
+            if args.format.is_text() && std::io::stderr().is_terminal() {
                 eprint!("\r{} t={t}/{}", v.name, args.steps);
             }
             samples.push(Sample {
@@ -337,29 +330,32 @@ pub fn run(args: &GiganticBenchArgs) -> Result<()> {
         }
         m.check()?;
     }
-    if !args.json {
+    if args.format.is_text() && std::io::stderr().is_terminal() {
         eprintln!();
-        print_table(&samples, args);
     }
-    fault_comparison(args)
-}
-
-fn print_table(samples: &[Sample], args: &GiganticBenchArgs) {
-    let mut t = new_table(["variant", "t_s", "2M", "32M", "1G", "pages migrated", "compact_stall"]);
-    for s in samples {
-        let mut row = vec![s.variant.to_string(), s.t_s.to_string()];
-        row.extend(s.rates.iter().map(|x| format!("{:.0}%", x * 100.0)));
-        row.extend([s.migrated.to_string(), s.stalls.to_string()]);
-        t.add_row(row);
-    }
-    align_right(&mut t, 1..=6);
-    println!(
+    out.line(format!(
         "allocation success after aging a {} sim machine (90% anon mapped in 64K folios, 4% unmovable kernel pages; per step 20% of regions and kernel pages replaced and 10% of the rest punched out in 64K holes; seed {}); probes: 2M x{}, 32M x{}, 1G x{}",
         largo_types::format_size(args.mem),
         args.seed,
         PROBES[0].1,
         PROBES[1].1,
         PROBES[2].1
-    );
-    println!("{t}");
+    ))?;
+    out.table(&samples_table(&samples))?;
+    fault_comparison(args, &mut out)
+}
+
+fn samples_table(samples: &[Sample]) -> Grid {
+    let mut t = Grid::new(["variant", "t_s", "2M", "32M", "1G", "pages migrated", "compact_stall"]).right_from(1);
+    for s in samples {
+        let mut row = vec![Cell::text(s.variant), Cell::int(s.t_s as u64)];
+        row.extend(
+            s.rates
+                .iter()
+                .map(|x| Cell::new(format!("{:.0}%", x * 100.0), format!("{x}"))),
+        );
+        row.extend([Cell::int(s.migrated), Cell::int(s.stalls)]);
+        t.row(row);
+    }
+    t
 }

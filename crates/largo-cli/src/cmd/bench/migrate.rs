@@ -19,7 +19,7 @@ use largo_physmem::copy::{memcpy_gbps, CopyPolicy, MtCopy, Vanilla};
 use largo_physmem::BackingKind;
 use largo_types::GeometryOverrides;
 
-use crate::cmd::table::{align_right, new_table};
+use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(Args, Debug)]
 pub struct MigrateBenchArgs {
@@ -32,9 +32,8 @@ pub struct MigrateBenchArgs {
     /// Small rows only (a quick look; the tests use it).
     #[arg(long)]
     pub quick: bool,
-    /// One JSON object per cell instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
     /// Only the rows of these folio sizes (4K, 64K, 2M; repeatable).
     #[arg(long = "folio", value_parser = crate::args::parse_size_arg, value_name = "SIZE")]
     pub folios: Vec<u64>,
@@ -177,7 +176,7 @@ pub fn run(args: &MigrateBenchArgs) -> Result<()> {
     let memcpy: Vec<(String, f64)> = (1..=cpus)
         .map(|t| (format!("memcpy_{t}"), memcpy_gbps(256 << 20, t, args.runs as usize + 2)))
         .collect();
-    print(&cells, &memcpy, &columns, args);
+    print(&cells, &memcpy, &columns, args)?;
     Ok(())
 }
 
@@ -186,52 +185,48 @@ fn print(
     memcpy: &[(String, f64)],
     columns: &[(String, Box<dyn CopyPolicy>)],
     args: &MigrateBenchArgs,
-) {
-    if args.json {
-        for (kib, nr, col, gbps) in cells {
-            println!(
-                "{}",
-                serde_json::json!({"bench": "migrate", "folio_kib": kib, "nr_folios": nr, "column": col, "gbps": gbps, "busy": args.busy})
-            );
-        }
-        for (col, gbps) in memcpy {
-            println!(
-                "{}",
-                serde_json::json!({"bench": "migrate", "folio_kib": null, "nr_folios": null, "column": col, "gbps": gbps, "busy": args.busy})
-            );
-        }
-        return;
+) -> std::io::Result<()> {
+    let mut out = Out::stdout(args.format);
+    for (kib, nr, col, gbps) in cells {
+        out.json(
+            &serde_json::json!({"bench": "migrate", "folio_kib": kib, "nr_folios": nr, "column": col, "gbps": gbps, "busy": args.busy}),
+        )?;
+    }
+    for (col, gbps) in memcpy {
+        out.json(
+            &serde_json::json!({"bench": "migrate", "folio_kib": null, "nr_folios": null, "column": col, "gbps": gbps, "busy": args.busy}),
+        )?;
     }
     let mut header = vec!["folio".to_string(), "folios".to_string()];
     header.extend(columns.iter().map(|c| c.0.clone()));
     header.push("best / memcpy".into());
-    let mut t = new_table(header);
+    let mut t = Grid::new(header).right_from(1);
     let best_memcpy = memcpy.iter().map(|m| m.1).fold(0.0, f64::max);
     let mut rows: Vec<(u64, u64)> = cells.iter().map(|c| (c.0, c.1)).collect();
     rows.dedup();
     for (kib, nr) in rows {
         let row: Vec<f64> = cells.iter().filter(|c| c.0 == kib && c.1 == nr).map(|c| c.3).collect();
         let best = row.iter().copied().fold(0.0, f64::max);
-        let mut r = vec![
-            if kib >= 1024 {
-                format!("{}M", kib >> 10)
-            } else {
-                format!("{kib}K")
-            },
-            nr.to_string(),
-        ];
-        r.extend(row.iter().map(|g| format!("{g:.2}")));
-        r.push(format!("{:.0}%", best / best_memcpy * 100.0));
-        t.add_row(r);
+        let label = if kib >= 1024 {
+            format!("{}M", kib >> 10)
+        } else {
+            format!("{kib}K")
+        };
+        let mut r = vec![Cell::new(label, format!("{}", kib << 10)), Cell::int(nr)];
+        r.extend(row.iter().map(|&g| Cell::num(g, 2)));
+        r.push(Cell::new(
+            format!("{:.0}%", best / best_memcpy * 100.0),
+            format!("{}", best / best_memcpy),
+        ));
+        t.row(r);
     }
-    let n = columns.len() + 2;
-    align_right(&mut t, 1..=n);
-    println!(
+    out.line(format!(
         "move_pages of N folios from node 0 to node 1 on a ram machine (its frames backed by host memory beforehand), GB/s of folio data per second of wall time, median of {} runs{}",
         args.runs,
         if args.busy { ", every CPU busy with a spinning thread" } else { "" }
-    );
-    println!("{t}");
+    ))?;
+    out.table(&t)?;
     let limits: Vec<String> = memcpy.iter().map(|(c, g)| format!("{c} {g:.2}")).collect();
-    println!("host memcpy limit (GB/s, 256 MiB): {}", limits.join(", "));
+    out.line(format!("host memcpy limit (GB/s, 256 MiB): {}", limits.join(", ")))?;
+    out.flush()
 }

@@ -10,9 +10,10 @@ use largo_mm::Machine;
 use largo_workloads::replay::{replay, ReplayOptions};
 use largo_workloads::Workload;
 
-use super::super::run::resolve_configs;
-use super::super::table::{align_right, new_table};
 use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::cmd::run::parse_workload;
+use crate::config;
+use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(Args, Debug)]
 pub struct ReplayBenchArgs {
@@ -26,9 +27,8 @@ pub struct ReplayBenchArgs {
     /// Replays of each trace; the median is reported.
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
-    /// Print one JSON object per trace instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 struct Row {
@@ -53,12 +53,12 @@ pub fn run(args: &ReplayBenchArgs) -> Result<()> {
     } else {
         args.traces.clone()
     };
-    let configs = resolve_configs(&[], &args.machine, &args.policy)?;
+    let configs = config::resolve_or(&[], &args.machine, &args.policy, config::DEFAULT_SUITE)?;
     // Without flags the default suite's first configuration (4K pages).
     let config = configs[0].config.clone();
     let mut rows = Vec::new();
     for name in &names {
-        let Workload::Trace { trace, .. } = Workload::parse(name).map_err(UsageError)? else {
+        let Workload::Trace { trace, .. } = parse_workload(name)? else {
             return Err(UsageError(format!("{name}: not a trace file or recorded program")).into());
         };
         let mut binary = Vec::new();
@@ -87,51 +87,51 @@ pub fn run(args: &ReplayBenchArgs) -> Result<()> {
             decode_s: median(decodes),
         });
     }
-    print(&rows, args);
+    print(&rows, args)?;
     Ok(())
 }
 
-fn print(rows: &[Row], args: &ReplayBenchArgs) {
-    if args.json {
-        for r in rows {
-            let obj = serde_json::json!({
-                "bench": "replay",
-                "trace": r.name,
-                "events": r.events,
-                "page_faults": r.faults,
-                "replay_events_per_s": (r.events as f64 / r.replay_s).round(),
-                "decode_events_per_s": (r.events as f64 / r.decode_s).round(),
-                "runs": args.runs,
-            });
-            println!("{obj}");
-        }
-        return;
-    }
-    let mut t = new_table([
+fn print(rows: &[Row], args: &ReplayBenchArgs) -> std::io::Result<()> {
+    let mut out = Out::stdout(args.format);
+    let mut t = Grid::new([
         "trace",
         "events",
         "modelled page faults",
         "replay events/s",
         "decode events/s",
         "replay / decode time",
-    ]);
+    ])
+    .right_from(1);
     for r in rows {
-        t.add_row([
-            r.name.clone(),
-            r.events.to_string(),
-            r.faults.to_string(),
-            format!("{:.1}M", r.events as f64 / r.replay_s / 1e6),
-            format!("{:.1}M", r.events as f64 / r.decode_s / 1e6),
-            format!("{:.2}x", r.replay_s / r.decode_s),
+        let (replay, decode) = (r.events as f64 / r.replay_s, r.events as f64 / r.decode_s);
+        out.json(&serde_json::json!({
+            "bench": "replay",
+            "trace": r.name,
+            "events": r.events,
+            "page_faults": r.faults,
+            "replay_events_per_s": replay.round(),
+            "decode_events_per_s": decode.round(),
+            "runs": args.runs,
+        }))?;
+        t.row([
+            Cell::text(r.name.clone()),
+            Cell::int(r.events as u64),
+            Cell::int(r.faults),
+            Cell::new(format!("{:.1}M", replay / 1e6), format!("{}", replay.round())),
+            Cell::new(format!("{:.1}M", decode / 1e6), format!("{}", decode.round())),
+            Cell::new(
+                format!("{:.2}x", r.replay_s / r.decode_s),
+                format!("{}", r.replay_s / r.decode_s),
+            ),
         ]);
     }
-    align_right(&mut t, 1..=5);
     let total_events: usize = rows.iter().map(|r| r.events).sum();
     let total_s: f64 = rows.iter().map(|r| r.replay_s).sum();
-    println!("{t}");
-    println!(
+    out.table(&t)?;
+    out.line(format!(
         "all traces: {:.1}M events/s replayed on sim (median of {} runs each; decode = the binary encoding parsed from memory, machine boot and memmap first touch not timed)",
         total_events as f64 / total_s / 1e6,
         args.runs
-    );
+    ))?;
+    out.flush()
 }
