@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
+use largo_physmem::native::FileSnapshot;
+
 const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
 
 /// The host's counters at one moment.
@@ -91,16 +93,15 @@ impl HostCounters {
     }
 }
 
-/// A capture of the counter files that allocates nothing: the file list
-/// and a byte buffer are prepared (and touched) beforehand, so a forked
-/// process can read the counters without faulting in new heap memory that
-/// the counters themselves would then count.
+/// A capture of the counter files that allocates nothing (a
+/// [`FileSnapshot`] of /proc/vmstat and every per-size stat file), so a
+/// process can read the counters right before a fork, and a forked child
+/// right after its work, without faulting in new heap memory that the
+/// counters themselves would then count.
 pub struct RawCapture {
-    /// (path, key): key is `vmstat` or `SIZE STAT`.
-    files: Vec<(std::path::PathBuf, String)>,
-    buf: Vec<u8>,
-    /// (start, end) of each file's bytes in `buf`.
-    spans: Vec<(usize, usize)>,
+    /// `vmstat` or `SIZE STAT` of each file of the snapshot.
+    keys: Vec<String>,
+    pub snapshot: FileSnapshot,
 }
 
 const CAPTURE_BYTES: usize = 1 << 20;
@@ -122,38 +123,28 @@ impl RawCapture {
                 }
             }
         }
-        let n = files.len();
+        let (paths, keys) = files.into_iter().unzip();
         RawCapture {
-            files,
-            buf: vec![1u8; CAPTURE_BYTES],
-            spans: Vec::with_capacity(n),
+            keys,
+            snapshot: FileSnapshot::new(paths, CAPTURE_BYTES),
         }
     }
 
     /// Reads every file into the buffer (no allocation).
     pub fn capture(&mut self) {
-        use std::io::Read;
-        self.spans.clear();
-        let mut at = 0;
-        for (path, _) in &self.files {
-            let start = at;
-            if let Ok(mut f) = fs::File::open(path) {
-                while at < self.buf.len() {
-                    match f.read(&mut self.buf[at..]) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => at += n,
-                    }
-                }
-            }
-            self.spans.push((start, at));
-        }
+        self.snapshot.capture();
     }
 
     /// Parses the last capture.
     pub fn counters(&self) -> HostCounters {
+        self.parse(self.snapshot.contents())
+    }
+
+    /// Parses what a child's capture of these files wrote.
+    pub fn parse<B: AsRef<[u8]>>(&self, contents: impl IntoIterator<Item = B>) -> HostCounters {
         let mut c = HostCounters::default();
-        for ((_, key), &(s, e)) in self.files.iter().zip(&self.spans) {
-            let text = String::from_utf8_lossy(&self.buf[s..e]);
+        for (key, bytes) in self.keys.iter().zip(contents) {
+            let text = String::from_utf8_lossy(bytes.as_ref());
             if key == "vmstat" {
                 c.vmstat = parse_vmstat(&text);
             } else if let Some((size, stat)) = key.split_once(' ') {

@@ -1,9 +1,10 @@
 //! The folio layout of a process's anonymous memory, as tools/mm/thpmaps
 //! reads it: pages in fully mapped large folios by order, naturally
 //! aligned or not, pages of large folios mapped only in part, and
-//! PMD-mapped pages. On the host it comes from /proc/self/pagemap (pfns,
-//! needs root), /proc/kpageflags (head/tail/anon/THP bits) and
-//! /proc/self/smaps (AnonHugePages); on the model from its page tables.
+//! PMD-mapped pages. On the host it comes from /proc/PID/pagemap (pfns,
+//! needs root) of a stopped child, /proc/kpageflags (head/tail/anon/THP
+//! bits) and /proc/PID/smaps (AnonHugePages); on the model from its page
+//! tables.
 //! Other processes cannot disturb it, unlike the global counters.
 
 use std::collections::BTreeMap;
@@ -54,57 +55,35 @@ impl FolioLayout {
             partial_pages: t.partial_pages,
         }
     }
+}
 
-    /// One `key value` per line (how a forked child hands it back).
-    pub fn to_text(&self) -> String {
-        let mut s = format!(
-            "anon {}\npmd {}\npartial {}\n",
-            self.anon_pages, self.pmd_pages, self.partial_pages
-        );
-        for (o, n) in &self.aligned {
-            s.push_str(&format!("aligned {o} {n}\n"));
-        }
-        for (o, n) in &self.unaligned {
-            s.push_str(&format!("unaligned {o} {n}\n"));
-        }
-        s
-    }
+/// Why a layout could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    #[error("{path}: {source} (reading another process's pagemap needs root)")]
+    Read { path: String, source: std::io::Error },
+}
 
-    pub fn from_text(text: &str) -> Result<FolioLayout, String> {
-        let mut l = FolioLayout::default();
-        for line in text.lines() {
-            let t: Vec<&str> = line.split_whitespace().collect();
-            let num = |s: &str| s.parse::<u64>().map_err(|_| format!("bad layout line '{line}'"));
-            match t.as_slice() {
-                ["vmstat", ..] | ["mthp", ..] => {}
-                ["anon", n] => l.anon_pages = num(n)?,
-                ["pmd", n] => l.pmd_pages = num(n)?,
-                ["partial", n] => l.partial_pages = num(n)?,
-                ["aligned", o, n] => {
-                    l.aligned.insert(num(o)? as u32, num(n)?);
-                }
-                ["unaligned", o, n] => {
-                    l.unaligned.insert(num(o)? as u32, num(n)?);
-                }
-                _ => return Err(format!("bad layout line '{line}'")),
-            }
-        }
-        Ok(l)
+fn read_err(path: &str) -> impl FnOnce(std::io::Error) -> LayoutError + '_ {
+    move |source| LayoutError::Read {
+        path: path.to_string(),
+        source,
     }
 }
 
-fn read_u64s(f: &File, index: u64, n: u64) -> Result<Vec<u64>, String> {
+fn read_u64s(f: &File, path: &str, index: u64, n: u64) -> Result<Vec<u64>, LayoutError> {
     let mut buf = vec![0u8; (n * 8) as usize];
-    f.read_exact_at(&mut buf, index * 8).map_err(|e| e.to_string())?;
+    f.read_exact_at(&mut buf, index * 8).map_err(read_err(path))?;
     Ok(buf
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect())
 }
 
-/// AnonHugePages of the VMAs of this process inside `ranges`, in pages.
-fn smaps_pmd_pages(ranges: &[(u64, u64)]) -> Result<u64, String> {
-    let text = std::fs::read_to_string("/proc/self/smaps").map_err(|e| e.to_string())?;
+/// AnonHugePages of the VMAs of process `pid` inside `ranges`, in pages.
+fn smaps_pmd_pages(pid: u32, ranges: &[(u64, u64)]) -> Result<u64, LayoutError> {
+    let path = format!("/proc/{pid}/smaps");
+    let text = std::fs::read_to_string(&path).map_err(read_err(&path))?;
     let mut inside = false;
     let mut kb = 0;
     for line in text.lines() {
@@ -124,9 +103,10 @@ fn smaps_pmd_pages(ranges: &[(u64, u64)]) -> Result<u64, String> {
     Ok(kb / 4)
 }
 
-/// This process's accessible VMAs inside `[lo, hi)` (/proc/self/maps).
-fn vmas_within(lo: u64, hi: u64) -> Result<Vec<(u64, u64)>, String> {
-    let text = std::fs::read_to_string("/proc/self/maps").map_err(|e| e.to_string())?;
+/// The accessible VMAs of process `pid` inside `[lo, hi)` (/proc/PID/maps).
+fn vmas_within(pid: u32, lo: u64, hi: u64) -> Result<Vec<(u64, u64)>, LayoutError> {
+    let path = format!("/proc/{pid}/maps");
+    let text = std::fs::read_to_string(&path).map_err(read_err(&path))?;
     let mut out = Vec::new();
     for line in text.lines() {
         let mut t = line.split_whitespace();
@@ -144,19 +124,21 @@ fn vmas_within(lo: u64, hi: u64) -> Result<Vec<(u64, u64)>, String> {
     Ok(out)
 }
 
-/// This process's layout over its VMAs inside `[lo, hi)` (a window),
-/// per VMA as thpmaps does.
-pub fn host_layout(lo: u64, hi: u64) -> Result<FolioLayout, String> {
-    let ranges = vmas_within(lo, hi)?;
+/// The layout of process `pid` (a stopped child) over its VMAs inside
+/// `[lo, hi)` (a window), per VMA as thpmaps does.
+pub fn host_layout(pid: u32, lo: u64, hi: u64) -> Result<FolioLayout, LayoutError> {
+    let ranges = vmas_within(pid, lo, hi)?;
     let ranges = ranges.as_slice();
-    let pagemap = File::open("/proc/self/pagemap").map_err(|e| format!("/proc/self/pagemap: {e}"))?;
-    let kflags = File::open("/proc/kpageflags").map_err(|e| format!("/proc/kpageflags: {e}"))?;
-    let flags_of = |pfn: u64| read_u64s(&kflags, pfn, 1).map(|v| v[0]);
+    let pagemap_path = format!("/proc/{pid}/pagemap");
+    let pagemap = File::open(&pagemap_path).map_err(read_err(&pagemap_path))?;
+    let kflags_path = "/proc/kpageflags";
+    let kflags = File::open(kflags_path).map_err(read_err(kflags_path))?;
+    let flags_of = |pfn: u64| read_u64s(&kflags, kflags_path, pfn, 1).map(|v| v[0]);
     let mut l = FolioLayout::default();
     for &(start, end) in ranges {
         let first = start / PAGE;
         let n = (end - start) / PAGE;
-        let entries = read_u64s(&pagemap, first, n)?;
+        let entries = read_u64s(&pagemap, &pagemap_path, first, n)?;
         // (vfn, pfn, flags) of present anonymous pages.
         let mut pages = Vec::new();
         for (i, &pm) in entries.iter().enumerate() {
@@ -173,7 +155,7 @@ pub fn host_layout(lo: u64, hi: u64) -> Result<FolioLayout, String> {
         l.anon_pages += pages.len() as u64;
         count_folios(&pages, &flags_of, &mut l)?;
     }
-    let pmd = smaps_pmd_pages(ranges)?;
+    let pmd = smaps_pmd_pages(pid, ranges)?;
     l.pmd_pages = pmd;
     // Fully mapped PMD-sized folios that are PMD-mapped count there only.
     if let Some(n) = l.aligned.get_mut(&9) {
@@ -191,9 +173,9 @@ pub fn host_layout(lo: u64, hi: u64) -> Result<FolioLayout, String> {
 /// start or end are partial.
 fn count_folios(
     pages: &[(u64, u64, u64)],
-    flags_of: &dyn Fn(u64) -> Result<u64, String>,
+    flags_of: &dyn Fn(u64) -> Result<u64, LayoutError>,
     l: &mut FolioLayout,
-) -> Result<(), String> {
+) -> Result<(), LayoutError> {
     let mut i = 0;
     while i < pages.len() {
         let (vfn, pfn, f) = pages[i];

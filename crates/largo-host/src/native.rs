@@ -4,28 +4,24 @@
 //! (a fresh copy of this process) whose resource usage comes back. A child
 //! process of the trace runs, in its own fork, to its exit before its
 //! parent goes on, which is how scenarios and built-in workloads are
-//! written. At the end of each root process (before it exits) its folio
-//! layout is read from /proc/self/pagemap and /proc/kpageflags.
+//! written. At the end of each root process (stopped before it exits) its
+//! folio layout is read from /proc/PID/pagemap and /proc/kpageflags. The
+//! forking and the children's code are `largo_physmem::native`'s: this
+//! module builds the plan (through the trace's `EventHandler`) and reads
+//! the results.
 
-use std::ffi::CStr;
-use std::path::PathBuf;
-
-use largo_physmem::host::{
-    fork_and_wait, host_page_size, prctl_thp_disable, prefault_stack, ChildExit, HostAdvice, HostError, UserWork,
-    Window,
-};
+use largo_physmem::host::{host_page_size, ChildExit, Forked, HostAdvice, HostError, UserWork, Window};
+use largo_physmem::native::{self, FileSnapshot};
 use largo_trace::{
     CloneKind, Event, EventHandler, MapFlags, Prot, ThpDisableMode, VmaKind, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE,
     MADV_NOHUGEPAGE,
 };
 
 use crate::counters::{HostCounters, RawCapture};
-use crate::layout::{host_layout, FolioLayout};
+use crate::layout::{host_layout, FolioLayout, LayoutError};
 
 /// Addresses keep their offset modulo this in the window.
 const ALIGN: u64 = 1 << 30;
-/// Stack depth prefaulted before forking, so the child faults no new stack page.
-const STACK_PREFAULT_BYTES: usize = 192 << 10;
 
 /// Why a native run could not happen or failed.
 #[derive(Debug, thiserror::Error)]
@@ -43,51 +39,14 @@ pub enum NativeError {
         signal: Option<i32>,
     },
     #[error("reading the folio layout: {0}")]
-    Layout(String),
+    Layout(#[from] LayoutError),
+    #[error("the task could not write its counters to {0}")]
+    Snapshot(String),
+    #[error("reading the task's counters from {path}: {source}")]
+    Counters { path: String, source: std::io::Error },
 }
 
-/// One thing a native task does.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    Map {
-        addr: u64,
-        len: u64,
-        write: bool,
-    },
-    Unmap {
-        addr: u64,
-        len: u64,
-    },
-    Remap {
-        old: u64,
-        old_len: u64,
-        new: u64,
-        new_len: u64,
-    },
-    Protect {
-        addr: u64,
-        len: u64,
-        write: bool,
-    },
-    Advise {
-        addr: u64,
-        len: u64,
-        advice: HostAdvice,
-    },
-    Touch {
-        addr: u64,
-        len: u64,
-        write: bool,
-    },
-    Fault {
-        addr: u64,
-        write: bool,
-    },
-    /// A child process running these steps to its exit.
-    Fork(Vec<Step>),
-    ThpDisable(u8),
-    DropCaches(u8),
-}
+pub use largo_physmem::native::Step;
 
 /// A trace made runnable: root processes with their steps, and the range
 /// of trace addresses they map.
@@ -361,53 +320,61 @@ pub struct NativeRoot {
 }
 
 /// Runs each root process in its own forked child, one after another;
-/// with `snapshot`, each reads its folio layout before exiting.
+/// with `snapshot`, each captures the host's counters right after its
+/// last step and stops, and its folio layout is read from /proc/PID.
 pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec<NativeRoot>, NativeError> {
     let mut out = Vec::new();
-    let page = host_page_size();
+    let (lo, hi) = (
+        placement.window.base(),
+        placement.window.base() + placement.window.size(),
+    );
     for (r, steps) in plan.roots.iter().enumerate() {
-        let result_file = std::env::temp_dir().join(format!("largo-layout-{}-{r}", std::process::id()));
-        let _ = std::fs::remove_file(&result_file);
+        let result_file = std::env::temp_dir().join(format!("largo-counters-{}-{r}", std::process::id()));
         let mut capture = RawCapture::prepare();
-        prefault_stack(STACK_PREFAULT_BYTES);
         // Read last thing before the fork, so nothing of this process
         // counts after it; the child reads its "after" into the same
         // prepared buffers, allocating nothing.
         capture.capture();
         let before = snapshot.then(|| capture.counters());
-        let (window, delta, work) = (&mut placement.window, placement.delta, placement.user_work.as_ref());
-        let exit = fork_and_wait(|| {
-            if let Err(index) = exec(steps, window, delta, page, work) {
-                return 100 + index.min(100) as i32;
+        let place = native::Placement {
+            delta: placement.delta,
+            work: placement.user_work.as_ref(),
+        };
+        let end = if snapshot {
+            native::End::SnapshotAndStop {
+                snapshot: &mut capture.snapshot,
+                to: &result_file,
             }
-            if snapshot {
-                capture.capture();
-                if write_layout(window, &capture, &result_file).is_err() {
-                    return 99;
-                }
+        } else {
+            native::End::Exit
+        };
+        let (exit, layout) = match native::run_forked(&mut placement.window, steps, place, end)? {
+            Forked::Stopped(child) => {
+                let layout = host_layout(child.pid(), lo, hi);
+                (child.resume()?, Some(layout?))
             }
-            0
-        })?;
+            Forked::Exited(exit) => (exit, None),
+        };
         if exit.code != Some(0) {
             let _ = std::fs::remove_file(&result_file);
-            if exit.code == Some(99) {
-                return Err(NativeError::Layout(
-                    "the task could not read its pagemap (root needed)".into(),
-                ));
+            if exit.code == Some(native::SNAPSHOT_FAILED) {
+                return Err(NativeError::Snapshot(result_file.display().to_string()));
             }
             return Err(NativeError::Task {
-                index: exit.code.map_or(0, |c| (c - 100).max(0) as usize),
+                index: exit.code.map_or(0, |c| (c - native::STEP_FAILED).max(0) as usize),
                 code: exit.code,
                 signal: exit.signal,
             });
         }
-        let (layout, counters) = if snapshot {
-            let text = std::fs::read_to_string(&result_file).map_err(|e| NativeError::Layout(e.to_string()))?;
+        let counters = if snapshot {
+            let written = FileSnapshot::read_written(&result_file).map_err(|source| NativeError::Counters {
+                path: result_file.display().to_string(),
+                source,
+            });
             let _ = std::fs::remove_file(&result_file);
-            let layout = FolioLayout::from_text(&text).map_err(NativeError::Layout)?;
-            (Some(layout), Some(HostCounters::from_text(&text)))
+            Some(capture.parse(written?))
         } else {
-            (None, None)
+            None
         };
         out.push(NativeRoot {
             exit,
@@ -417,59 +384,4 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         });
     }
     Ok(out)
-}
-
-/// In the child, after its last step and the counter capture: the layout
-/// of the VMAs in the window, and both, to the result file.
-fn write_layout(window: &Window, capture: &RawCapture, path: &PathBuf) -> Result<(), String> {
-    let layout = host_layout(window.base(), window.base() + window.size())?;
-    std::fs::write(path, layout.to_text() + &capture.counters().to_text()).map_err(|e| e.to_string())
-}
-
-const DROP_CACHES: &CStr = c"/proc/sys/vm/drop_caches";
-
-/// Executes one process's steps (in its forked child). Returns the index
-/// of the failing step.
-fn exec(steps: &[Step], w: &mut Window, delta: u64, page: u64, work: Option<&UserWork>) -> Result<(), usize> {
-    let at = |a: u64| a.wrapping_add(delta);
-    for (i, step) in steps.iter().enumerate() {
-        let ok = match *step {
-            Step::Map { addr, len, write } => w.map(at(addr), len, write).is_ok(),
-            Step::Unmap { addr, len } => w.unmap(at(addr), len).is_ok(),
-            Step::Remap {
-                old,
-                old_len,
-                new,
-                new_len,
-            } => w.remap(at(old), old_len, at(new), new_len).is_ok(),
-            Step::Protect { addr, len, write } => w.protect(at(addr), len, write).is_ok(),
-            Step::Advise { addr, len, advice } => w.madvise(at(addr), len, advice).is_ok(),
-            Step::Touch { addr, len, write } => {
-                let base = at(addr) & !(page - 1);
-                let n = (at(addr) + len - base).div_ceil(page);
-                w.touch_with((0..n).map(|k| base + k * page), write, work).is_ok()
-            }
-            Step::Fault { addr, write } => w.touch_with(std::iter::once(at(addr)), write, work).is_ok(),
-            Step::Fork(ref child) => {
-                prefault_stack(STACK_PREFAULT_BYTES);
-                fork_and_wait(|| {
-                    if exec(child, w, delta, page, work).is_ok() {
-                        0
-                    } else {
-                        1
-                    }
-                })
-                .is_ok_and(|e| e.code == Some(0))
-            }
-            Step::ThpDisable(mode) => prctl_thp_disable(mode).is_ok(),
-            Step::DropCaches(mode) => {
-                let text = [b'0' + mode % 10];
-                largo_physmem::host::write_file_no_alloc(DROP_CACHES, &text)
-            }
-        };
-        if !ok {
-            return Err(i);
-        }
-    }
-    Ok(())
 }

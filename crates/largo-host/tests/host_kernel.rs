@@ -115,6 +115,21 @@ fn the_knob_guard_restores_on_drop_and_on_panic() {
     assert_eq!(read_knob(KNOB).unwrap(), original, "restored while unwinding");
 }
 
+/// Set for the helper: the knob value it leaves behind.
+const DEAD_HOLDER_VALUE: &str = "LARGO_DEAD_HOLDER_VALUE";
+
+/// Run by the test below in a process of its own: takes the guard,
+/// changes the knob and exits without restoring (as a killed holder).
+#[test]
+fn dead_holder_helper() {
+    let Some(value) = std::env::var_os(DEAD_HOLDER_VALUE) else {
+        return;
+    };
+    let mut g = KnobGuard::acquire().unwrap();
+    g.set(KNOB, value.to_str().unwrap()).unwrap();
+    std::process::exit(0);
+}
+
 #[test]
 fn a_dead_holders_journal_is_replayed_by_the_next_guard() {
     if !host_available("knob journal") {
@@ -123,18 +138,15 @@ fn a_dead_holders_journal_is_replayed_by_the_next_guard() {
     let _serial = host_lock();
     let original = read_knob(KNOB).unwrap();
     let other = if original == "never" { "always" } else { "never" };
-    // A holder that dies without restoring (as on SIGKILL): a forked
-    // child changes the knob and exits at once; its lock goes with it.
-    let exit = largo_physmem::host::fork_and_wait(|| {
-        let Ok(mut g) = KnobGuard::acquire() else { return 1 };
-        if g.set(KNOB, other).is_err() {
-            return 2;
-        }
-        std::mem::forget(g);
-        0
-    })
-    .unwrap();
-    assert_eq!(exit.code, Some(0));
+    // A holder that dies without restoring (as on SIGKILL): another
+    // process (this test binary, running the helper below) changes the
+    // knob and exits at once without unwinding; its lock goes with it.
+    let exit = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "dead_holder_helper", "--test-threads=1"])
+        .env(DEAD_HOLDER_VALUE, other)
+        .status()
+        .unwrap();
+    assert_eq!(exit.code(), Some(0));
     assert_eq!(read_knob(KNOB).unwrap(), other, "left changed by the dead holder");
     assert!(std::path::Path::new(JOURNAL_PATH).exists());
     drop(KnobGuard::acquire().unwrap());

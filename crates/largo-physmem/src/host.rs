@@ -414,38 +414,124 @@ pub struct ChildExit {
     pub rusage: Rusage,
 }
 
-/// Forks; the child runs `child` and exits with its return value, the
-/// parent waits for it and returns how it ended.
+/// Forks; the child runs `child` and exits with its return value (101
+/// if it panics: a panic never unwinds into the caller's frames in the
+/// child); returns the child's pid to the parent.
 ///
-/// `child` runs in a copy of this process with only the calling thread:
-/// it should do little besides system calls and memory accesses (glibc
-/// keeps malloc usable after fork; other locks held by other threads at
-/// the fork stay held in the child).
-pub fn fork_and_wait(child: impl FnOnce() -> i32) -> Result<ChildExit, HostError> {
-    // SAFETY: fork has no memory-safety preconditions; the child side only
-    // runs `child`, whose contract is above, and leaves with _exit.
+/// # Safety
+///
+/// The child is a copy of this process with only the calling thread. If
+/// the process has other threads, `child` must not take a lock another
+/// thread may hold at the fork (the standard library's stdout and stderr
+/// locks, the environment lock, a `Mutex` of the program) nor wait for
+/// another thread; it should do little besides system calls and memory
+/// accesses. glibc keeps malloc usable in the child.
+unsafe fn fork_child(child: impl FnOnce() -> i32) -> Result<libc::pid_t, HostError> {
+    // SAFETY: fork has no memory-safety preconditions of its own; what the
+    // child may do is the caller's contract above.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(sys("fork"));
     }
     if pid == 0 {
-        let code = child();
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(101);
         // SAFETY: ends the child without running the parent's atexit
         // handlers or destructors.
         unsafe { libc::_exit(code) };
     }
+    Ok(pid)
+}
+
+/// Forks; the child runs `child` and exits with its return value (101 if
+/// it panics), the parent waits for it and returns how it ended.
+///
+/// # Safety
+///
+/// As for the child of [`fork_child`]: with other threads in the
+/// process, `child` must not take a lock another thread may hold at the
+/// fork nor wait for another thread (malloc is usable, glibc resets its
+/// locks in the child). Only this crate calls it, with children that run
+/// system calls and memory accesses ([`crate::native`]).
+pub unsafe fn fork_and_wait(child: impl FnOnce() -> i32) -> Result<ChildExit, HostError> {
+    // SAFETY: the caller upholds the contract of `fork_child`.
+    let pid = unsafe { fork_child(child) }?;
     wait_child(pid)
 }
 
-fn wait_child(pid: libc::pid_t) -> Result<ChildExit, HostError> {
+/// Forks a child that runs `child` and then stops itself (SIGSTOP), so
+/// the parent can read its state (/proc/PID) before it exits.
+///
+/// # Safety
+///
+/// As for [`fork_and_wait`].
+pub(crate) unsafe fn fork_and_stop(child: impl FnOnce() -> i32) -> Result<Forked, HostError> {
+    let run = || {
+        let code = child();
+        if code == 0 {
+            // SAFETY: raising a signal at oneself has no memory effects.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
+        code
+    };
+    // SAFETY: the caller upholds the contract of `fork_child`.
+    let pid = unsafe { fork_child(run) }?;
+    let (status, rusage) = wait4(pid, libc::WUNTRACED)?;
+    if libc::WIFSTOPPED(status) {
+        return Ok(Forked::Stopped(StoppedChild { pid, resumed: false }));
+    }
+    Ok(Forked::Exited(child_exit(status, &rusage)))
+}
+
+/// A forked child after its work: stopped for its parent to look at, or
+/// already ended (it failed before stopping).
+pub enum Forked {
+    Stopped(StoppedChild),
+    Exited(ChildExit),
+}
+
+/// A forked child stopped at the end of its work; it exits when resumed
+/// (or is killed when dropped unresumed).
+pub struct StoppedChild {
+    pid: libc::pid_t,
+    resumed: bool,
+}
+
+impl StoppedChild {
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Lets it exit, and waits for it.
+    pub fn resume(mut self) -> Result<ChildExit, HostError> {
+        self.resumed = true;
+        // SAFETY: a signal to our own stopped child.
+        if unsafe { libc::kill(self.pid, libc::SIGCONT) } != 0 {
+            return Err(sys("kill"));
+        }
+        wait_child(self.pid)
+    }
+}
+
+impl Drop for StoppedChild {
+    fn drop(&mut self) {
+        if !self.resumed {
+            // SAFETY: a signal to our own child, then reaping it.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            let _ = wait_child(self.pid);
+        }
+    }
+}
+
+/// `wait4` on `pid` (retrying on EINTR): its status and rusage.
+fn wait4(pid: libc::pid_t, options: libc::c_int) -> Result<(libc::c_int, libc::rusage), HostError> {
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value to be overwritten.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     loop {
         // SAFETY: `status` and `r` are valid, exclusively borrowed.
-        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut r) };
+        let got = unsafe { libc::wait4(pid, &mut status, options, &mut r) };
         if got == pid {
-            break;
+            return Ok((status, r));
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {
@@ -455,12 +541,19 @@ fn wait_child(pid: libc::pid_t) -> Result<ChildExit, HostError> {
             });
         }
     }
-    let exited = libc::WIFEXITED(status);
-    Ok(ChildExit {
-        code: exited.then(|| libc::WEXITSTATUS(status)),
+}
+
+fn child_exit(status: libc::c_int, r: &libc::rusage) -> ChildExit {
+    ChildExit {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
-        rusage: Rusage::from_raw(&r),
-    })
+        rusage: Rusage::from_raw(r),
+    }
+}
+
+fn wait_child(pid: libc::pid_t) -> Result<ChildExit, HostError> {
+    let (status, r) = wait4(pid, 0)?;
+    Ok(child_exit(status, &r))
 }
 
 /// `prctl(PR_SET_THP_DISABLE, ...)` for this process: 0 off, 1 completely,
@@ -561,6 +654,7 @@ pub struct UserWork {
 // interleaving between threads cannot break anything (the contents do
 // not matter).
 unsafe impl Send for UserWork {}
+// SAFETY: as for Send: shared use only writes bytes with volatile stores.
 unsafe impl Sync for UserWork {}
 
 impl UserWork {
@@ -650,9 +744,15 @@ mod tests {
     }
 
     #[test]
-    fn a_forked_child_reports_its_exit_and_usage() {
-        let e = fork_and_wait(|| 7).unwrap();
+    fn a_forked_child_reports_its_exit_and_a_panic_never_unwinds_into_the_caller() {
+        // SAFETY: the children return a constant or panic (the panic
+        // hook's stderr lock is the only lock they may take; the tests
+        // of this binary print nothing while it runs).
+        let e = unsafe { fork_and_wait(|| 7) }.unwrap();
         assert_eq!(e.code, Some(7));
         assert_eq!(e.signal, None);
+        // SAFETY: as above.
+        let e = unsafe { fork_and_wait(|| panic!("in the child")) };
+        assert_eq!(e.unwrap().code, Some(101));
     }
 }

@@ -6,7 +6,9 @@
 //! can be timed and checked, and discarded memory really goes back to the host.
 //!
 //! [`host`] holds the native memory operations used to run workloads on
-//! the host kernel itself (validation and calibration).
+//! the host kernel itself (validation and calibration), and [`native`]
+//! the programs made of them, each run in a forked child: forking is the
+//! one unsafe operation other crates need, so its callers live here.
 //!
 //! This is the only crate of the workspace with `unsafe` code; every unsafe
 //! block carries a `// SAFETY:` comment.
@@ -14,6 +16,7 @@
 mod backing;
 pub mod copy;
 pub mod host;
+pub mod native;
 mod ram;
 mod sim;
 

@@ -1,0 +1,281 @@
+//! Programs run natively on the host kernel, each in a forked child:
+//! steps of memory system calls and touches in a [`Window`], a snapshot of
+//! host files taken by the child right after its last step, and a stop so
+//! that the parent can read the child's state (`/proc/PID/pagemap`, ...)
+//! before it exits. Forking is `unsafe` (what a child of a multithreaded
+//! process may do); this module is where the children are, and they run
+//! only the steps below: system calls, memory accesses and file reads
+//! into buffers prepared before the fork.
+
+use std::ffi::CStr;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::host::{
+    fork_and_stop, fork_and_wait, host_page_size, prctl_thp_disable, prefault_stack, write_file_no_alloc, ChildExit,
+    Forked, HostAdvice, HostError, UserWork, Window,
+};
+
+/// Stack depth prefaulted before forking, so the child faults no new stack page.
+const STACK_PREFAULT_BYTES: usize = 192 << 10;
+
+/// One thing a native task does. Addresses are the program's; the run
+/// adds the window's offset to each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Map {
+        addr: u64,
+        len: u64,
+        write: bool,
+    },
+    Unmap {
+        addr: u64,
+        len: u64,
+    },
+    Remap {
+        old: u64,
+        old_len: u64,
+        new: u64,
+        new_len: u64,
+    },
+    Protect {
+        addr: u64,
+        len: u64,
+        write: bool,
+    },
+    Advise {
+        addr: u64,
+        len: u64,
+        advice: HostAdvice,
+    },
+    Touch {
+        addr: u64,
+        len: u64,
+        write: bool,
+    },
+    Fault {
+        addr: u64,
+        write: bool,
+    },
+    /// A child process running these steps to its exit.
+    Fork(Vec<Step>),
+    ThpDisable(u8),
+    DropCaches(u8),
+}
+
+/// Where a program runs: program address + `delta` = host address; with
+/// `work`, user work after every page a touch accesses.
+#[derive(Clone, Copy)]
+pub struct Placement<'a> {
+    pub delta: u64,
+    pub work: Option<&'a UserWork>,
+}
+
+/// Host files read into one buffer prepared beforehand: a capture
+/// allocates nothing, so it can be taken right before a fork and in the
+/// child without the reading itself showing in memory counters.
+#[derive(Debug)]
+pub struct FileSnapshot {
+    files: Vec<PathBuf>,
+    buf: Vec<u8>,
+    /// (start, end) of each file's bytes in `buf`, from the last capture.
+    spans: Vec<(usize, usize)>,
+}
+
+impl FileSnapshot {
+    /// Prepares a snapshot of `files` holding up to `bytes` in all.
+    pub fn new(files: Vec<PathBuf>, bytes: usize) -> FileSnapshot {
+        let n = files.len();
+        FileSnapshot {
+            files,
+            // Written now, so a capture touches no new page.
+            buf: vec![1u8; bytes],
+            spans: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// Reads every file into the buffer (no allocation: paths are short
+    /// enough for the standard library's on-stack conversion).
+    pub fn capture(&mut self) {
+        self.spans.clear();
+        let mut at = 0;
+        for path in &self.files {
+            let start = at;
+            if let Ok(mut f) = std::fs::File::open(path) {
+                while at < self.buf.len() {
+                    match f.read(&mut self.buf[at..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => at += n,
+                    }
+                }
+            }
+            self.spans.push((start, at));
+        }
+    }
+
+    /// Each file's bytes from the last capture, in order.
+    pub fn contents(&self) -> Vec<&[u8]> {
+        self.spans.iter().map(|&(s, e)| &self.buf[s..e]).collect()
+    }
+
+    /// Writes the last capture to `path` (each file's bytes, then a NUL),
+    /// allocation-free: from a forked child.
+    fn write_to(&self, path: &Path) -> bool {
+        let Ok(mut f) = std::fs::File::create(path) else {
+            return false;
+        };
+        self.spans
+            .iter()
+            .all(|&(s, e)| f.write_all(&self.buf[s..e]).is_ok() && f.write_all(&[0]).is_ok())
+    }
+
+    /// What a child's [`FileSnapshot`] wrote to `path`: each file's bytes.
+    pub fn read_written(path: &Path) -> std::io::Result<Vec<Vec<u8>>> {
+        let bytes = std::fs::read(path)?;
+        let mut parts: Vec<Vec<u8>> = bytes.split(|&b| b == 0).map(<[u8]>::to_vec).collect();
+        parts.pop(); // after the last NUL
+        Ok(parts)
+    }
+}
+
+/// How a forked program ends.
+pub enum End<'a> {
+    /// It exits after its steps.
+    Exit,
+    /// It captures `snapshot`, writes it to `to`, and stops for its
+    /// parent to read its state.
+    SnapshotAndStop {
+        snapshot: &'a mut FileSnapshot,
+        to: &'a Path,
+    },
+}
+
+/// Exit status of a child whose snapshot could not be written.
+pub const SNAPSHOT_FAILED: i32 = 99;
+/// A child failing at step `i` exits with `STEP_FAILED + min(i, 100)`.
+pub const STEP_FAILED: i32 = 100;
+
+/// Runs `steps` in a forked child on `window`. With
+/// [`End::SnapshotAndStop`] the child, once its steps succeeded, is
+/// returned stopped; otherwise (or when a step failed) it has exited.
+pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: End) -> Result<Forked, HostError> {
+    prefault_stack(STACK_PREFAULT_BYTES);
+    let page = host_page_size();
+    let body = move || {
+        if let Err(index) = exec(steps, window, place, page) {
+            return STEP_FAILED + index.min(100) as i32;
+        }
+        if let End::SnapshotAndStop { snapshot, to } = end {
+            snapshot.capture();
+            if !snapshot.write_to(to) {
+                return SNAPSHOT_FAILED;
+            }
+        }
+        0
+    };
+    // SAFETY: the child runs `exec` (system calls and memory accesses on
+    // the window) and the snapshot (file reads into a prepared buffer and
+    // one file write): no lock another thread may hold.
+    unsafe { fork_and_stop(body) }
+}
+
+/// [`run_forked`] for a program that just exits.
+pub fn run_to_exit(window: &mut Window, steps: &[Step], place: Placement) -> Result<ChildExit, HostError> {
+    match run_forked(window, steps, place, End::Exit)? {
+        Forked::Exited(e) => Ok(e),
+        Forked::Stopped(s) => s.resume(),
+    }
+}
+
+const DROP_CACHES: &CStr = c"/proc/sys/vm/drop_caches";
+
+/// Executes one process's steps (in its forked child). Returns the index
+/// of the failing step.
+fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64) -> Result<(), usize> {
+    let at = |a: u64| a.wrapping_add(place.delta);
+    for (i, step) in steps.iter().enumerate() {
+        let ok = match *step {
+            Step::Map { addr, len, write } => w.map(at(addr), len, write).is_ok(),
+            Step::Unmap { addr, len } => w.unmap(at(addr), len).is_ok(),
+            Step::Remap {
+                old,
+                old_len,
+                new,
+                new_len,
+            } => w.remap(at(old), old_len, at(new), new_len).is_ok(),
+            Step::Protect { addr, len, write } => w.protect(at(addr), len, write).is_ok(),
+            Step::Advise { addr, len, advice } => w.madvise(at(addr), len, advice).is_ok(),
+            Step::Touch { addr, len, write } => {
+                let base = at(addr) & !(page - 1);
+                let n = (at(addr) + len - base).div_ceil(page);
+                w.touch_with((0..n).map(|k| base + k * page), write, place.work).is_ok()
+            }
+            Step::Fault { addr, write } => w.touch_with(std::iter::once(at(addr)), write, place.work).is_ok(),
+            Step::Fork(ref child) => {
+                prefault_stack(STACK_PREFAULT_BYTES);
+                // SAFETY: the grandchild runs `exec` too (see `run_forked`).
+                let exit = unsafe { fork_and_wait(|| i32::from(exec(child, w, place, page).is_err())) };
+                exit.is_ok_and(|e| e.code == Some(0))
+            }
+            Step::ThpDisable(mode) => prctl_thp_disable(mode).is_ok(),
+            Step::DropCaches(mode) => write_file_no_alloc(DROP_CACHES, &[b'0' + mode % 10]),
+        };
+        if !ok {
+            return Err(i);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forked_program_stops_for_its_parent_and_its_snapshot_comes_back() {
+        let mut w = Window::reserve(4 << 20, 1 << 20, 0).unwrap();
+        let base = w.base();
+        let steps = [
+            Step::Map {
+                addr: base,
+                len: 64 << 10,
+                write: true,
+            },
+            Step::Touch {
+                addr: base,
+                len: 64 << 10,
+                write: true,
+            },
+        ];
+        let dir = std::env::temp_dir().join(format!("largo-native-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b, out) = (dir.join("a"), dir.join("b"), dir.join("out"));
+        std::fs::write(&a, "first").unwrap();
+        std::fs::write(&b, "second\n").unwrap();
+        let mut snap = FileSnapshot::new(vec![a, b], 4096);
+        let place = Placement { delta: 0, work: None };
+        let end = End::SnapshotAndStop {
+            snapshot: &mut snap,
+            to: &out,
+        };
+        let Forked::Stopped(child) = run_forked(&mut w, &steps, place, end).unwrap() else {
+            panic!("the child stops after its steps");
+        };
+        // Stopped: its mapping is there to read.
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.pid())).unwrap();
+        assert!(maps.contains(&format!("{base:x}-")), "{maps}");
+        let exit = child.resume().unwrap();
+        assert_eq!(exit.code, Some(0));
+        let parts = FileSnapshot::read_written(&out).unwrap();
+        assert_eq!(parts, vec![b"first".to_vec(), b"second\n".to_vec()]);
+        // A failing step: the child exits with its index, never stops.
+        let bad = [Step::Unmap { addr: 0, len: 4096 }];
+        let exit = run_to_exit(&mut w, &bad, place).unwrap();
+        assert_eq!(exit.code, Some(STEP_FAILED));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
