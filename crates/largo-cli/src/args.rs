@@ -372,6 +372,38 @@ fn balloon(_preset: Preset, ack_latency_ns: u64) -> largo_mm::machine::Balloon {
     }
 }
 
+/// Boots a machine from a configuration the command line described: its
+/// errors name the flag to change.
+pub fn boot(config: MachineConfig) -> Result<largo_mm::Machine, UsageError> {
+    largo_mm::Machine::new(config).map_err(|e| UsageError(machine_error(&e)))
+}
+
+/// A machine error as the command line says it: the flag first, and the
+/// flags that fix it.
+pub fn machine_error(e: &largo_mm::MachineError) -> String {
+    use largo_mm::layout::LayoutError as L;
+    use largo_mm::MachineError as M;
+    use largo_types::GeometryError as G;
+    let (flag, fix) = match e {
+        M::Geometry(G::MaxOrderExceedsSection { needed, .. }) => (
+            "--max-page-order",
+            format!(" (raise --section-bits to at least {needed}, or pass --buddy-beyond-section)"),
+        ),
+        M::Geometry(G::MaxOrderBelowPmd { .. } | G::MaxOrderOutOfRange(_)) => ("--max-page-order", String::new()),
+        M::Geometry(G::PageblockOrderOutOfRange { .. }) => ("--pageblock-order", String::new()),
+        M::Geometry(G::SectionBitsOutOfRange { .. }) => ("--section-bits", String::new()),
+        M::Layout(L::MemTooSmall(_) | L::MemNotAligned(_) | L::TooManyPages { .. }) => ("--mem", String::new()),
+        M::Layout(L::BadNodes { .. }) => ("--nodes", String::new()),
+        M::Layout(L::BadCpus(_)) => ("--cpus", String::new()),
+        M::Layout(L::MovableTooLarge { .. }) => ("--movable", String::new()),
+        M::MemoryBlockSize(_) => ("--memory-block-size", String::new()),
+        M::Maxmem { .. } => ("--maxmem", String::new()),
+        M::Knob(_) => ("--set", String::new()),
+        _ => return e.to_string(),
+    };
+    format!("{flag}: {e}{fix}")
+}
+
 /// `--machine`: a preset, or this host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MachineChoice {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use largo_mm::{Machine, MachineConfig};
 use largo_workloads::builtin;
-use largo_workloads::cost::{fit, Faults, FitPoint, Profile, COLD_FIT_GROUPS, FIT_GROUPS, TERMS};
+use largo_workloads::cost::{fit, Faults, FitError, FitPoint, Profile, COLD_FIT_GROUPS, FIT_GROUPS, TERMS};
 use largo_workloads::report::Counters;
 use largo_workloads::RunOptions;
 
@@ -187,7 +187,7 @@ pub fn measure(
 
 /// Fits the costs to the measured points; the profile records the host,
 /// the method and every point with the fitted model's estimate.
-pub fn fit_profile(points: &[CalPoint], name: &str, host: &str, method: &str) -> Result<Profile, String> {
+pub fn fit_profile(points: &[CalPoint], name: &str, host: &str, method: &str) -> Result<Profile, FitError> {
     let priors: BTreeMap<String, f64> = PRIORS.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let samples = |cold: bool| -> Vec<(Counters, f64)> {
         points

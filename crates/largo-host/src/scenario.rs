@@ -5,8 +5,8 @@
 //! layout must be equal.
 
 use largo_mm::MachineConfig;
-use largo_trace::{parse_bytes, Trace};
-use largo_workloads::policy::policy_knobs;
+use largo_trace::{parse_bytes, Trace, TraceError};
+use largo_workloads::policy::{policy_knobs, PolicyError};
 
 /// The configurations every scenario runs under: base pages only; one
 /// mTHP size; the seed paper's 16K+32K+64K; every size always (PMD
@@ -137,6 +137,21 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ),
 ];
 
+/// A scenario that does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{name}: {source}")]
+    Trace { name: String, source: TraceError },
+    #[error("{name}: @config '{line}' is not NAME:FLAGS")]
+    ConfigLine { name: String, line: String },
+    #[error("{name}: @config {config}: {source}")]
+    Config {
+        name: String,
+        config: String,
+        source: PolicyError,
+    },
+}
+
 /// A parsed scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -150,8 +165,11 @@ pub struct Scenario {
 impl Scenario {
     /// Parses a scenario: a text trace with `@scenario NAME`,
     /// `@describe TEXT` and any number of `@config NAME:FLAGS` lines.
-    pub fn parse(text: &str, fallback_name: &str) -> Result<Scenario, String> {
-        let trace = parse_bytes(text.as_bytes()).map_err(|e| format!("{fallback_name}: {e}"))?;
+    pub fn parse(text: &str, fallback_name: &str) -> Result<Scenario, ScenarioError> {
+        let trace = parse_bytes(text.as_bytes()).map_err(|source| ScenarioError::Trace {
+            name: fallback_name.to_string(),
+            source,
+        })?;
         let h = &trace.header;
         let name = h.get("scenario").unwrap_or(fallback_name).to_string();
         let describe = h.get("describe").unwrap_or("").to_string();
@@ -160,10 +178,15 @@ impl Scenario {
             .map(|(n, f)| (n.to_string(), f.to_string()))
             .collect();
         for c in h.all("config") {
-            let (n, f) = c
-                .split_once(':')
-                .ok_or_else(|| format!("{name}: @config '{c}' is not NAME:FLAGS"))?;
-            policy_knobs(f).map_err(|e| format!("{name}: @config {n}: {e}"))?;
+            let (n, f) = c.split_once(':').ok_or_else(|| ScenarioError::ConfigLine {
+                name: name.clone(),
+                line: c.to_string(),
+            })?;
+            policy_knobs(f).map_err(|source| ScenarioError::Config {
+                name: name.clone(),
+                config: n.to_string(),
+                source,
+            })?;
             configs.push((n.trim().to_string(), f.trim().to_string()));
         }
         Ok(Scenario {
@@ -176,7 +199,7 @@ impl Scenario {
 
     /// The machine of a configuration (the default machine, its THP
     /// knobs from the flags).
-    pub fn machine(flags: &str) -> Result<MachineConfig, String> {
+    pub fn machine(flags: &str) -> Result<MachineConfig, PolicyError> {
         Ok(MachineConfig {
             knobs: policy_knobs(flags)?,
             ..MachineConfig::default()

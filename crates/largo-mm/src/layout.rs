@@ -123,18 +123,18 @@ impl LayoutSpec {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
-    #[error("--mem {0} is too small: the model needs at least 32M")]
+    #[error("memory size {0} is too small: the model needs at least 32M")]
     MemTooSmall(String),
-    #[error("--mem {0} is not a multiple of 2M (the subsection size)")]
+    #[error("memory size {0} is not a multiple of 2M (the subsection size)")]
     MemNotAligned(String),
-    #[error("--mem {mem} needs {nr_pfns} page frames; the model addresses at most {max} (u32 pfn links)")]
+    #[error("memory size {mem} needs {nr_pfns} page frames; the model addresses at most {max} (u32 pfn links)")]
     TooManyPages { mem: String, nr_pfns: u64, max: u64 },
-    #[error("--nodes {nodes}: must be 1..={max} for this much memory (each node needs a memory section)")]
+    #[error("{nodes} nodes: must be 1..={max} for this much memory (each node needs a memory section)")]
     BadNodes { nodes: usize, max: usize },
-    #[error("--cpus {0}: must be 1..=1024")]
+    #[error("{0} CPUs: must be 1..=1024")]
     BadCpus(usize),
     #[error(
-        "--movable {movable}: each node's Normal memory is only {normal}; ZONE_MOVABLE is carved from ZONE_NORMAL"
+        "ZONE_MOVABLE of {movable}: each node's Normal memory is only {normal}; ZONE_MOVABLE is carved from ZONE_NORMAL"
     )]
     MovableTooLarge { movable: String, normal: String },
     #[error("the kernel reservation ({kernel}) does not fit in RAM above 16M")]

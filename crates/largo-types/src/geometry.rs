@@ -57,27 +57,27 @@ pub struct GeometryOverrides {
     pub max_page_order: Option<u32>,
     pub pageblock_order: Option<u32>,
     pub section_bits: Option<u32>,
-    /// Allow MAX_PAGE_ORDER beyond the section size (`--buddy-beyond-section`).
+    /// Allow MAX_PAGE_ORDER beyond the section size (buddies merge across sections).
     pub buddy_beyond_section: bool,
 }
 
 /// A geometry the model cannot represent (or the kernel would refuse to build).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GeometryError {
-    #[error("--max-page-order {max_page_order} is below the PMD order {pmd_order}: PMD THP must be buddy-allocatable (HPAGE_PMD_ORDER <= MAX_PAGE_ORDER)")]
+    #[error("MAX_PAGE_ORDER {max_page_order} is below the PMD order {pmd_order}: PMD THP must be buddy-allocatable (HPAGE_PMD_ORDER <= MAX_PAGE_ORDER)")]
     MaxOrderBelowPmd { max_page_order: u32, pmd_order: u32 },
-    #[error("--max-page-order {max_page_order} makes a buddy block ({block}) larger than a memory section ({section}); raise --section-bits to at least {needed}, or pass --buddy-beyond-section to let buddies merge across sections")]
+    #[error("MAX_PAGE_ORDER {max_page_order} makes a buddy block ({block}) larger than a memory section ({section}): SECTION_SIZE_BITS must be at least {needed}, unless buddies may merge across sections")]
     MaxOrderExceedsSection {
         max_page_order: u32,
         block: String,
         section: String,
         needed: u32,
     },
-    #[error("--max-page-order {0} is out of range: the model supports 1..=30")]
+    #[error("MAX_PAGE_ORDER {0} is out of range: the model supports 1..=30")]
     MaxOrderOutOfRange(u32),
-    #[error("--pageblock-order {pageblock_order} is out of range: must be 1..={limit} (at most MAX_PAGE_ORDER and the PMD order)")]
+    #[error("pageblock order {pageblock_order} is out of range: must be 1..={limit} (at most MAX_PAGE_ORDER and the PMD order)")]
     PageblockOrderOutOfRange { pageblock_order: u32, limit: u32 },
-    #[error("--section-bits {section_bits} is out of range: must be {min}..={max} (at least the 2 MiB subsection and the largest buddy block, at most MAX_PHYSMEM_BITS)")]
+    #[error("SECTION_SIZE_BITS {section_bits} is out of range: must be {min}..={max} (at least the 2 MiB subsection and the largest buddy block, at most MAX_PHYSMEM_BITS)")]
     SectionBitsOutOfRange { section_bits: u32, min: u32, max: u32 },
 }
 
@@ -280,14 +280,19 @@ mod tests {
     }
 
     #[test]
-    fn error_message_names_the_fix() {
+    fn error_message_names_the_fix_in_the_kernels_terms() {
         let ov = GeometryOverrides {
             max_page_order: Some(18),
             ..Default::default()
         };
-        let msg = x86().with_overrides(ov).unwrap_err().to_string();
-        assert!(msg.contains("--section-bits to at least 30"), "{msg}");
-        assert!(msg.contains("--buddy-beyond-section"), "{msg}");
+        let e = x86().with_overrides(ov).unwrap_err();
+        assert!(
+            matches!(e, GeometryError::MaxOrderExceedsSection { needed: 30, .. }),
+            "{e:?}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("SECTION_SIZE_BITS must be at least 30"), "{msg}");
+        assert!(!msg.contains("--"), "a library error names no command-line flag: {msg}");
     }
 
     #[test]

@@ -239,12 +239,13 @@ impl Profile {
     }
 
     /// Reads a profile, checking every term has a cost.
-    pub fn from_json(text: &str) -> Result<Profile, String> {
-        let p: Profile = serde_json::from_str(text).map_err(|e| format!("not a cost profile: {e}"))?;
-        for t in TERMS {
-            if !p.costs.contains_key(t.name) {
-                return Err(format!("cost profile {} has no cost for '{}'", p.name, t.name));
-            }
+    pub fn from_json(text: &str) -> Result<Profile, ProfileError> {
+        let p: Profile = serde_json::from_str(text).map_err(ProfileError::NotAProfile)?;
+        if let Some(t) = TERMS.iter().find(|t| !p.costs.contains_key(t.name)) {
+            return Err(ProfileError::MissingCost {
+                profile: p.name,
+                term: t.name,
+            });
         }
         Ok(p)
     }
@@ -294,6 +295,26 @@ pub struct Estimate {
     pub terms: BTreeMap<&'static str, TermCost>,
 }
 
+/// A cost profile that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("not a cost profile: {0}")]
+    NotAProfile(serde_json::Error),
+    #[error("cost profile {profile} has no cost for '{term}'")]
+    MissingCost { profile: String, term: &'static str },
+}
+
+/// Why costs cannot be fitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FitError {
+    #[error("{points} calibration points cannot fit {costs} costs")]
+    TooFewPoints { points: usize, costs: usize },
+    #[error("a calibration point has no kernel time")]
+    NoKernelTime,
+    #[error("the calibration points do not determine the costs")]
+    Undetermined,
+}
+
 /// Fits the `groups` costs (e.g. [`FIT_GROUPS`]): `samples` pairs the
 /// model's counters for a loop with the host's measured kernel ns for it;
 /// `priors` gives every other term's cost. Minimises the sum of squared
@@ -302,13 +323,12 @@ pub fn fit(
     samples: &[(Counters, f64)],
     priors: &BTreeMap<String, f64>,
     groups: &[(&str, &[&str])],
-) -> Result<BTreeMap<String, f64>, String> {
+) -> Result<BTreeMap<String, f64>, FitError> {
     if samples.len() < groups.len() {
-        return Err(format!(
-            "{} calibration points cannot fit {} costs",
-            samples.len(),
-            groups.len()
-        ));
+        return Err(FitError::TooFewPoints {
+            points: samples.len(),
+            costs: groups.len(),
+        });
     }
     let fitted: Vec<&str> = groups.iter().flat_map(|(_, terms)| terms.iter().copied()).collect();
     // Rows: each group's count, and the target less the priors' share,
@@ -316,7 +336,7 @@ pub fn fit(
     let mut rows = Vec::new();
     for (c, host_ns) in samples {
         if *host_ns <= 0.0 {
-            return Err("a calibration point has no kernel time".into());
+            return Err(FitError::NoKernelTime);
         }
         let fixed: f64 = TERMS
             .iter()
@@ -336,7 +356,7 @@ pub fn fit(
             .collect();
         rows.push((x, (host_ns - fixed) / host_ns));
     }
-    let solution = nnls(&rows).ok_or("the calibration points do not determine the costs")?;
+    let solution = nnls(&rows).ok_or(FitError::Undetermined)?;
     let mut costs = priors.clone();
     for ((_, terms), value) in groups.iter().zip(solution) {
         for t in *terms {

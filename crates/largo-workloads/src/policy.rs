@@ -1,24 +1,49 @@
-//! POLICY flags as text (`--thp 16K,64K=madvise --set KNOB=VALUE
-//! --thp-enabled always`), for scenario files and named configurations:
-//! the knob writes they mean, in order.
+//! POLICY as text: the value of `--thp` (`16K,64K=madvise`), and the
+//! flags of a scenario file's `@config` line (`--thp 16K,64K=madvise --set
+//! KNOB=VALUE --thp-enabled always`): the knob writes they mean, in order.
 
-/// `--thp SIZES[=MODE]`: per-size `enabled` writes. Sizes are checked
-/// against the machine when the knobs are applied.
-pub fn thp_knobs(spec: &str) -> Result<Vec<(String, String)>, String> {
+/// A POLICY value or flag text that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("'{spec}': unknown mode '{mode}': expected always, inherit, madvise or never")]
+    UnknownMode { spec: String, mode: String },
+    #[error("'{spec}': {source}")]
+    BadSize {
+        spec: String,
+        source: largo_types::SizeError,
+    },
+    #[error("'{size}' is not a power-of-two size of at least 1K")]
+    NotAFolioSize { size: String },
+    #[error("'{0}': no size given, e.g. 16K,64K")]
+    NoSize(String),
+    #[error("'{0}' is not a policy flag (--thp, --thp-enabled, --set)")]
+    NotAPolicyFlag(String),
+    #[error("{0} needs a value")]
+    NeedsValue(String),
+    #[error("'{0}': expected KNOB=VALUE")]
+    MalformedSet(String),
+}
+
+/// The per-size `enabled` writes of a `SIZES[=MODE]` value (`--thp`):
+/// `16K,64K` (always), `2M=madvise`. Sizes are checked against the
+/// machine when the knobs are applied.
+pub fn thp_knobs(spec: &str) -> Result<Vec<(String, String)>, PolicyError> {
     let (sizes, mode) = spec.split_once('=').unwrap_or((spec, "always"));
     let mode = mode.trim();
     if !["always", "inherit", "madvise", "never"].contains(&mode) {
-        return Err(format!(
-            "--thp {spec}: unknown mode '{mode}': expected always, inherit, madvise or never"
-        ));
+        return Err(PolicyError::UnknownMode {
+            spec: spec.to_string(),
+            mode: mode.to_string(),
+        });
     }
     let mut out = Vec::new();
     for size in sizes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let bytes = largo_types::parse_size(size).map_err(|e| format!("--thp {spec}: {e}"))?;
+        let bytes = largo_types::parse_size(size).map_err(|source| PolicyError::BadSize {
+            spec: spec.to_string(),
+            source,
+        })?;
         if bytes < 1024 || !bytes.is_power_of_two() {
-            return Err(format!(
-                "--thp {spec}: {size} is not a power-of-two size of at least 1K"
-            ));
+            return Err(PolicyError::NotAFolioSize { size: size.to_string() });
         }
         out.push((
             format!("transparent_hugepage/hugepages-{}kB/enabled", bytes >> 10),
@@ -26,37 +51,37 @@ pub fn thp_knobs(spec: &str) -> Result<Vec<(String, String)>, String> {
         ));
     }
     if out.is_empty() {
-        return Err(format!("--thp {spec}: no size given, e.g. --thp 16K,64K"));
+        return Err(PolicyError::NoSize(spec.to_string()));
     }
     Ok(out)
 }
 
-/// The knob writes of POLICY flags separated by spaces.
-pub fn policy_knobs(flags: &str) -> Result<Vec<(String, String)>, String> {
+/// The knob writes of POLICY flags as text, separated by spaces (the
+/// `@config` lines of scenario files): `--thp SIZES[=MODE]`,
+/// `--thp-enabled MODE`, `--set KNOB=VALUE`.
+pub fn policy_knobs(flags: &str) -> Result<Vec<(String, String)>, PolicyError> {
     let mut out = Vec::new();
     let mut it = flags.split_whitespace();
     while let Some(flag) = it.next() {
         let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) if n.starts_with("--") && !n.contains("thp ") => (n, Some(v)),
+            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
             _ => (flag, None),
         };
         let mut value = || {
             inline
                 .map(str::to_string)
                 .or_else(|| it.next().map(str::to_string))
-                .ok_or_else(|| format!("{name} needs a value"))
+                .ok_or_else(|| PolicyError::NeedsValue(name.to_string()))
         };
         match name {
             "--thp" => out.extend(thp_knobs(&value()?)?),
             "--thp-enabled" => out.push(("transparent_hugepage/enabled".into(), value()?)),
             "--set" => {
                 let v = value()?;
-                let (k, val) = v
-                    .split_once('=')
-                    .ok_or_else(|| format!("--set {v}: expected KNOB=VALUE"))?;
+                let (k, val) = v.split_once('=').ok_or_else(|| PolicyError::MalformedSet(v.clone()))?;
                 out.push((k.trim().to_string(), val.trim().to_string()));
             }
-            other => return Err(format!("'{other}' is not a policy flag (--thp, --thp-enabled, --set)")),
+            other => return Err(PolicyError::NotAPolicyFlag(other.to_string())),
         }
     }
     Ok(out)

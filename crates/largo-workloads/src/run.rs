@@ -72,10 +72,10 @@ pub struct RunOutcome {
 /// A run that could not proceed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RunError {
-    #[error("{0}")]
-    Start(String),
+    #[error("cannot start a task: {0}")]
+    Start(#[from] largo_mm::vm::VmError),
     #[error("after scheduling round {round}: {error}")]
-    Invariant { round: u64, error: String },
+    Invariant { round: u64, error: largo_mm::CheckError },
 }
 
 /// Runs `spec` on `m`; `progress(done, total)` is called with pages touched.
@@ -113,10 +113,8 @@ pub fn run(
         faults = now;
         update_peak(m, &mut peak);
         if opts.check_every > 0 && rounds % opts.check_every == 0 {
-            m.check().map_err(|e| RunError::Invariant {
-                round: rounds,
-                error: e.to_string(),
-            })?;
+            m.check()
+                .map_err(|error| RunError::Invariant { round: rounds, error })?;
         }
         if rounds % 256 == 0 {
             progress(sched.pages_touched, total);
@@ -124,10 +122,8 @@ pub fn run(
     }
     progress(total, total);
     if opts.check_every > 0 {
-        m.check().map_err(|e| RunError::Invariant {
-            round: rounds,
-            error: e.to_string(),
-        })?;
+        m.check()
+            .map_err(|error| RunError::Invariant { round: rounds, error })?;
     }
     Ok(RunOutcome {
         counters: Counters::read(m),

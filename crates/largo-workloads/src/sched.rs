@@ -140,7 +140,7 @@ impl Scheduler {
         mode: TaskMode,
         quantum: u64,
         keep: bool,
-    ) -> Result<Scheduler, String> {
+    ) -> Result<Scheduler, largo_mm::vm::VmError> {
         let nr_cpus = m.config().nr_cpus;
         let mut s = Scheduler {
             tasks: Vec::new(),
@@ -161,8 +161,7 @@ impl Scheduler {
             let pid = match (mode, first) {
                 (TaskMode::Thread, Some(leader)) => m.with_vm(0, |vm, _| vm.spawn_thread(leader)),
                 _ => m.with_vm(0, |vm, ctx| vm.spawn(ctx)),
-            }
-            .map_err(|e| format!("cannot start a task: {e}"))?;
+            }?;
             first.get_or_insert(pid);
             s.add_task(pid, script, Vec::new(), None);
         }

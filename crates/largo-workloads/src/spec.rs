@@ -17,23 +17,33 @@ pub enum ParamKind {
     Duration,
 }
 
+/// A malformed duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("'{0}': expected a duration such as 30s, 500ms or 2m")]
+    NotADuration(String),
+    #[error("unknown time unit '{0}': use ns, us, ms, s or m")]
+    UnknownUnit(String),
+    #[error("'{0}': duration too long")]
+    TooLong(String),
+}
+
 /// Parses `30s`, `500ms`, `100us`, `2m` (or plain ns) into ns.
-pub fn parse_duration(text: &str) -> Result<u64, String> {
+pub fn parse_duration(text: &str) -> Result<u64, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| "expected a duration such as 30s, 500ms or 2m".to_string())?;
+    let n: u64 = num.parse().map_err(|_| DurationError::NotADuration(t.to_string()))?;
     let scale = match unit {
         "" | "ns" => 1,
         "us" => 1_000,
         "ms" => 1_000_000,
         "s" => 1_000_000_000,
         "m" => 60_000_000_000,
-        _ => return Err(format!("unknown time unit '{unit}': use ns, us, ms, s or m")),
+        _ => return Err(DurationError::UnknownUnit(unit.to_string())),
     };
-    n.checked_mul(scale).ok_or_else(|| "duration too long".to_string())
+    n.checked_mul(scale)
+        .ok_or_else(|| DurationError::TooLong(t.to_string()))
 }
 
 /// A duration as `parse_duration` reads it, in the largest exact unit.
@@ -133,7 +143,7 @@ impl WorkloadSpec {
                 ParamKind::Count => value
                     .parse::<u64>()
                     .map_err(|_| bad("expected a non-negative integer".into()))?,
-                ParamKind::Duration => parse_duration(value).map_err(bad)?,
+                ParamKind::Duration => parse_duration(value).map_err(|e| bad(e.to_string()))?,
             };
             if v < def.min {
                 return Err(bad(format!("must be at least {}", def.min)));
@@ -195,7 +205,7 @@ mod tests {
         assert_eq!(parse_duration("30s"), Ok(30_000_000_000));
         assert_eq!(parse_duration("500ms"), Ok(500_000_000));
         assert_eq!(parse_duration("2m"), Ok(120_000_000_000));
-        assert!(parse_duration("3h").unwrap_err().contains("unit"));
+        assert!(parse_duration("3h").unwrap_err().to_string().contains("unit"));
         assert!(parse_duration("s").is_err());
         for ns in [0, 1500, 2_000_000, 30_000_000_000, 90_000_000_000] {
             assert_eq!(parse_duration(&format_duration(ns)), Ok(ns));

@@ -14,7 +14,7 @@ use largo_workloads::cost::Profile;
 use largo_workloads::{RunOptions, Workload};
 
 use super::run::{load_profile, parse_workload, run_all, Record};
-use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::args::{boot, MachineArgs, PolicyArgs, UsageError};
 use crate::config::NamedConfig;
 use crate::output::{Cell, FormatArgs, Grid, Out};
 
@@ -233,7 +233,7 @@ fn commands(c: &Candidate, anon_orders: &[u32], page_size: u64) -> Vec<String> {
 pub fn run(args: &AdviseArgs) -> Result<()> {
     let profile = load_profile(args.profile.as_deref())?;
     let base = args.machine.config(&args.policy)?;
-    let probe = Machine::new(base.clone()).map_err(|e| UsageError(e.to_string()))?;
+    let probe = boot(base.clone())?;
     let geo = probe.geometry();
     let page_size = geo.page_size();
     let anon_orders: Vec<u32> = geo.anon_orders().collect();

@@ -9,7 +9,7 @@ use clap::Args;
 use largo_mm::stats::VmEvent;
 use largo_mm::Machine;
 
-use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::args::{boot, MachineArgs, PolicyArgs, UsageError};
 use crate::output::{Format, Out};
 
 #[derive(Args, Debug)]
@@ -67,7 +67,7 @@ fn parse_op(s: &str) -> Result<Op, UsageError> {
 
 pub fn run(args: &HotplugArgs) -> Result<()> {
     let ops: Vec<Op> = args.ops.iter().map(|s| parse_op(s)).collect::<Result<_, _>>()?;
-    let mut m = Machine::new(args.machine.config(&args.policy)?)?;
+    let mut m = boot(args.machine.config(&args.policy)?)?;
     if let Some(w) = &args.workload {
         super::show::run_kept(&mut m, w, 1, 0)?;
     }

@@ -3,11 +3,10 @@
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use largo_mm::Machine;
 use largo_trace::EVENT_KINDS;
 use largo_types::{format_size, Preset};
 
-use crate::args::{MachineArgs, PolicyArgs};
+use crate::args::{boot, MachineArgs, PolicyArgs};
 use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(Args, Debug)]
@@ -124,7 +123,7 @@ fn presets() -> Grid {
 }
 
 fn knobs(machine: &MachineArgs) -> Result<Grid> {
-    let m = Machine::new(machine.config(&PolicyArgs::default())?)?;
+    let m = boot(machine.config(&PolicyArgs::default())?)?;
     let mut g = Grid::new(["knob", "value", "meaning"]);
     for k in m.knobs() {
         g.row([k.path, k.value, k.help.to_string()]);

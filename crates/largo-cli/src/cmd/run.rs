@@ -15,7 +15,7 @@ use largo_workloads::cost::{Estimate, Profile};
 use largo_workloads::{RunOptions, RunOutcome, TaskMode, Workload};
 
 use super::table;
-use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::args::{boot, MachineArgs, PolicyArgs, UsageError};
 use crate::config::{self, ConfigSpec, NamedConfig};
 use crate::output::{FormatArgs, Out};
 
@@ -184,7 +184,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut page_sizes = Vec::new();
     let mut machines = Vec::new();
     for c in &configs {
-        let m = Machine::new(c.config.clone()).map_err(|e| UsageError(format!("configuration {}: {e}", c.name)))?;
+        let m = boot(c.config.clone()).map_err(|e| UsageError(format!("configuration {}: {e}", c.name)))?;
         page_sizes.push(m.geometry().page_size());
         machines.push(m.describe());
     }

@@ -8,7 +8,7 @@ use largo_mm::Machine;
 use largo_workloads::RunOptions;
 
 use super::run::parse_workload;
-use crate::args::{MachineArgs, PolicyArgs};
+use crate::args::{boot, MachineArgs, PolicyArgs};
 use crate::output::{Format, Out};
 
 #[derive(Args, Debug)]
@@ -87,7 +87,7 @@ pub fn run_kept(m: &mut Machine, workload: &str, tasks: u32, seed: u64) -> Resul
 }
 
 pub fn run(args: &ShowArgs) -> Result<()> {
-    let mut m = Machine::new(args.machine.config(&args.policy)?)?;
+    let mut m = boot(args.machine.config(&args.policy)?)?;
     if let Some(w) = &args.workload {
         run_kept(&mut m, w, args.tasks, args.seed)?;
     }

@@ -100,7 +100,7 @@ pub const CHURN: WorkloadDef = WorkloadDef {
 
 pub const MOVE_PAGES: WorkloadDef = WorkloadDef {
     name: "move-pages",
-    summary: "write SIZE, move_pages every page of it to NODE (needs --nodes 2 or more), munmap",
+    summary: "write SIZE, move_pages every page of it to NODE (needs two or more NUMA nodes), munmap",
     params: &[
         size("size", 64 * MIB, "bytes written then migrated"),
         count("node", 1, 0, "the target node"),

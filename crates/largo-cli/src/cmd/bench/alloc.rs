@@ -12,7 +12,7 @@ use largo_mm::gfp::GFP_HIGHUSER_MOVABLE;
 use largo_mm::{Folio, Machine, MachineConfig};
 
 use super::stream::{self, FrameSource};
-use crate::args::{MachineArgs, PolicyArgs};
+use crate::args::{boot, MachineArgs, PolicyArgs};
 use crate::output::{Cell, FormatArgs, Grid, Out};
 
 #[derive(clap::Args, Debug)]
@@ -134,7 +134,7 @@ fn run_pcp(config: &MachineConfig, iters: u64) -> Result<f64> {
 
 pub fn run(args: &AllocBenchArgs) -> Result<()> {
     let config = args.machine.config(&PolicyArgs::default())?;
-    let probe = Machine::new(config.clone())?;
+    let probe = boot(config.clone())?;
     let max_order = probe.geometry().max_page_order;
     let target = probe.page_alloc().managed_pages() / 2;
     let ops = stream::generate(args.seed, args.ops, target);

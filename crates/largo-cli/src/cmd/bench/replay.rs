@@ -6,11 +6,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
-use largo_mm::Machine;
 use largo_workloads::replay::{replay, ReplayOptions};
 use largo_workloads::Workload;
 
-use crate::args::{MachineArgs, PolicyArgs, UsageError};
+use crate::args::{boot, MachineArgs, PolicyArgs, UsageError};
 use crate::cmd::run::parse_workload;
 use crate::config;
 use crate::output::{Cell, FormatArgs, Grid, Out};
@@ -69,7 +68,7 @@ pub fn run(args: &ReplayBenchArgs) -> Result<()> {
             let decoded = largo_trace::parse_bytes(&binary)?;
             decodes.push(t.elapsed().as_secs_f64());
             drop(decoded);
-            let mut m = Machine::new(config.clone()).map_err(|e| UsageError(e.to_string()))?;
+            let mut m = boot(config.clone())?;
             // As `bench alloc`: the host's first-touch faults on the
             // memmap are boot work, not replay.
             m.populate_memmap();

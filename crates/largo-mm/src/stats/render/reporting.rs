@@ -13,7 +13,7 @@ pub fn page_reporting(m: &Machine) -> String {
     let geo = m.geometry();
     let mut out = String::new();
     if !r.registered {
-        out.push_str("no free page reporting device (the machine option --balloon adds one)\n");
+        out.push_str("no free page reporting device (the machine has no virtio-balloon)\n");
         return out;
     }
     let s = &r.stats;
