@@ -165,6 +165,7 @@ pub const STEP_FAILED: i32 = 100;
 pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: End) -> Result<Forked, HostError> {
     prefault_stack(STACK_PREFAULT_BYTES);
     let page = host_page_size();
+    let stop = matches!(end, End::SnapshotAndStop { .. });
     let body = move || {
         if let Err(index) = exec(steps, window, place, page) {
             return STEP_FAILED + index.min(100) as i32;
@@ -177,10 +178,15 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: En
         }
         0
     };
-    // SAFETY: the child runs `exec` (system calls and memory accesses on
-    // the window) and the snapshot (file reads into a prepared buffer and
-    // one file write): no lock another thread may hold.
-    unsafe { fork_and_stop(body) }
+    if stop {
+        // SAFETY: the child runs `exec` (system calls and memory accesses
+        // on the window) and the snapshot (file reads into a prepared
+        // buffer, one file write): no lock another thread may hold.
+        unsafe { fork_and_stop(body) }
+    } else {
+        // SAFETY: as above, without the snapshot.
+        unsafe { fork_and_wait(body) }.map(Forked::Exited)
+    }
 }
 
 /// [`run_forked`] for a program that just exits.
