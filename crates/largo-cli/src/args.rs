@@ -335,7 +335,7 @@ impl MachineArgs {
             knobs,
             memory_block_bytes: self.memory_block_size,
             maxmem_bytes: self.maxmem,
-            balloon: self.balloon.then(|| balloon(preset, ack_ns)),
+            balloon: self.balloon.then(|| largo_mm::machine::Balloon::virtio(preset, ack_ns)),
             ..MachineConfig::default()
         })
     }
@@ -355,20 +355,11 @@ impl MachineArgs {
         let ack_ns = self.balloon_ack_us.unwrap_or(0) * 1000;
         match c.balloon.as_mut() {
             Some(b) => b.ack_latency_ns = ack_ns,
-            None if self.balloon => c.balloon = Some(balloon(Preset::X86_64, ack_ns)),
+            None if self.balloon => c.balloon = Some(largo_mm::machine::Balloon::virtio(Preset::X86_64, ack_ns)),
             None => {}
         }
         c.knobs.extend(knobs);
         Ok(c)
-    }
-}
-
-/// The virtio-balloon device of `--balloon` (merge point: becomes
-/// `Balloon::virtio`, the driver's reporting order per preset).
-fn balloon(_preset: Preset, ack_latency_ns: u64) -> largo_mm::machine::Balloon {
-    largo_mm::machine::Balloon {
-        order: 0,
-        ack_latency_ns,
     }
 }
 

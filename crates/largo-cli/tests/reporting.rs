@@ -149,3 +149,27 @@ fn a_machine_shaped_like_this_host() {
         assert_eq!(m, h, "{zone} managed pages");
     }
 }
+
+#[test]
+fn a_balloon_on_arm64_64k_reports_at_order_5_as_virtio_balloon_asks() {
+    let out = stdout(&[
+        "show",
+        "page_reporting",
+        "--balloon",
+        "--machine",
+        "arm64-64k",
+        "--mem",
+        "4G",
+    ]);
+    assert!(out.starts_with("page_reporting_order:5\n"), "{out}");
+    let out = stdout(&[
+        "show",
+        "page_reporting",
+        "--balloon",
+        "--machine",
+        "x86_64",
+        "--mem",
+        "4G",
+    ]);
+    assert!(out.starts_with("page_reporting_order:9\n"), "{out}");
+}

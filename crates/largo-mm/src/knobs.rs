@@ -112,7 +112,7 @@ pub enum KnobError {
         value: String,
         expected: String,
     },
-    #[error("malformed --set '{0}': expected KNOB=VALUE, e.g. vm/min_free_kbytes=65536")]
+    #[error("malformed knob write '{0}': expected KNOB=VALUE, e.g. vm/min_free_kbytes=65536")]
     Malformed(String),
 }
 

@@ -64,6 +64,25 @@ pub struct Balloon {
     pub ack_latency_ns: u64,
 }
 
+/// `pr_dev_info.order` of virtio_balloon on arm64 with 64 KiB pages:
+/// order 5 (2 MiB), not the 512 MiB pageblock.
+pub const VIRTIO_BALLOON_ARM64_64K_ORDER: u32 = 5;
+
+impl Balloon {
+    /// The virtio-balloon driver's device as `virtballoon_probe`
+    /// (drivers/virtio/virtio_balloon.c) registers it on `preset`: with
+    /// `CONFIG_ARM64 && CONFIG_ARM64_64K_PAGES` it asks for reporting
+    /// order 5, elsewhere it leaves the order to `page_reporting_register`
+    /// (pageblock order).
+    pub fn virtio(preset: Preset, ack_latency_ns: u64) -> Balloon {
+        let order = match preset {
+            Preset::Arm64_64k => VIRTIO_BALLOON_ARM64_64K_ORDER,
+            _ => 0,
+        };
+        Balloon { order, ack_latency_ns }
+    }
+}
+
 impl Default for MachineConfig {
     /// The built-in default machine: x86_64, 16 GiB, one node, 2 cpus, sim.
     fn default() -> Self {
@@ -98,9 +117,11 @@ pub enum MachineError {
     Knob(#[from] KnobError),
     #[error("the machine needs a kernel image reservation (it holds the zero page)")]
     NoKernelImage,
-    #[error("--memory-block-size {0}: must be a power of two from 2M (one subsection) to 2G")]
+    #[error("memory block size {0}: must be a power of two from 2M (one subsection) to 2G")]
     MemoryBlockSize(String),
-    #[error("--maxmem {maxmem} must exceed --mem {mem} by a multiple of the memory block size ({block})")]
+    #[error(
+        "the hot-add limit {maxmem} must exceed the memory size {mem} by a multiple of the memory block size ({block})"
+    )]
     Maxmem { maxmem: String, mem: String, block: String },
 }
 

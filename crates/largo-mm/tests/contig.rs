@@ -265,3 +265,21 @@ fn buddies_beyond_sections_never_merge_across_holes_or_zones() {
     m.free_folio(0, folio).unwrap();
     m.check().unwrap();
 }
+
+#[test]
+fn alloc_contig_pages_refuses_what_is_not_a_power_of_two() {
+    let mut m = Machine::new(MachineConfig {
+        mem_bytes: 256 << 20,
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    for bad in [0, 3, 1000] {
+        let r = m.alloc_contig_pages(bad, 0);
+        assert!(
+            matches!(r, Err(largo_mm::page_alloc::AllocError::NotAPowerOfTwo(n)) if n == bad),
+            "{bad}: {r:?}"
+        );
+    }
+    assert!(m.alloc_contig_pages(512, 0).unwrap().is_some());
+    m.check().unwrap();
+}

@@ -341,3 +341,34 @@ fn a_shaped_zone_grows_its_deferred_memory_before_falling_back() {
     assert_eq!(dma32_after, dma32_free, "nothing came from DMA32");
     m.check().unwrap();
 }
+
+/// virtio_balloon on arm64 with 64 KiB pages asks for order 5 (2 MiB):
+/// with the 512 MiB pageblock order nothing short of a whole free
+/// pageblock would ever be reported. Elsewhere the order stays the
+/// pageblock order.
+#[test]
+fn virtio_balloon_reports_2m_blocks_on_arm64_64k_and_pageblocks_elsewhere() {
+    use largo_types::Preset;
+    let boot = |preset: Preset, mem: u64| {
+        Machine::new(MachineConfig {
+            preset,
+            mem_bytes: mem,
+            kernel_reserved_bytes: 1 << 20,
+            balloon: Some(Balloon::virtio(preset, 0)),
+            ..MachineConfig::default()
+        })
+        .unwrap()
+    };
+    let mut arm = boot(Preset::Arm64_64k, 4 << 30);
+    assert_eq!(arm.geometry().pageblock_order, 13);
+    assert_eq!(arm.reporting().order(arm.geometry().pageblock_order), 5);
+    report_everything(&mut arm);
+    let by_order = &arm.reporting().stats.reported_pages_by_order;
+    assert!(by_order.iter().sum::<u64>() > 0, "{by_order:?}");
+    assert!(
+        by_order.iter().take(5).all(|&n| n == 0),
+        "nothing below order 5 is reported: {by_order:?}"
+    );
+    let x86 = boot(Preset::X86_64, 1 << 30);
+    assert_eq!(x86.reporting().order(x86.geometry().pageblock_order), 9);
+}

@@ -93,6 +93,9 @@ pub fn run(args: &ShowArgs) -> Result<()> {
     }
     let mut out = Out::to(Box::new(std::io::stdout().lock()), Format::Text, 0);
     out.raw(&args.file.proc_file().render(&m))?;
+    if args.file == ShowFile::PageReporting && m.config().balloon.is_none() {
+        out.raw("(the machine option --balloon adds one)\n")?;
+    }
     out.flush()?;
     Ok(())
 }

@@ -180,8 +180,8 @@ impl PageAlloc {
     }
 
     /// `alloc_contig_pages(nr_pages, gfp, nid, NULL)`: the first naturally
-    /// aligned range of `nr_pages` (a power of two) in the zonelist's
-    /// zones that `alloc_contig_range` can take, as one folio.
+    /// aligned range of `nr_pages` (a power of two, else `-EINVAL`) in the
+    /// zonelist's zones that `alloc_contig_range` can take, as one folio.
     pub fn alloc_contig_pages(
         &mut self,
         nr_pages: u64,
@@ -190,7 +190,9 @@ impl PageAlloc {
         cpu: usize,
         reclaim: &mut dyn Reclaim,
     ) -> Result<Option<Folio>, AllocError> {
-        assert!(nr_pages.is_power_of_two(), "alloc_contig_pages takes a power of two");
+        if !nr_pages.is_power_of_two() {
+            return Err(AllocError::NotAPowerOfTwo(nr_pages));
+        }
         for zi in self.zonelist_zones(nid, gfp)? {
             let (zone_start, zone_end) = (self.zones[zi].zone_start_pfn, self.zones[zi].zone_end_pfn());
             let mut pfn = zone_start.next_multiple_of(nr_pages);

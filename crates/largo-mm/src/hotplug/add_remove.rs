@@ -15,6 +15,14 @@ use crate::memmap::PageFlags;
 use crate::page_alloc::PageAlloc;
 use crate::sparse::{MemoryBlock, MemoryBlockState};
 
+/// A zone cannot grow over memory: another zone of the node spans it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ZONE_{} would overlap ZONE_{}", .zone.to_uppercase(), .other.to_uppercase())]
+pub struct ZoneOverlap {
+    pub zone: &'static str,
+    pub other: &'static str,
+}
+
 impl PageAlloc {
     /// The memmap of hot-added pages (`memmap_init_range` for an offline
     /// range): `PageOffline`, not present or managed until onlined, in no
@@ -32,7 +40,12 @@ impl PageAlloc {
     /// `move_pfn_range_to_zone` / `resize_zone_range`: zone `zone_type`
     /// of node `nid` grows to span `range`, unless that would overlap
     /// another zone of the node.
-    pub(crate) fn span_zone_over(&mut self, nid: usize, zone_type: ZoneType, range: PfnRange) -> Result<usize, String> {
+    pub(crate) fn span_zone_over(
+        &mut self,
+        nid: usize,
+        zone_type: ZoneType,
+        range: PfnRange,
+    ) -> Result<usize, ZoneOverlap> {
         let zi = nid * MAX_NR_ZONES + zone_type.index();
         let zone = &self.zones[zi];
         let (start, end) = if zone.spanned_pages == 0 {
@@ -43,11 +56,10 @@ impl PageAlloc {
         for other in nid * MAX_NR_ZONES..(nid + 1) * MAX_NR_ZONES {
             let o = &self.zones[other];
             if other != zi && o.spanned_pages > 0 && o.zone_start_pfn < end && start < o.zone_end_pfn() {
-                return Err(format!(
-                    "ZONE_{} would overlap ZONE_{}",
-                    zone.name().to_uppercase(),
-                    o.name().to_uppercase()
-                ));
+                return Err(ZoneOverlap {
+                    zone: zone.name(),
+                    other: o.name(),
+                });
             }
         }
         let zone = &mut self.zones[zi];
@@ -91,7 +103,7 @@ impl Machine {
         let region = self
             .layout()
             .hotplug_region
-            .ok_or_else(|| HotplugError::Invalid("the machine has no hot-add region (--maxmem)".into()))?;
+            .ok_or_else(|| HotplugError::Invalid("the machine has no hot-add region (maxmem)".into()))?;
         let range = PfnRange::new(start_pfn, start_pfn + nr);
         if nr == 0 || !start_pfn.is_multiple_of(block) || !nr.is_multiple_of(block) {
             return Err(HotplugError::Invalid(format!(

@@ -44,7 +44,7 @@ impl Machine {
             let zt = zone.unwrap_or(ZoneType::Normal);
             self.page_alloc
                 .span_zone_over(nid, zt, PfnRange::new(start, start + nr))
-                .map_err(HotplugError::Invalid)?;
+                .map_err(|e| HotplugError::Invalid(e.to_string()))?;
         }
         let zi = self.hotplug_range_zone(start, nr, true)?;
         if zone.is_some_and(|zt| zt != self.page_alloc().zones()[zi].zone_type) {

@@ -62,6 +62,10 @@ pub enum AllocError {
     NoSuchCpu { cpu: usize, nr_cpus: usize },
     #[error("no node {nid} (the machine has {nr_nodes})")]
     NoSuchNode { nid: usize, nr_nodes: usize },
+    /// `-EINVAL` of `alloc_contig_pages`: a compound range is a power of
+    /// two pages.
+    #[error("{0} pages: a contiguous folio is a power of two pages")]
+    NotAPowerOfTwo(u64),
 }
 
 /// `struct alloc_context`: what stays fixed for one allocation.

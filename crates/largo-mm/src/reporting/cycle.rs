@@ -13,6 +13,11 @@ use crate::page_alloc::{AllocFlags, Fpi, PageAlloc};
 /// The batch being filled: `(pfn, order)` of isolated blocks.
 type Batch = Vec<(u64, u32)>;
 
+/// The device refused a report (`prdev->report` failed): the pass ends
+/// (`page_reporting_process_zone` stops at the first error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReportFailed;
+
 impl PageAlloc {
     /// `page_reporting_process`: the delayed work. ACTIVE for the pass; at
     /// its end IDLE, or, if a free (or an exhausted budget) asked for more
@@ -71,7 +76,7 @@ impl PageAlloc {
         allowance: &mut u64,
         sink: &mut dyn ReportSink,
         backing: &mut dyn Backing,
-    ) -> Result<(), ()> {
+    ) -> Result<(), ReportFailed> {
         let order_min = self.reporting.order(self.geo.pageblock_order);
         let zone = &self.zones[zi];
         let watermark = zone.low_wmark_pages() + ((PAGE_REPORTING_CAPACITY as u64) << order_min);
@@ -89,7 +94,7 @@ impl PageAlloc {
         if !batch.is_empty() {
             let ok = self.report_batch(batch, sink, backing);
             self.page_reporting_drain(batch, ok);
-            ok.then_some(()).ok_or(())?;
+            ok.then_some(()).ok_or(ReportFailed)?;
         }
         Ok(())
     }
@@ -108,7 +113,7 @@ impl PageAlloc {
         allowance: &mut u64,
         sink: &mut dyn ReportSink,
         backing: &mut dyn Backing,
-    ) -> Result<(), ()> {
+    ) -> Result<(), ReportFailed> {
         let area = &self.zones[zi].free_area[order as usize];
         let list = area.free_list[mt.index()];
         if list.is_empty() {
@@ -147,7 +152,7 @@ impl PageAlloc {
             self.page_reporting_drain(batch, ok);
             budget -= 1;
             if !ok {
-                return Err(());
+                return Err(ReportFailed);
             }
             cursor = self.zones[zi].free_area[order as usize].free_list[mt.index()].first();
         }
