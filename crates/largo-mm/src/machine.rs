@@ -1,10 +1,10 @@
 //! [`Machine`]: one modelled machine, the only mutable root of the engine.
 
 use largo_physmem::{new_backing, Backing, BackingError, BackingKind};
-use largo_types::{format_size, Geometry, GeometryError, GeometryOverrides, Preset, MAX_NR_ZONES};
+use largo_types::{format_size, Geometry, GeometryError, GeometryOverrides, Preset};
 
 use crate::check::{CheckReport, InvariantError};
-use crate::knobs::{self, KnobError, KnobInfo, ThpKnobs};
+use crate::knobs::{KnobError, ThpKnobs};
 use crate::layout::{Layout, LayoutError, LayoutSpec, ReservedKind, DEFAULT_KERNEL_RESERVED_BYTES};
 use crate::memmap::Folio;
 use crate::page_alloc::gfp::Gfp;
@@ -259,6 +259,11 @@ impl Machine {
         self.backing.as_mut()
     }
 
+    /// The THP settings (the knobs under transparent_hugepage/), to write.
+    pub(crate) fn thp_mut(&mut self) -> &mut ThpKnobs {
+        self.vm.thp_mut()
+    }
+
     pub fn thp(&self) -> &ThpKnobs {
         self.vm.thp()
     }
@@ -365,167 +370,6 @@ impl Machine {
 
     // --- knobs ---
 
-    /// Writes a knob by its kernel path, as `echo VALUE > PATH` would.
-    pub fn set_knob(&mut self, path: &str, value: &str) -> Result<(), KnobError> {
-        let pa = &mut self.page_alloc;
-        match path {
-            "vm/min_free_kbytes" => pa.set_min_free_kbytes(knobs::parse_int(path, value, 0, i32::MAX as u64)?),
-            "vm/watermark_scale_factor" => pa.set_watermark_scale_factor(knobs::parse_int(path, value, 1, 3000)?),
-            "vm/watermark_boost_factor" => {
-                pa.set_watermark_boost_factor(knobs::parse_int(path, value, 0, i32::MAX as u64)?)
-            }
-            "vm/percpu_pagelist_high_fraction" => {
-                let fraction = knobs::parse_int(path, value, 0, i32::MAX as u64)?;
-                if fraction != 0 && fraction < crate::page_alloc::pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION {
-                    return Err(KnobError::BadValue {
-                        path: path.into(),
-                        value: value.into(),
-                        expected: "0 or at least 8".into(),
-                    });
-                }
-                pa.set_percpu_pagelist_high_fraction(fraction)
-            }
-            "vm/lowmem_reserve_ratio" => pa.set_lowmem_reserve_ratio(parse_ratios(path, value)?),
-            "transparent_hugepage/enabled" => {
-                self.vm.thp_mut().enabled = knobs::parse_choice(path, value, &knobs::THP_ENABLED_CHOICES)?;
-            }
-            "transparent_hugepage/defrag" => {
-                self.vm.thp_mut().defrag = knobs::parse_choice(path, value, &knobs::THP_DEFRAG_CHOICES)?;
-            }
-            "transparent_hugepage/use_zero_page" => {
-                self.vm.thp_mut().use_zero_page = knobs::parse_int(path, value, 0, 1)? == 1;
-            }
-            "transparent_hugepage/shrink_underused" => {
-                self.vm.thp_mut().shrink_underused = knobs::parse_int(path, value, 0, 1)? == 1;
-            }
-            "transparent_hugepage/anon_beside_full" => {
-                self.vm.thp_mut().anon_beside_full = knobs::parse_int(path, value, 0, 1)? == 1;
-            }
-            "transparent_hugepage/khugepaged/max_ptes_none" => {
-                let max = (1u64 << self.geo.pmd_order) - 1;
-                self.vm.thp_mut().max_ptes_none = knobs::parse_int(path, value, 0, max)? as u32;
-            }
-            "largo/gigapageblocks" => pa.set_gigapageblocks(knobs::parse_int(path, value, 0, 1)? == 1),
-            "vm/compaction_proactiveness" => {
-                pa.tunables.compaction_proactiveness = knobs::parse_int(path, value, 0, 100)?
-            }
-            "vm/extfrag_threshold" => pa.tunables.extfrag_threshold = knobs::parse_int(path, value, 0, 1000)?,
-            p if p.starts_with("page_reporting/") => self.set_reporting_knob(path, value)?,
-            _ => {
-                let order = self
-                    .thp_size_order(path)
-                    .ok_or_else(|| KnobError::Unknown { path: path.into() })?;
-                let mode = knobs::parse_choice(path, value, &knobs::THP_SIZE_CHOICES)?;
-                self.vm.thp_mut().per_size.insert(order, mode);
-            }
-        }
-        let pmd_enabled = self.vm.thp().pmd_enabled();
-        self.page_alloc.set_thp_pmd_enabled(pmd_enabled);
-        Ok(())
-    }
-
-    /// The order of a `transparent_hugepage/hugepages-<size>kB/enabled` path.
-    fn thp_size_order(&self, path: &str) -> Option<u32> {
-        let dir = path.strip_prefix("transparent_hugepage/")?.strip_suffix("/enabled")?;
-        self.geo
-            .anon_orders()
-            .find(|&order| knobs::size_dir(self.geo.page_shift, order) == dir)
-    }
-
-    /// Every knob with its current value, as the kernel would print it.
-    pub fn knobs(&self) -> Vec<KnobInfo> {
-        let t = self.page_alloc.tunables();
-        let mut v = vec![
-            KnobInfo {
-                path: "largo/gigapageblocks".into(),
-                value: (self.page_alloc.gigapageblocks() as u8).to_string(),
-                help: "steer unmovable fallbacks into 1 GiB blocks already holding unmovable pageblocks (seed alternative; not a kernel knob)",
-            },
-            KnobInfo {
-                path: "vm/compaction_proactiveness".into(),
-                value: t.compaction_proactiveness.to_string(),
-                help: "how hard kcompactd compacts on its own (0 off; fragmentation score kept under 100 minus this)",
-            },
-            KnobInfo {
-                path: "vm/extfrag_threshold".into(),
-                value: t.extfrag_threshold.to_string(),
-                help: "fragmentation index at or below which a costly allocation failure is lack of memory (no compaction)",
-            },
-            KnobInfo {
-                path: "vm/min_free_kbytes".into(),
-                value: t.min_free_kbytes.to_string(),
-                help: "free memory the kernel keeps (raised for THP when PMD THP is enabled)",
-            },
-            KnobInfo {
-                path: "vm/watermark_scale_factor".into(),
-                value: t.watermark_scale_factor.to_string(),
-                help: "distance between watermarks, in 1/10000 of the zone",
-            },
-            KnobInfo {
-                path: "vm/watermark_boost_factor".into(),
-                value: t.watermark_boost_factor.to_string(),
-                help: "watermark boost after a fragmenting fallback, in 1/10000 of the high watermark",
-            },
-            KnobInfo {
-                path: "vm/percpu_pagelist_high_fraction".into(),
-                value: t.percpu_pagelist_high_fraction.to_string(),
-                help: "0: auto-tuned pcp high limits; N >= 8: managed/N split over cpus",
-            },
-            KnobInfo {
-                path: "vm/lowmem_reserve_ratio".into(),
-                value: t
-                    .lowmem_reserve_ratio
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\t"),
-                help: "per-zone divisor of the memory lower zones keep back",
-            },
-            KnobInfo {
-                path: "transparent_hugepage/enabled".into(),
-                value: knobs::sysfs_choice(&knobs::THP_ENABLED_CHOICES, self.thp().enabled),
-                help: "top-level THP mode; `inherit` sizes follow it",
-            },
-            KnobInfo {
-                path: "transparent_hugepage/defrag".into(),
-                value: knobs::sysfs_choice(&knobs::THP_DEFRAG_CHOICES, self.thp().defrag),
-                help: "how hard THP/mTHP faults may reclaim and compact",
-            },
-            KnobInfo {
-                path: "transparent_hugepage/use_zero_page".into(),
-                value: (self.thp().use_zero_page as u8).to_string(),
-                help: "read faults in THP-enabled VMAs map the huge zero page",
-            },
-            KnobInfo {
-                path: "transparent_hugepage/shrink_underused".into(),
-                value: (self.thp().shrink_underused as u8).to_string(),
-                help: "queue new PMD THPs so the shrinker can split underused ones",
-            },
-            KnobInfo {
-                path: "transparent_hugepage/khugepaged/max_ptes_none".into(),
-                value: self.thp().max_ptes_none.to_string(),
-                help: "zero-filled pages a THP may hold before the shrinker splits it",
-            },
-            KnobInfo {
-                path: "transparent_hugepage/anon_beside_full".into(),
-                value: (self.thp().anon_beside_full as u8).to_string(),
-                help: "host kernel build: use an mTHP order only beside a full block of that size",
-            },
-        ];
-        v.extend(self.reporting_knobs());
-        for (&order, &mode) in &self.thp().per_size {
-            v.push(KnobInfo {
-                path: format!(
-                    "transparent_hugepage/{}/enabled",
-                    knobs::size_dir(self.geo.page_shift, order)
-                ),
-                value: knobs::sysfs_choice(&knobs::THP_SIZE_CHOICES, mode),
-                help: "anonymous mTHP size mode",
-            });
-        }
-        v
-    }
-
     /// A one-line description of the machine for reports.
     pub fn describe(&self) -> String {
         format!(
@@ -540,19 +384,6 @@ impl Machine {
             self.geo.pageblock_order,
         )
     }
-}
-
-fn parse_ratios(path: &str, value: &str) -> Result<[u64; MAX_NR_ZONES], KnobError> {
-    let bad = || KnobError::BadValue {
-        path: path.into(),
-        value: value.into(),
-        expected: format!("{MAX_NR_ZONES} non-negative integers"),
-    };
-    let nums: Vec<u64> = value
-        .split_whitespace()
-        .map(|s| s.parse().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
-    nums.try_into().map_err(|_| bad())
 }
 
 /// Reserves the hot-add region above boot RAM, starting at the next

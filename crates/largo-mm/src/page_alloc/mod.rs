@@ -358,6 +358,11 @@ impl PageAlloc {
         self.nr_cpus
     }
 
+    /// The sysctls, to write (for those whose write needs no recomputation).
+    pub(crate) fn tunables_mut(&mut self) -> &mut Tunables {
+        &mut self.tunables
+    }
+
     pub fn tunables(&self) -> &Tunables {
         &self.tunables
     }

@@ -1,8 +1,14 @@
 //! Kernel knobs by their sysfs/sysctl path (relative to /sys/kernel/mm or
-//! /proc/sys), with the values the kernel accepts.
+//! /proc/sys), with the values the kernel accepts: the THP settings, the
+//! parsers and printers of knob values, and ([`registry`]) the table of
+//! every knob.
+
+mod registry;
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+pub use registry::{KnobDef, KnobPath, REGISTRY, TRIGGER_CHOICES};
 
 /// Top-level `transparent_hugepage/enabled`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,363 @@
+//! Every knob, defined once: its path, what it means, how the kernel
+//! prints it and which values it accepts. `Machine::set_knob`, the
+//! per-machine knob list (`largo list knobs`) and the validation of
+//! `--set` come from this table: adding a knob is one entry.
+
+use super::{
+    parse_choice, parse_int, size_dir, sysfs_choice, KnobError, KnobInfo, THP_DEFRAG_CHOICES, THP_ENABLED_CHOICES,
+    THP_SIZE_CHOICES,
+};
+use crate::machine::Machine;
+use crate::page_alloc::pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
+use crate::reporting::Trigger;
+use largo_types::MAX_NR_ZONES;
+
+/// Where a knob lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KnobPath {
+    /// One path (relative to /sys/kernel/mm or /proc/sys).
+    Fixed(&'static str),
+    /// `transparent_hugepage/hugepages-<size>kB/enabled`, one per
+    /// anonymous mTHP order of the machine (2..=PMD order).
+    PerAnonSize,
+}
+
+/// Reads a knob as the kernel prints it (`order` for per-size knobs).
+type Getter = fn(&Machine, u32) -> String;
+/// Parses `value` as the kernel accepts it for `path` and applies it.
+type Setter = fn(&mut Machine, u32, &str, &str) -> Result<(), KnobError>;
+
+/// One knob.
+pub struct KnobDef {
+    pub path: KnobPath,
+    pub help: &'static str,
+    get: Getter,
+    set: Setter,
+}
+
+const fn knob(path: &'static str, help: &'static str, get: Getter, set: Setter) -> KnobDef {
+    KnobDef {
+        path: KnobPath::Fixed(path),
+        help,
+        get,
+        set,
+    }
+}
+
+/// A 0/1 switch.
+fn bit(on: bool) -> String {
+    (on as u8).to_string()
+}
+
+fn parse_bool(path: &str, value: &str) -> Result<bool, KnobError> {
+    Ok(parse_int(path, value, 0, 1)? == 1)
+}
+
+/// `page_reporting/trigger` values.
+pub const TRIGGER_CHOICES: [(&str, Trigger); 2] = [("mainline", Trigger::Mainline), ("seed", Trigger::Seed)];
+
+/// Every knob, in the order `largo list knobs` shows them.
+pub const REGISTRY: &[KnobDef] = &[
+    knob(
+        "largo/gigapageblocks",
+        "steer unmovable fallbacks into 1 GiB blocks already holding unmovable pageblocks (seed alternative; not a kernel knob)",
+        |m, _| bit(m.page_alloc().gigapageblocks()),
+        |m, _, p, v| {
+            let on = parse_bool(p, v)?;
+            m.page_alloc_mut().set_gigapageblocks(on);
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/compaction_proactiveness",
+        "how hard kcompactd compacts on its own (0 off; fragmentation score kept under 100 minus this)",
+        |m, _| m.page_alloc().tunables().compaction_proactiveness.to_string(),
+        |m, _, p, v| {
+            m.page_alloc_mut().tunables_mut().compaction_proactiveness = parse_int(p, v, 0, 100)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/extfrag_threshold",
+        "fragmentation index at or below which a costly allocation failure is lack of memory (no compaction)",
+        |m, _| m.page_alloc().tunables().extfrag_threshold.to_string(),
+        |m, _, p, v| {
+            m.page_alloc_mut().tunables_mut().extfrag_threshold = parse_int(p, v, 0, 1000)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/min_free_kbytes",
+        "free memory the kernel keeps (raised for THP when PMD THP is enabled)",
+        |m, _| m.page_alloc().tunables().min_free_kbytes.to_string(),
+        |m, _, p, v| {
+            let kbytes = parse_int(p, v, 0, i32::MAX as u64)?;
+            m.page_alloc_mut().set_min_free_kbytes(kbytes);
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/watermark_scale_factor",
+        "distance between watermarks, in 1/10000 of the zone",
+        |m, _| m.page_alloc().tunables().watermark_scale_factor.to_string(),
+        |m, _, p, v| {
+            let factor = parse_int(p, v, 1, 3000)?;
+            m.page_alloc_mut().set_watermark_scale_factor(factor);
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/watermark_boost_factor",
+        "watermark boost after a fragmenting fallback, in 1/10000 of the high watermark",
+        |m, _| m.page_alloc().tunables().watermark_boost_factor.to_string(),
+        |m, _, p, v| {
+            let factor = parse_int(p, v, 0, i32::MAX as u64)?;
+            m.page_alloc_mut().set_watermark_boost_factor(factor);
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/percpu_pagelist_high_fraction",
+        "0: auto-tuned pcp high limits; N >= 8: managed/N split over cpus",
+        |m, _| m.page_alloc().tunables().percpu_pagelist_high_fraction.to_string(),
+        |m, _, p, v| {
+            let fraction = parse_int(p, v, 0, i32::MAX as u64)?;
+            if fraction != 0 && fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
+                return Err(KnobError::BadValue {
+                    path: p.into(),
+                    value: v.into(),
+                    expected: "0 or at least 8".into(),
+                });
+            }
+            m.page_alloc_mut().set_percpu_pagelist_high_fraction(fraction);
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/lowmem_reserve_ratio",
+        "per-zone divisor of the memory lower zones keep back",
+        |m, _| {
+            let r = m.page_alloc().tunables().lowmem_reserve_ratio;
+            r.iter().map(u64::to_string).collect::<Vec<_>>().join("\t")
+        },
+        |m, _, p, v| {
+            let ratios = parse_ratios(p, v)?;
+            m.page_alloc_mut().set_lowmem_reserve_ratio(ratios);
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/enabled",
+        "top-level THP mode; `inherit` sizes follow it",
+        |m, _| sysfs_choice(&THP_ENABLED_CHOICES, m.thp().enabled),
+        |m, _, p, v| {
+            m.thp_mut().enabled = parse_choice(p, v, &THP_ENABLED_CHOICES)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/defrag",
+        "how hard THP/mTHP faults may reclaim and compact",
+        |m, _| sysfs_choice(&THP_DEFRAG_CHOICES, m.thp().defrag),
+        |m, _, p, v| {
+            m.thp_mut().defrag = parse_choice(p, v, &THP_DEFRAG_CHOICES)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/use_zero_page",
+        "read faults in THP-enabled VMAs map the huge zero page",
+        |m, _| bit(m.thp().use_zero_page),
+        |m, _, p, v| {
+            m.thp_mut().use_zero_page = parse_bool(p, v)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/shrink_underused",
+        "queue new PMD THPs so the shrinker can split underused ones",
+        |m, _| bit(m.thp().shrink_underused),
+        |m, _, p, v| {
+            m.thp_mut().shrink_underused = parse_bool(p, v)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/khugepaged/max_ptes_none",
+        "zero-filled pages a THP may hold before the shrinker splits it",
+        |m, _| m.thp().max_ptes_none.to_string(),
+        |m, _, p, v| {
+            let max = (1u64 << m.geometry().pmd_order) - 1;
+            m.thp_mut().max_ptes_none = parse_int(p, v, 0, max)? as u32;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/anon_beside_full",
+        "host kernel build: use an mTHP order only beside a full block of that size",
+        |m, _| bit(m.thp().anon_beside_full),
+        |m, _, p, v| {
+            m.thp_mut().anon_beside_full = parse_bool(p, v)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "page_reporting/page_reporting_order",
+        "smallest free block order reported to the host (-1: the device's order once one registers)",
+        |m, _| m.reporting().order_param.map_or("-1".to_string(), |o| o.to_string()),
+        |m, _, p, v| {
+            let max_order = m.geometry().max_page_order as u64;
+            m.page_alloc_mut().reporting_mut().order_param = Some(parse_int(p, v, 0, max_order)? as u32);
+            Ok(())
+        },
+    ),
+    knob(
+        "page_reporting/trigger",
+        "largo: mainline (any free at the order) or seed (32 unreported blocks of an order)",
+        |m, _| sysfs_choice(&TRIGGER_CHOICES, m.reporting().trigger),
+        |m, _, p, v| {
+            m.page_alloc_mut().reporting_mut().trigger = parse_choice(p, v, &TRIGGER_CHOICES)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "page_reporting/retain_kbytes",
+        "largo: free memory reporting leaves unreported for reuse (0: off; not in Linux)",
+        |m, _| (m.reporting().retain_pages * (m.geometry().page_size() >> 10)).to_string(),
+        |m, _, p, v| {
+            let page_kib = m.geometry().page_size() >> 10;
+            m.page_alloc_mut().reporting_mut().retain_pages = parse_int(p, v, 0, u64::MAX >> 12)? / page_kib;
+            Ok(())
+        },
+    ),
+    KnobDef {
+        path: KnobPath::PerAnonSize,
+        help: "anonymous mTHP size mode",
+        get: |m, order| sysfs_choice(&THP_SIZE_CHOICES, m.thp().per_size[&order]),
+        set: |m, order, p, v| {
+            let mode = parse_choice(p, v, &THP_SIZE_CHOICES)?;
+            m.thp_mut().per_size.insert(order, mode);
+            Ok(())
+        },
+    },
+];
+
+fn parse_ratios(path: &str, value: &str) -> Result<[u64; MAX_NR_ZONES], KnobError> {
+    let bad = || KnobError::BadValue {
+        path: path.into(),
+        value: value.into(),
+        expected: format!("{MAX_NR_ZONES} non-negative integers"),
+    };
+    let nums: Vec<u64> = value
+        .split_whitespace()
+        .map(|s| s.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    nums.try_into().map_err(|_| bad())
+}
+
+impl Machine {
+    /// The order of a `transparent_hugepage/hugepages-<size>kB/enabled`
+    /// path of this machine.
+    fn thp_size_order(&self, path: &str) -> Option<u32> {
+        let dir = path.strip_prefix("transparent_hugepage/")?.strip_suffix("/enabled")?;
+        let geo = self.geometry();
+        geo.anon_orders().find(|&order| size_dir(geo.page_shift, order) == dir)
+    }
+
+    /// The definition of the knob at `path` (and its order, for a
+    /// per-size knob).
+    fn knob_def(&self, path: &str) -> Option<(&'static KnobDef, u32)> {
+        REGISTRY.iter().find_map(|k| match k.path {
+            KnobPath::Fixed(p) => (p == path).then_some((k, 0)),
+            KnobPath::PerAnonSize => self.thp_size_order(path).map(|order| (k, order)),
+        })
+    }
+
+    /// Writes a knob by its kernel path with a value the kernel would
+    /// accept, as a sysfs or sysctl write does after boot. Enabling or
+    /// disabling PMD THP reruns `set_recommended_min_free_kbytes`.
+    pub fn set_knob(&mut self, path: &str, value: &str) -> Result<(), KnobError> {
+        let (def, order) = self
+            .knob_def(path)
+            .ok_or_else(|| KnobError::Unknown { path: path.into() })?;
+        (def.set)(self, order, path, value)?;
+        let pmd_enabled = self.thp().pmd_enabled();
+        self.page_alloc_mut().set_thp_pmd_enabled(pmd_enabled);
+        Ok(())
+    }
+
+    /// Every knob with its current value, as the kernel would print it.
+    pub fn knobs(&self) -> Vec<KnobInfo> {
+        let geo = self.geometry();
+        REGISTRY
+            .iter()
+            .flat_map(|k| {
+                let instances: Vec<(String, u32)> = match k.path {
+                    KnobPath::Fixed(p) => vec![(p.to_string(), 0)],
+                    KnobPath::PerAnonSize => self
+                        .thp()
+                        .per_size
+                        .keys()
+                        .map(|&o| {
+                            (
+                                format!("transparent_hugepage/{}/enabled", size_dir(geo.page_shift, o)),
+                                o,
+                            )
+                        })
+                        .collect(),
+                };
+                instances.into_iter().map(move |(path, order)| KnobInfo {
+                    value: (k.get)(self, order),
+                    path,
+                    help: k.help,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{Balloon, MachineConfig};
+    use largo_types::Preset;
+
+    /// The value a sysfs read shows, as a write takes it back.
+    fn written_form(shown: &str) -> String {
+        match (shown.find('['), shown.find(']')) {
+            (Some(a), Some(b)) => shown[a + 1..b].to_string(),
+            _ => shown.to_string(),
+        }
+    }
+
+    #[test]
+    fn every_listed_knob_takes_back_the_value_it_shows() {
+        for preset in Preset::ALL {
+            let mut m = Machine::new(MachineConfig {
+                preset,
+                mem_bytes: 256 << 20,
+                balloon: Some(Balloon::virtio(preset, 0)),
+                ..MachineConfig::default()
+            })
+            .unwrap();
+            let before = m.knobs();
+            assert!(before.len() > REGISTRY.len(), "per-size knobs are listed one by one");
+            for k in &before {
+                // page_reporting_order -1 means unset: it has no written form.
+                if k.value == "-1" {
+                    continue;
+                }
+                m.set_knob(&k.path, &written_form(&k.value))
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.path));
+            }
+            let after: Vec<(String, String)> = m.knobs().into_iter().map(|k| (k.path, k.value)).collect();
+            let before: Vec<(String, String)> = before.into_iter().map(|k| (k.path, k.value)).collect();
+            assert_eq!(after, before, "{preset:?}");
+            assert!(matches!(m.set_knob("vm/nonsense", "1"), Err(KnobError::Unknown { .. })));
+            assert!(matches!(
+                m.set_knob("transparent_hugepage/hugepages-3kB/enabled", "always"),
+                Err(KnobError::Unknown { .. })
+            ));
+        }
+    }
+}
