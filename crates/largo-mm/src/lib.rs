@@ -4,14 +4,12 @@
 //! - [`layout`]: the physical memory map (RAM, nodes, zone spans, boot reservations)
 //! - [`sparse`]: sections, subsections, memory blocks
 //! - [`memmap`]: the per-pfn metadata array and folios
-//! - [`page_alloc`]: the buddy allocator, pcp lists, watermarks, isolation
+//! - [`page_alloc`]: the buddy allocator, pcp lists, watermarks, isolation, and its invariant checker
 //! - [`hotplug`]: memory blocks offline and online, down to 2 MiB subsections
 //! - [`compaction`]: compaction, `alloc_contig_range`, fragmentation indices
 //! - [`stats`]: counters and /proc renderers
 //! - [`machine`]: [`Machine`], the root that owns all of it
-//! - [`check`]: the invariant checker
 
-pub mod check;
 pub mod compaction;
 pub mod hotplug;
 pub mod knobs;

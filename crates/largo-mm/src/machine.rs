@@ -3,10 +3,10 @@
 use largo_physmem::{new_backing, Backing, BackingError, BackingKind};
 use largo_types::{format_size, Geometry, GeometryError, GeometryOverrides, Preset};
 
-use crate::check::{CheckReport, InvariantError};
 use crate::knobs::{KnobError, ThpKnobs};
 use crate::layout::{Layout, LayoutError, LayoutSpec, ReservedKind, DEFAULT_KERNEL_RESERVED_BYTES};
 use crate::memmap::Folio;
+use crate::page_alloc::check::{CheckReport, InvariantError};
 use crate::page_alloc::gfp::Gfp;
 use crate::page_alloc::{AllocError, FreeError, PageAlloc, SplitError, Tunables};
 use crate::reporting::ReportSink;
@@ -323,7 +323,7 @@ impl Machine {
     /// MAX_PAGE_ORDER), movable pages migrated out of its way.
     pub fn alloc_contig_pages(&mut self, nr_pages: u64, nid: usize) -> Result<Option<Folio>, AllocError> {
         let gfp = crate::gfp::GFP_KERNEL | Gfp::COMP;
-        self.with_reclaim(|pa, r| pa.alloc_contig_pages(nr_pages, gfp, nid, 0, r))
+        self.with_reclaim(|pa, r| pa.compactor().alloc_contig_pages(nr_pages, gfp, nid, 0, r))
     }
 
     /// `alloc_contig_range` of `[start, end)` as one folio (a naturally
@@ -333,17 +333,19 @@ impl Machine {
         start: u64,
         end: u64,
     ) -> Result<Option<Folio>, crate::compaction::ContigError> {
-        self.with_reclaim(|pa, r| pa.alloc_contig_range(start, end, true, 0, r))
+        self.with_reclaim(|pa, r| pa.compactor().alloc_contig_range(start, end, true, 0, r))
     }
 
     /// `free_contig_range` of a folio `alloc_contig_*` returned.
     pub fn free_contig_folio(&mut self, folio: Folio) {
-        self.page_alloc.free_contig_range(folio.pfn.0, folio.nr_pages());
+        self.page_alloc
+            .compactor()
+            .free_contig_range(folio.pfn.0, folio.nr_pages());
     }
 
     /// `echo 1 > /proc/sys/vm/compact_memory`; returns base pages migrated.
     pub fn compact_memory(&mut self) -> u64 {
-        self.with_reclaim(|pa, r| pa.compact_memory(r))
+        self.with_reclaim(|pa, r| pa.compactor().compact_memory(r))
     }
 
     pub fn free_folio(&mut self, cpu: usize, folio: Folio) -> Result<(), FreeError> {

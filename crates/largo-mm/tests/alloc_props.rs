@@ -273,6 +273,7 @@ fn apply(m: &mut Machine, live: &mut Vec<Folio>, refs: &mut Vec<u32>, op: &Op) {
             let before = free(m);
             let got = m
                 .page_alloc_mut()
+                .compactor()
                 .alloc_contig_range(start, start + nr, true, 0, &mut NoReclaim);
             if let Ok(Some(folio)) = got {
                 assert_eq!(free(m) + nr, before, "the range came out of the free pages");

@@ -7,6 +7,7 @@
 mod common;
 
 use common::{anon_task, PAGE};
+use largo_mm::compaction;
 use largo_mm::gfp::GFP_KERNEL;
 use largo_mm::machine::Machine;
 use largo_mm::stats::VmEvent;
@@ -111,8 +112,8 @@ fn defrag_always_compacts_and_thp_faults_succeed_where_never_falls_back() {
 fn compact_memory_rebuilds_free_pageblocks_and_the_indices_follow() {
     let (mut m, _) = fragmented("never");
     let zi = m.page_alloc().zones().iter().position(|z| z.name() == "DMA32").unwrap();
-    let index_before = m.page_alloc().fragmentation_index(zi, 9);
-    let unusable_before = m.page_alloc().unusable_free_index(zi, 9);
+    let index_before = compaction::fragmentation_index(&m.page_alloc().zones()[zi], 9);
+    let unusable_before = compaction::unusable_free_index(&m.page_alloc().zones()[zi], 9);
     assert!(index_before > 900, "failure would be fragmentation: {index_before}");
     assert!(
         unusable_before > 900,
@@ -133,11 +134,11 @@ fn compact_memory_rebuilds_free_pageblocks_and_the_indices_follow() {
         "{blocks_before} -> {blocks_after} free 2M+ blocks"
     );
     assert_eq!(
-        m.page_alloc().fragmentation_index(zi, 9),
+        compaction::fragmentation_index(&m.page_alloc().zones()[zi], 9),
         -1000,
         "a 2M block is free now"
     );
-    assert!(m.page_alloc().unusable_free_index(zi, 9) < unusable_before);
+    assert!(compaction::unusable_free_index(&m.page_alloc().zones()[zi], 9) < unusable_before);
     m.check().unwrap();
     let text = largo_mm::compaction::render_extfrag_index(m.page_alloc());
     assert!(text.starts_with("Node 0, zone      DMA "), "{text}");
@@ -148,7 +149,7 @@ fn compact_memory_rebuilds_free_pageblocks_and_the_indices_follow() {
 
 #[test]
 fn kcompactd_compacts_proactively_when_the_score_is_high() {
-    let node_score = |m: &Machine| m.page_alloc().fragmentation_score_node(0);
+    let node_score = |m: &Machine| compaction::fragmentation_score_node(m.geometry(), m.page_alloc().zones(), 0);
     let (mut off, _) = fragmented("never");
     off.set_knob("vm/compaction_proactiveness", "0").unwrap();
     let before = node_score(&off);

@@ -208,7 +208,7 @@ fn a_range_of_any_length_comes_back_as_base_pages() {
     let end = start + 3 * 512 + 100;
     let free_before = m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages();
     let got = m
-        .with_reclaim(|pa, r| pa.alloc_contig_range(start, end, false, 0, r))
+        .with_reclaim(|pa, r| pa.compactor().alloc_contig_range(start, end, false, 0, r))
         .unwrap();
     assert!(got.is_none(), "no compound folio without __GFP_COMP");
     m.check().unwrap();
@@ -227,7 +227,7 @@ fn a_range_of_any_length_comes_back_as_base_pages() {
         free_before,
         "exactly the range left the free pages"
     );
-    m.page_alloc_mut().free_contig_range(start, end - start);
+    m.page_alloc_mut().compactor().free_contig_range(start, end - start);
     m.check().unwrap();
     assert_eq!(
         m.page_alloc().nr_free_pages() + m.page_alloc().nr_pcp_pages(),

@@ -9,11 +9,12 @@
 
 use largo_types::Pfn;
 
+use super::Compactor;
 use super::COMPACT_CLUSTER_MAX;
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::gfp::Gfp;
 use crate::page_alloc::isolation::{IsolateError, IsolateMode};
-use crate::page_alloc::{max_order_chunks, AllocError, MigrationTarget, PageAlloc, Reclaim};
+use crate::page_alloc::{max_order_chunks, AllocError, MigrationTarget, Reclaim};
 
 /// Retries of a batch of folios that would not migrate.
 const CONTIG_MIGRATE_TRIES: u32 = 5;
@@ -32,7 +33,7 @@ pub enum ContigError {
     Busy { pfn: u64 },
 }
 
-impl PageAlloc {
+impl Compactor<'_> {
     /// `alloc_contig_range(start, end, ACR_FLAGS_NONE, GFP_KERNEL | __GFP_COMP)`
     /// when `compound` (the range must then be a naturally aligned power
     /// of two; one folio of that order comes back), else every page as an
@@ -47,50 +48,53 @@ impl PageAlloc {
     ) -> Result<Option<Folio>, ContigError> {
         let nr = end.saturating_sub(start);
         let invalid = |why| ContigError::Invalid { start, end, why };
-        if nr == 0 || end > self.memmap.len() {
+        if nr == 0 || end > self.pa.memmap.len() {
             return Err(invalid("empty or beyond the last pfn"));
         }
         if compound && (!nr.is_power_of_two() || !start.is_multiple_of(nr)) {
             return Err(invalid("a compound range must be a naturally aligned power of two"));
         }
-        let zi = self.page_zone_index(start).ok_or(invalid("not in a zone"))?;
-        if self.page_zone_index(end - 1) != Some(zi) || !self.zones[zi].spans(end - 1) {
+        let zi = self.pa.page_zone_index(start).ok_or(invalid("not in a zone"))?;
+        if self.pa.page_zone_index(end - 1) != Some(zi) || !self.pa.zones[zi].spans(end - 1) {
             return Err(invalid("spans more than one zone"));
         }
-        let pb = self.geo.pageblock_nr_pages();
+        let pb = self.pa.geo.pageblock_nr_pages();
         let (iso_start, iso_end) = (start & !(pb - 1), end.next_multiple_of(pb));
         if !self.block_in_zone(zi, iso_start, iso_end) {
             return Err(invalid("its pageblocks leave the zone"));
         }
-        self.start_isolate_page_range(iso_start, iso_end, IsolateMode::ContigAlloc)
+        self.pa
+            .start_isolate_page_range(iso_start, iso_end, IsolateMode::ContigAlloc)
             .map_err(ContigError::Isolate)?;
-        self.drain_all_pages();
-        let nid = self.zones[zi].nid;
+        self.pa.drain_all_pages();
+        let nid = self.pa.zones[zi].nid;
         let migrated = self.alloc_contig_migrate_range(start, end, nid, cpu, reclaim);
-        self.drain_all_pages();
+        self.pa.drain_all_pages();
         let result = migrated.and_then(|_| {
-            self.test_pages_isolated(start, end, IsolateMode::ContigAlloc)
+            self.pa
+                .test_pages_isolated(start, end, IsolateMode::ContigAlloc)
                 .map_err(|pfn| ContigError::Busy { pfn })
         });
         if let Err(e) = result {
-            self.undo_isolate_page_range(iso_start, iso_end);
+            self.pa.undo_isolate_page_range(iso_start, iso_end);
             return Err(e);
         }
-        let taken = self.isolated_free_blocks(iso_start, iso_end);
+        let taken = self.pa.isolated_free_blocks(iso_start, iso_end);
         for &(pfn, order) in &taken {
-            self.del_page_from_free_list(zi, pfn, order, largo_types::MigrateType::Isolate);
+            self.pa
+                .del_page_from_free_list(zi, pfn, order, largo_types::MigrateType::Isolate);
         }
-        self.undo_isolate_page_range(iso_start, iso_end);
+        self.pa.undo_isolate_page_range(iso_start, iso_end);
         for &(pfn, order) in &taken {
             self.free_outside(pfn, pfn + (1 << order), start, end);
         }
         if compound {
             let order = nr.trailing_zeros();
-            self.prep_new_page(start, order);
+            self.pa.prep_new_page(start, order);
             return Ok(Some(Folio { pfn: Pfn(start), order }));
         }
         for pfn in start..end {
-            self.prep_new_page(pfn, 0);
+            self.pa.prep_new_page(pfn, 0);
         }
         Ok(None)
     }
@@ -105,8 +109,8 @@ impl PageAlloc {
     /// Frees `[start, end)` (records clear, pages owned by the caller) in
     /// naturally aligned chunks of at most MAX_PAGE_ORDER.
     fn free_pfn_range(&mut self, start: u64, end: u64) {
-        for (pfn, order) in max_order_chunks(self.geo.max_page_order, start, end) {
-            self.__free_pages_ok(pfn, order, crate::page_alloc::Fpi::NONE);
+        for (pfn, order) in max_order_chunks(self.pa.geo.max_page_order, start, end) {
+            self.pa.__free_pages_ok(pfn, order, crate::page_alloc::Fpi::NONE);
         }
     }
 
@@ -123,13 +127,13 @@ impl PageAlloc {
         reclaim: &mut dyn Reclaim,
     ) -> Result<(), ContigError> {
         let mut pfn = start;
-        if let Some(head) = self.memmap.folio_head(start) {
+        if let Some(head) = self.pa.memmap.folio_head(start) {
             pfn = head;
         }
-        let was_compacting = std::mem::replace(&mut self.in_compaction, true);
+        let entered = self.pa.compaction.enter();
         let mut result = Ok(());
         while pfn < end {
-            let (batch, next) = self.lru_folio_heads(pfn, end, COMPACT_CLUSTER_MAX);
+            let (batch, next) = self.pa.lru_folio_heads(pfn, end, COMPACT_CLUSTER_MAX);
             pfn = next;
             let mut pending = batch;
             let mut tries = 0;
@@ -139,13 +143,13 @@ impl PageAlloc {
                     result = Err(ContigError::Busy { pfn: pending[0] });
                     break;
                 }
-                pending = reclaim.migrate_folios(self, cpu, &pending, &mut MigrationTarget::PreferNode(nid));
+                pending = reclaim.migrate_folios(self.pa, cpu, &pending, &mut MigrationTarget::PreferNode(nid));
             }
             if result.is_err() {
                 break;
             }
         }
-        self.in_compaction = was_compacting;
+        self.pa.compaction.leave(entered);
         result
     }
 
@@ -154,7 +158,7 @@ impl PageAlloc {
     /// chunks, or `nr` order-0 pages.
     pub fn free_contig_range(&mut self, start: u64, nr: u64) {
         for pfn in start..start + nr {
-            self.memmap.page_mut(pfn).clear();
+            self.pa.memmap.page_mut(pfn).clear();
         }
         self.free_pfn_range(start, start + nr);
     }
@@ -164,14 +168,14 @@ impl PageAlloc {
     fn pfn_range_valid_contig(&self, zi: usize, start: u64, nr: u64) -> bool {
         let mut pfn = start;
         while pfn < start + nr {
-            if self.page_zone_index(pfn) != Some(zi) {
+            if self.pa.page_zone_index(pfn) != Some(zi) {
                 return false;
             }
-            let page = self.memmap.page(pfn);
+            let page = self.pa.memmap.page(pfn);
             if page.flags().contains(PageFlags::RESERVED) {
                 return false;
             }
-            if self.memmap.is_folio_head(pfn) && page.order() > self.geo.max_page_order {
+            if self.pa.memmap.is_folio_head(pfn) && page.order() > self.pa.geo.max_page_order {
                 return false;
             }
             pfn += if page.is_buddy() { 1 << page.order() } else { 1 };
@@ -193,8 +197,8 @@ impl PageAlloc {
         if !nr_pages.is_power_of_two() {
             return Err(AllocError::NotAPowerOfTwo(nr_pages));
         }
-        for zi in self.zonelist_zones(nid, gfp)? {
-            let (zone_start, zone_end) = (self.zones[zi].zone_start_pfn, self.zones[zi].zone_end_pfn());
+        for zi in self.pa.zonelist_zones(nid, gfp)? {
+            let (zone_start, zone_end) = (self.pa.zones[zi].zone_start_pfn, self.pa.zones[zi].zone_end_pfn());
             let mut pfn = zone_start.next_multiple_of(nr_pages);
             while pfn + nr_pages <= zone_end {
                 if self.pfn_range_valid_contig(zi, pfn, nr_pages) {

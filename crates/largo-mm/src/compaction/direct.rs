@@ -5,8 +5,9 @@
 
 use largo_types::MigrateType;
 
-use super::control::{Capture, CompactControl, CompactPriority, CompactResult, MigrateMode};
-use crate::page_alloc::{AllocFlags, PageAlloc, Reclaim};
+use super::control::{CompactControl, CompactPriority, CompactResult, MigrateMode};
+use super::Compactor;
+use crate::page_alloc::{AllocFlags, Reclaim};
 use crate::stats::VmEvent;
 
 /// One direct compaction request.
@@ -19,7 +20,7 @@ pub(crate) struct CompactRequest {
     pub prio: CompactPriority,
 }
 
-impl PageAlloc {
+impl Compactor<'_> {
     /// `compact_zone_order`: a direct compactor's run of one zone.
     fn compact_zone_order(
         &mut self,
@@ -33,7 +34,7 @@ impl PageAlloc {
         } else {
             MigrateMode::SyncLight
         };
-        let mut cc = CompactControl::new(zi, Some(req.order), mode, self.geo.nr_page_orders());
+        let mut cc = CompactControl::new(zi, Some(req.order), mode, self.pa.geo.nr_page_orders());
         cc.migratetype = req.migratetype;
         cc.highest_zoneidx = req.highest_zoneidx;
         cc.alloc_flags = req.alloc_flags;
@@ -41,14 +42,9 @@ impl PageAlloc {
         cc.whole_zone = req.prio == CompactPriority::SyncFull;
         cc.ignore_skip_hint = req.prio == CompactPriority::SyncFull;
         // current->capture_control for the run.
-        self.capture = Some(Capture {
-            zi,
-            order: req.order,
-            migratetype: req.migratetype,
-            page: None,
-        });
+        self.pa.compaction.arm_capture(zi, req.order, req.migratetype);
         let status = self.compact_zone(&mut cc, cpu, reclaim);
-        match self.capture.take().and_then(|c| c.page) {
+        match self.pa.compaction.take_capture() {
             Some(pfn) => (CompactResult::Success, Some(pfn)),
             None => (status, None),
         }
@@ -67,17 +63,17 @@ impl PageAlloc {
     ) -> (CompactResult, Option<u64>) {
         let mut rc = CompactResult::Skipped;
         for &zi in zones {
-            if self.zones[zi].zone_type.index() > req.highest_zoneidx {
+            if self.pa.zones[zi].zone_type.index() > req.highest_zoneidx {
                 continue;
             }
-            if req.prio > CompactPriority::SyncFull && self.zones[zi].compact.deferred(req.order) {
+            if req.prio > CompactPriority::SyncFull && self.pa.zones[zi].compact.deferred(req.order) {
                 rc = rc.max(CompactResult::Deferred);
                 continue;
             }
             let (status, captured) = self.compact_zone_order(zi, req, cpu, reclaim);
             rc = rc.max(status);
             if status == CompactResult::Success {
-                self.zones[zi].compact.defer_reset(req.order, false);
+                self.pa.zones[zi].compact.defer_reset(req.order, false);
                 if captured.is_some() {
                     return (rc, captured);
                 }
@@ -86,7 +82,7 @@ impl PageAlloc {
             if req.prio != CompactPriority::Async
                 && matches!(status, CompactResult::Complete | CompactResult::PartialSkipped)
             {
-                self.zones[zi].compact.defer(req.order);
+                self.pa.zones[zi].compact.defer(req.order);
             }
         }
         (rc, None)
@@ -101,26 +97,28 @@ impl PageAlloc {
         highest_zoneidx: usize,
         reclaim: &mut dyn Reclaim,
     ) {
-        self.count_event(VmEvent::CompactDaemonWake, 1);
-        let cpu = self.nodes[nid].cpus.first().copied().unwrap_or(0);
+        self.pa.count_event(VmEvent::CompactDaemonWake, 1);
+        let cpu = self.pa.nodes[nid].cpus.first().copied().unwrap_or(0);
         for zt in 0..=highest_zoneidx {
             let zi = nid * largo_types::MAX_NR_ZONES + zt;
-            if !self.zones[zi].populated() || self.zones[zi].compact.deferred(order) {
+            if !self.pa.zones[zi].populated() || self.pa.zones[zi].compact.deferred(order) {
                 continue;
             }
             if self.compaction_suit_allocation_order(zi, order, zt, AllocFlags::empty()) != CompactResult::Continue {
                 continue;
             }
-            let mut cc = CompactControl::new(zi, Some(order), MigrateMode::SyncLight, self.geo.nr_page_orders());
+            let mut cc = CompactControl::new(zi, Some(order), MigrateMode::SyncLight, self.pa.geo.nr_page_orders());
             cc.highest_zoneidx = zt;
             let status = self.compact_zone(&mut cc, cpu, reclaim);
             if status == CompactResult::Success {
-                self.zones[zi].compact.defer_reset(order, false);
+                self.pa.zones[zi].compact.defer_reset(order, false);
             } else if status == CompactResult::Complete {
-                self.zones[zi].compact.defer(order);
+                self.pa.zones[zi].compact.defer(order);
             }
-            self.count_event(VmEvent::CompactDaemonMigrateScanned, cc.total_migrate_scanned);
-            self.count_event(VmEvent::CompactDaemonFreeScanned, cc.total_free_scanned);
+            self.pa
+                .count_event(VmEvent::CompactDaemonMigrateScanned, cc.total_migrate_scanned);
+            self.pa
+                .count_event(VmEvent::CompactDaemonFreeScanned, cc.total_free_scanned);
         }
     }
 
@@ -129,12 +127,12 @@ impl PageAlloc {
     /// migrated.
     pub fn compact_memory(&mut self, reclaim: &mut dyn Reclaim) -> u64 {
         let mut migrated = 0;
-        for zi in 0..self.zones.len() {
-            if !self.zones[zi].populated() || self.zones[zi].managed_pages == 0 {
+        for zi in 0..self.pa.zones.len() {
+            if !self.pa.zones[zi].populated() || self.pa.zones[zi].managed_pages == 0 {
                 continue;
             }
-            let cpu = self.nodes[self.zones[zi].nid].cpus.first().copied().unwrap_or(0);
-            let mut cc = CompactControl::new(zi, None, MigrateMode::Sync, self.geo.nr_page_orders());
+            let cpu = self.pa.nodes[self.pa.zones[zi].nid].cpus.first().copied().unwrap_or(0);
+            let mut cc = CompactControl::new(zi, None, MigrateMode::Sync, self.pa.geo.nr_page_orders());
             cc.whole_zone = true;
             cc.ignore_skip_hint = true;
             self.compact_zone(&mut cc, cpu, reclaim);

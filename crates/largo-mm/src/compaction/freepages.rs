@@ -5,21 +5,21 @@
 use largo_types::{MigrateType, Pfn};
 
 use super::control::{CompactControl, MigrateMode};
+use super::Compactor;
 use crate::memmap::Folio;
-use crate::page_alloc::PageAlloc;
 use crate::stats::VmEvent;
 
-impl PageAlloc {
+impl Compactor<'_> {
     /// `suitable_migration_target`: a pageblock the free scanner may take
     /// pages from: not one starting with a free block of the requested
     /// order (a pageblock when compacting everything) — splitting that
     /// would undo the work — and of a movable type.
     fn suitable_migration_target(&self, cc: &CompactControl, pfn: u64) -> bool {
-        let page = self.memmap.page(pfn);
-        if page.is_buddy() && page.order() >= cc.order.unwrap_or(self.geo.pageblock_order) {
+        let page = self.pa.memmap.page(pfn);
+        if page.is_buddy() && page.order() >= cc.order.unwrap_or(self.pa.geo.pageblock_order) {
             return false;
         }
-        self.pageblocks.migratetype(pfn) == MigrateType::Movable
+        self.pa.pageblocks.migratetype(pfn) == MigrateType::Movable
     }
 
     /// `isolate_freepages_block`: every free block of `[start, end)`;
@@ -29,13 +29,13 @@ impl PageAlloc {
         let mut isolated = 0;
         while pfn < end {
             cc.total_free_scanned += 1;
-            let page = self.memmap.page(pfn);
+            let page = self.pa.memmap.page(pfn);
             if !page.is_buddy() {
                 pfn += 1;
                 continue;
             }
             let order = page.order();
-            if !self.__isolate_free_page(cc.zi, pfn, order) {
+            if !self.pa.__isolate_free_page(cc.zi, pfn, order) {
                 break;
             }
             cc.freepages[order as usize].push(pfn);
@@ -50,23 +50,23 @@ impl PageAlloc {
     /// above the migrate scanner, until as many free pages are isolated
     /// as folio pages wait to migrate.
     pub(crate) fn isolate_freepages(&mut self, cc: &mut CompactControl) {
-        let pb = self.geo.pageblock_nr_pages();
+        let pb = self.pa.geo.pageblock_nr_pages();
         let low_pfn = (cc.migrate_pfn + pb) & !(pb - 1);
-        let zone_end = self.zones[cc.zi].zone_end_pfn();
+        let zone_end = self.pa.zones[cc.zi].zone_end_pfn();
         let mut block = cc.free_pfn;
         let mut isolated_total = 0;
         cc.free_exhausted = true;
-        while block >= low_pfn && block >= self.zones[cc.zi].zone_start_pfn {
+        while block >= low_pfn && block >= self.pa.zones[cc.zi].zone_start_pfn {
             let end = (block + pb).min(zone_end);
             let next = block.checked_sub(pb);
             if self.block_in_zone(cc.zi, block, end) && self.suitable_migration_target(cc, block) {
-                let skip = !cc.ignore_skip_hint && cc.mode == MigrateMode::Async && self.pageblocks.skip(block);
+                let skip = !cc.ignore_skip_hint && cc.mode == MigrateMode::Async && self.pa.pageblocks.skip(block);
                 if !skip {
                     // The whole block is scanned: it gets the skip hint
                     // (update_pageblock_skip), whatever it yielded.
                     isolated_total += self.isolate_freepages_block(cc, block, end);
                     if !cc.ignore_skip_hint {
-                        self.pageblocks.set_skip(block, true);
+                        self.pa.pageblocks.set_skip(block, true);
                     }
                 }
             }
@@ -78,13 +78,13 @@ impl PageAlloc {
             }
         }
         cc.free_pfn = block;
-        self.count_event(VmEvent::CompactIsolated, isolated_total);
+        self.pa.count_event(VmEvent::CompactIsolated, isolated_total);
     }
 
     /// The pageblock `[start, end)` lies in the zone (`pageblock_pfn_to_page`).
     pub(crate) fn block_in_zone(&self, zi: usize, start: u64, end: u64) -> bool {
-        let zone = &self.zones[zi];
-        zone.spans(start) && zone.spans(end - 1) && self.page_zone_index(start) == Some(zi)
+        let zone = &self.pa.zones[zi];
+        zone.spans(start) && zone.spans(end - 1) && self.pa.page_zone_index(start) == Some(zi)
     }
 
     /// `compaction_alloc`: a destination of `order` from the isolated free
@@ -109,7 +109,7 @@ impl PageAlloc {
                 cc.freepages[o as usize].push(pfn + (1 << o));
             }
             cc.nr_freepages -= 1 << order;
-            self.prep_new_page(pfn, order);
+            self.pa.prep_new_page(pfn, order);
             return Some(Folio { pfn: Pfn(pfn), order });
         }
     }
@@ -119,7 +119,8 @@ impl PageAlloc {
     pub(crate) fn release_freepages(&mut self, cc: &mut CompactControl) {
         for order in 0..cc.freepages.len() {
             for pfn in std::mem::take(&mut cc.freepages[order]) {
-                self.free_one_page(cc.zi, pfn, order as u32, crate::page_alloc::Fpi::NONE);
+                self.pa
+                    .free_one_page(cc.zi, pfn, order as u32, crate::page_alloc::Fpi::NONE);
             }
         }
         cc.nr_freepages = 0;

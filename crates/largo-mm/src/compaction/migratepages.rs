@@ -5,12 +5,12 @@
 use largo_types::MigrateType;
 
 use super::control::{CompactControl, MigrateMode};
+use super::Compactor;
 use super::COMPACT_CLUSTER_MAX;
 use crate::memmap::PageFlags;
-use crate::page_alloc::PageAlloc;
 use crate::stats::VmEvent;
 
-impl PageAlloc {
+impl Compactor<'_> {
     /// `skip_isolation_on_order`: a folio at least as large as the target
     /// (unless compacting everything) or a pageblock would not help.
     fn skip_isolation_on_order(&self, order: u32, target: Option<u32>) -> bool {
@@ -19,7 +19,7 @@ impl PageAlloc {
                 return true;
             }
         }
-        order >= self.geo.pageblock_order
+        order >= self.pa.geo.pageblock_order
     }
 
     /// `suitable_migration_source`: async direct compaction only takes from
@@ -28,7 +28,7 @@ impl PageAlloc {
         if cc.mode != MigrateMode::Async || !cc.direct_compaction {
             return true;
         }
-        let mt = self.pageblocks.migratetype(pfn);
+        let mt = self.pa.pageblocks.migratetype(pfn);
         if cc.migratetype == MigrateType::Movable {
             mt == MigrateType::Movable
         } else {
@@ -44,17 +44,17 @@ impl PageAlloc {
         let mut scanned = 0;
         let mut isolated = 0;
         // A folio that starts in an earlier block was seen there.
-        if let Some(head) = self.memmap.folio_head(pfn).filter(|&h| h < pfn) {
-            pfn = (head + (1 << self.memmap.page(head).order())).min(end);
+        if let Some(head) = self.pa.memmap.folio_head(pfn).filter(|&h| h < pfn) {
+            pfn = (head + (1 << self.pa.memmap.page(head).order())).min(end);
         }
         while pfn < end {
             scanned += 1;
-            let page = self.memmap.page(pfn);
+            let page = self.pa.memmap.page(pfn);
             if page.is_buddy() {
                 pfn += 1 << page.order();
                 continue;
             }
-            if !self.memmap.is_folio_head(pfn) || !page.flags().contains(PageFlags::LRU) {
+            if !self.pa.memmap.is_folio_head(pfn) || !page.flags().contains(PageFlags::LRU) {
                 pfn += 1;
                 continue;
             }
@@ -73,8 +73,8 @@ impl PageAlloc {
             }
         }
         cc.total_migrate_scanned += scanned;
-        self.count_event(VmEvent::CompactMigrateScanned, scanned);
-        self.count_event(VmEvent::CompactIsolated, isolated);
+        self.pa.count_event(VmEvent::CompactMigrateScanned, scanned);
+        self.pa.count_event(VmEvent::CompactIsolated, isolated);
         pfn.min(end)
     }
 
@@ -83,13 +83,13 @@ impl PageAlloc {
     /// finds nothing marks the block skipped. Returns whether any folio
     /// was isolated.
     pub(crate) fn isolate_migratepages(&mut self, cc: &mut CompactControl) -> bool {
-        let pb = self.geo.pageblock_nr_pages();
-        let mut low = cc.migrate_pfn.max(self.zones[cc.zi].zone_start_pfn);
+        let pb = self.pa.geo.pageblock_nr_pages();
+        let mut low = cc.migrate_pfn.max(self.pa.zones[cc.zi].zone_start_pfn);
         while low < cc.free_pfn {
             let block = low & !(pb - 1);
-            let end = (block + pb).min(self.zones[cc.zi].zone_end_pfn());
+            let end = (block + pb).min(self.pa.zones[cc.zi].zone_end_pfn());
             let usable = self.block_in_zone(cc.zi, block, end)
-                && (cc.ignore_skip_hint || !self.pageblocks.skip(block))
+                && (cc.ignore_skip_hint || !self.pa.pageblocks.skip(block))
                 && self.suitable_migration_source(cc, block);
             if !usable {
                 low = block + pb;
@@ -97,7 +97,7 @@ impl PageAlloc {
             }
             let stopped = self.isolate_migratepages_block(cc, low, end);
             if cc.nr_migratepages == 0 && cc.mode == MigrateMode::Async {
-                self.pageblocks.set_skip(block, true);
+                self.pa.pageblocks.set_skip(block, true);
             }
             low = stopped;
             break;

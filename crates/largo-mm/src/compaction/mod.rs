@@ -18,6 +18,7 @@
 //! - `zone.rs`: `compact_zone`, `compaction_suitable`, `__compact_finished`
 //! - `direct.rs`: direct compaction (`try_to_compact_pages`), kcompactd, `compact_memory`
 //! - `proactive.rs`: kcompactd's timer and proactive compaction (fragmentation score)
+//! - `state.rs`: what compaction keeps (compacting context, capture, kcompactd timer)
 //! - `extfrag.rs`: fragmentation and unusable-free indices (debugfs `extfrag/`)
 //! - `contig.rs`: `alloc_contig_range`, `alloc_contig_pages`, `free_contig_range`
 
@@ -28,11 +29,35 @@ mod extfrag;
 mod freepages;
 mod migratepages;
 pub mod proactive;
+mod state;
 mod zone;
 
 pub use contig::ContigError;
 pub use control::{Capture, CompactControl, CompactPriority, CompactResult, MigrateMode, ZoneCompact};
-pub use extfrag::{render_extfrag_index, render_unusable_index};
+pub use extfrag::{
+    extfrag_for_order, fragmentation_index, render_extfrag_index, render_unusable_index, unusable_free_index,
+};
+pub use proactive::{fragmentation_score_node, fragmentation_score_zone};
+pub use state::{CompactionState, Entered};
+
+use crate::page_alloc::PageAlloc;
+
+/// Compaction at work on one machine's allocator. The kernel's functions
+/// take the zone they compact; the model's take the allocator, and every
+/// use of it is spelled `self.pa`: the allocator API compaction needs
+/// (zone watermarks, free-list and isolation primitives, pageblock bits,
+/// the memmap) is what those lines call. Its own state between runs is
+/// [`CompactionState`].
+pub struct Compactor<'a> {
+    pub(crate) pa: &'a mut PageAlloc,
+}
+
+impl PageAlloc {
+    /// Compaction on this allocator.
+    pub fn compactor(&mut self) -> Compactor<'_> {
+        Compactor { pa: self }
+    }
+}
 
 /// `COMPACT_CLUSTER_MAX` (= `SWAP_CLUSTER_MAX`): folios isolated per round.
 pub const COMPACT_CLUSTER_MAX: u64 = 32;

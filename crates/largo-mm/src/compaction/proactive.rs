@@ -9,9 +9,12 @@
 //! 1 << COMPACT_MAX_DEFER_SHIFT checks.
 
 use super::control::{CompactControl, MigrateMode};
-use super::COMPACT_MAX_DEFER_SHIFT;
-use crate::page_alloc::{PageAlloc, Reclaim};
+use super::extfrag::extfrag_for_order;
+use super::Compactor;
+use crate::page_alloc::Reclaim;
+use crate::page_alloc::Zone;
 use crate::stats::VmEvent;
+use largo_types::Geometry;
 
 /// `HPAGE_FRAG_CHECK_INTERVAL_MSEC`: kcompactd's timer.
 pub const HPAGE_FRAG_CHECK_INTERVAL_NS: u64 = 500_000_000;
@@ -35,51 +38,44 @@ pub struct Kcompactd {
     pub proactive_defer: Vec<u32>,
 }
 
-impl PageAlloc {
-    /// `extfrag_for_order(zone, COMPACTION_HPAGE_ORDER)`: percent of free
-    /// memory in blocks below the PMD order.
-    pub fn fragmentation_score_zone(&self, zi: usize) -> u32 {
-        let order = self.geo.pmd_order.min(self.geo.max_page_order);
-        self.extfrag_for_order(zi, order)
-    }
+/// `fragmentation_score_zone`: `extfrag_for_order(zone,
+/// COMPACTION_HPAGE_ORDER)`, percent of free memory in blocks below the
+/// PMD order.
+pub fn fragmentation_score_zone(geo: &Geometry, zone: &Zone) -> u32 {
+    extfrag_for_order(zone, geo.pmd_order.min(geo.max_page_order))
+}
 
-    /// `fragmentation_score_node`: zone scores weighted by present pages.
-    pub fn fragmentation_score_node(&self, nid: usize) -> u32 {
-        let node_present: u64 = self
-            .zones
-            .iter()
-            .filter(|z| z.nid == nid)
-            .map(|z| z.present_pages)
-            .sum();
-        self.zones
-            .iter()
-            .enumerate()
-            .filter(|(_, z)| z.nid == nid && z.populated())
-            .map(|(zi, z)| (z.present_pages * self.fragmentation_score_zone(zi) as u64 / (node_present + 1)) as u32)
-            .sum()
-    }
+/// `fragmentation_score_node`: the node's zone scores weighted by their
+/// present pages.
+pub fn fragmentation_score_node(geo: &Geometry, zones: &[Zone], nid: usize) -> u32 {
+    let node_present: u64 = zones.iter().filter(|z| z.nid == nid).map(|z| z.present_pages).sum();
+    zones
+        .iter()
+        .filter(|z| z.nid == nid && z.populated())
+        .map(|z| (z.present_pages * fragmentation_score_zone(geo, z) as u64 / (node_present + 1)) as u32)
+        .sum()
+}
 
+impl Compactor<'_> {
     /// One firing of kcompactd's timer on every node (`kcompactd`'s loop
     /// after its timeout): proactive compaction where it is due.
     pub fn kcompactd_timer(&mut self, reclaim: &mut dyn Reclaim) {
-        let proactiveness = self.tunables.compaction_proactiveness;
+        let proactiveness = self.pa.tunables.compaction_proactiveness;
         if proactiveness == 0 {
             return;
         }
-        let nr_nodes = self.nodes.len();
-        self.kcompactd.proactive_defer.resize(nr_nodes, 0);
+        let nr_nodes = self.pa.nodes.len();
         for nid in 0..nr_nodes {
-            if self.kcompactd.proactive_defer[nid] > 0 {
-                self.kcompactd.proactive_defer[nid] -= 1;
+            if self.pa.compaction.proactive_deferred(nid, nr_nodes) {
                 continue;
             }
-            let before = self.fragmentation_score_node(nid);
+            let before = fragmentation_score_node(&self.pa.geo, &self.pa.zones, nid);
             if before <= fragmentation_score_wmark(proactiveness, false) {
                 continue;
             }
             self.proactive_compact_node(nid, reclaim);
-            if self.fragmentation_score_node(nid) >= before {
-                self.kcompactd.proactive_defer[nid] = 1 << COMPACT_MAX_DEFER_SHIFT;
+            if fragmentation_score_node(&self.pa.geo, &self.pa.zones, nid) >= before {
+                self.pa.compaction.defer_proactive(nid);
             }
         }
     }
@@ -87,18 +83,20 @@ impl PageAlloc {
     /// `proactive_compact_node`: every populated zone compacted whole
     /// (synchronous light, skip hints ignored) until its score is low.
     fn proactive_compact_node(&mut self, nid: usize, reclaim: &mut dyn Reclaim) {
-        let cpu = self.nodes[nid].cpus.first().copied().unwrap_or(0);
-        for zi in 0..self.zones.len() {
-            if self.zones[zi].nid != nid || !self.zones[zi].populated() {
+        let cpu = self.pa.nodes[nid].cpus.first().copied().unwrap_or(0);
+        for zi in 0..self.pa.zones.len() {
+            if self.pa.zones[zi].nid != nid || !self.pa.zones[zi].populated() {
                 continue;
             }
-            let mut cc = CompactControl::new(zi, None, MigrateMode::SyncLight, self.geo.nr_page_orders());
+            let mut cc = CompactControl::new(zi, None, MigrateMode::SyncLight, self.pa.geo.nr_page_orders());
             cc.proactive = true;
             cc.whole_zone = true;
             cc.ignore_skip_hint = true;
             self.compact_zone(&mut cc, cpu, reclaim);
-            self.count_event(VmEvent::CompactDaemonMigrateScanned, cc.total_migrate_scanned);
-            self.count_event(VmEvent::CompactDaemonFreeScanned, cc.total_free_scanned);
+            self.pa
+                .count_event(VmEvent::CompactDaemonMigrateScanned, cc.total_migrate_scanned);
+            self.pa
+                .count_event(VmEvent::CompactDaemonFreeScanned, cc.total_free_scanned);
         }
     }
 }

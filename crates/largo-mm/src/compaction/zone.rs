@@ -5,8 +5,11 @@
 use largo_types::PAGE_ALLOC_COSTLY_ORDER;
 
 use super::control::{CompactControl, CompactResult};
+use super::extfrag::fragmentation_index;
 use super::proactive::fragmentation_score_wmark;
-use crate::page_alloc::{AllocFlags, Fallback, MigrationTarget, PageAlloc, Reclaim};
+use super::proactive::fragmentation_score_zone;
+use super::Compactor;
+use crate::page_alloc::{AllocFlags, Fallback, MigrationTarget, Reclaim};
 use crate::stats::VmEvent;
 
 /// `compact_gap`: free pages compaction needs beyond the watermark
@@ -15,18 +18,18 @@ pub(crate) fn compact_gap(order: u32) -> u64 {
     2 << order
 }
 
-impl PageAlloc {
+impl Compactor<'_> {
     /// `compaction_suitable`: enough order-0 free pages above `watermark`
     /// to migrate, and, for costly orders, a fragmentation index saying
     /// the failure is fragmentation rather than lack of memory.
     pub(crate) fn compaction_suitable(&self, zi: usize, order: u32, watermark: u64, highest_zoneidx: usize) -> bool {
         let mark = watermark + compact_gap(order);
-        if !self.zone_watermark_ok(zi, 0, mark, highest_zoneidx, AllocFlags::CMA) {
+        if !self.pa.zone_watermark_ok(zi, 0, mark, highest_zoneidx, AllocFlags::CMA) {
             return false;
         }
         if order > PAGE_ALLOC_COSTLY_ORDER {
-            let index = self.fragmentation_index(zi, order);
-            if (0..=self.tunables.extfrag_threshold as i32).contains(&index) {
+            let index = fragmentation_index(&self.pa.zones[zi], order);
+            if (0..=self.pa.tunables.extfrag_threshold as i32).contains(&index) {
                 return false;
             }
         }
@@ -42,8 +45,8 @@ impl PageAlloc {
         highest_zoneidx: usize,
         alloc_flags: AllocFlags,
     ) -> CompactResult {
-        let mark = self.zones[zi].wmark_pages(alloc_flags.wmark());
-        if self.zone_watermark_ok(zi, order, mark, highest_zoneidx, alloc_flags) {
+        let mark = self.pa.zones[zi].wmark_pages(alloc_flags.wmark());
+        if self.pa.zone_watermark_ok(zi, order, mark, highest_zoneidx, alloc_flags) {
             return CompactResult::Success;
         }
         if !self.compaction_suitable(zi, order, mark, highest_zoneidx) {
@@ -55,7 +58,7 @@ impl PageAlloc {
     /// `__compact_finished`.
     fn compact_finished(&mut self, cc: &CompactControl) -> CompactResult {
         if cc.migrate_pfn >= cc.free_pfn || cc.free_exhausted && cc.nr_freepages == 0 {
-            let zone = &mut self.zones[cc.zi];
+            let zone = &mut self.pa.zones[cc.zi];
             zone.compact.cached_migrate_pfn = 0;
             zone.compact.cached_free_pfn = 0;
             return CompactResult::Complete;
@@ -63,23 +66,23 @@ impl PageAlloc {
         let Some(order) = cc.order else {
             // Proactive compaction stops once the zone is defragmented enough.
             if cc.proactive {
-                let wmark_low = fragmentation_score_wmark(self.tunables.compaction_proactiveness, true);
-                if self.fragmentation_score_zone(cc.zi) <= wmark_low {
+                let wmark_low = fragmentation_score_wmark(self.pa.tunables.compaction_proactiveness, true);
+                if fragmentation_score_zone(&self.pa.geo, &self.pa.zones[cc.zi]) <= wmark_low {
                     return CompactResult::Success;
                 }
             }
             return CompactResult::Continue;
         };
-        if cc.migrate_pfn & (self.geo.pageblock_nr_pages() - 1) != 0 {
+        if cc.migrate_pfn & (self.pa.geo.pageblock_nr_pages() - 1) != 0 {
             return CompactResult::Continue;
         }
-        for o in order..self.geo.nr_page_orders() as u32 {
-            let area = &self.zones[cc.zi].free_area[o as usize];
+        for o in order..self.pa.geo.nr_page_orders() as u32 {
+            let area = &self.pa.zones[cc.zi].free_area[o as usize];
             if !area.is_empty(cc.migratetype) {
                 return CompactResult::Success;
             }
             if matches!(
-                self.find_suitable_fallback(cc.zi, o, cc.migratetype, true),
+                self.pa.find_suitable_fallback(cc.zi, o, cc.migratetype, true),
                 Fallback::Found(_)
             ) {
                 return CompactResult::Success;
@@ -91,8 +94,8 @@ impl PageAlloc {
     /// The scanners' start positions (`compact_zone`'s setup): cached
     /// positions, or the zone's ends for a whole-zone run.
     fn compact_start(&self, cc: &mut CompactControl) {
-        let zone = &self.zones[cc.zi];
-        let pb = self.geo.pageblock_nr_pages();
+        let zone = &self.pa.zones[cc.zi];
+        let pb = self.pa.geo.pageblock_nr_pages();
         let start = zone.zone_start_pfn;
         let last_block = (zone.zone_end_pfn() - 1) & !(pb - 1);
         let (m, f) = (zone.compact.cached_migrate_pfn, zone.compact.cached_free_pfn);
@@ -113,7 +116,7 @@ impl PageAlloc {
         if cc.whole_zone {
             self.reset_isolation_suitable(cc.zi);
         }
-        let was_compacting = std::mem::replace(&mut self.in_compaction, true);
+        let entered = self.pa.compaction.enter();
         let mut ret;
         loop {
             ret = self.compact_finished(cc);
@@ -124,17 +127,17 @@ impl PageAlloc {
                 continue;
             }
             let pfns = std::mem::take(&mut cc.migratepages);
-            let failed = reclaim.migrate_folios(self, cpu, &pfns, &mut MigrationTarget::Compaction(cc));
-            let failed_pages: u64 = failed.iter().map(|&p| 1u64 << self.memmap.page(p).order()).sum();
+            let failed = reclaim.migrate_folios(self.pa, cpu, &pfns, &mut MigrationTarget::Compaction(cc));
+            let failed_pages: u64 = failed.iter().map(|&p| 1u64 << self.pa.memmap.page(p).order()).sum();
             cc.nr_migrated += cc.nr_migratepages - failed_pages;
             cc.nr_migratepages = 0;
             // A captured block ends the run.
-            if self.capture.is_some_and(|c| c.page.is_some()) {
+            if self.pa.compaction.captured() {
                 ret = CompactResult::Success;
                 break;
             }
         }
-        self.in_compaction = was_compacting;
+        self.pa.compaction.leave(entered);
         self.release_freepages(cc);
         if ret == CompactResult::Complete {
             // compact_blockskip_flush: the kernel clears the zone's skip
@@ -142,22 +145,22 @@ impl PageAlloc {
             // model clears them at once.
             self.reset_isolation_suitable(cc.zi);
         } else {
-            let zone = &mut self.zones[cc.zi];
+            let zone = &mut self.pa.zones[cc.zi];
             zone.compact.cached_migrate_pfn = cc.migrate_pfn;
             zone.compact.cached_free_pfn = cc.free_pfn;
         }
-        self.count_event(VmEvent::CompactFreeScanned, cc.total_free_scanned);
+        self.pa.count_event(VmEvent::CompactFreeScanned, cc.total_free_scanned);
         ret
     }
 
     /// `__reset_isolation_suitable`: clears the skip hints of a zone.
     pub(crate) fn reset_isolation_suitable(&mut self, zi: usize) {
-        let pb = self.geo.pageblock_nr_pages();
-        let zone = &self.zones[zi];
+        let pb = self.pa.geo.pageblock_nr_pages();
+        let zone = &self.pa.zones[zi];
         let (start, end) = (zone.zone_start_pfn & !(pb - 1), zone.zone_end_pfn());
         let mut pfn = start;
         while pfn < end {
-            self.pageblocks.set_skip(pfn, false);
+            self.pa.pageblocks.set_skip(pfn, false);
             pfn += pb;
         }
     }

@@ -124,9 +124,9 @@ impl Machine {
             let (heads, _) = self.page_alloc.lru_folio_heads(start, end, u64::MAX);
             if !heads.is_empty() {
                 self.with_reclaim(|pa, r| {
-                    let was_compacting = std::mem::replace(&mut pa.in_compaction, true);
+                    let entered = pa.compaction.enter();
                     r.migrate_folios(pa, 0, &heads, &mut MigrationTarget::PreferNode(target_nid));
-                    pa.in_compaction = was_compacting;
+                    pa.compaction.leave(entered);
                 });
             }
             self.page_alloc.drain_all_pages();

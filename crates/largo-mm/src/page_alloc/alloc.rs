@@ -202,7 +202,7 @@ impl PageAlloc {
         prio: CompactPriority,
         reclaim: &mut dyn Reclaim,
     ) -> (Option<u64>, CompactResult) {
-        if order == 0 || self.in_compaction {
+        if order == 0 || self.compaction.in_compaction() {
             return (None, CompactResult::Skipped);
         }
         let req = CompactRequest {
@@ -213,7 +213,7 @@ impl PageAlloc {
             prio,
         };
         let zones = self.zonelists[ac.zonelist].zones.clone();
-        let (result, captured) = self.try_to_compact_pages(&zones, req, cpu, reclaim);
+        let (result, captured) = self.compactor().try_to_compact_pages(&zones, req, cpu, reclaim);
         if result == CompactResult::Skipped {
             return (None, result);
         }
@@ -558,12 +558,9 @@ impl PageAlloc {
             // kswapd_try_to_sleep / boosted reclaim: kcompactd compacts
             // for the order kswapd was woken for.
             if order > 0 || boosted {
-                self.kcompactd_do_work(
-                    nid,
-                    order.max(self.geo.pageblock_order * boosted as u32),
-                    highest,
-                    reclaim,
-                );
+                let kcompactd_order = order.max(self.geo.pageblock_order * boosted as u32);
+                self.compactor()
+                    .kcompactd_do_work(nid, kcompactd_order, highest, reclaim);
             }
             if balanced || reclaimed > 0 {
                 self.nodes[nid].kswapd_failures = 0;

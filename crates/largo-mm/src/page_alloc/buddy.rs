@@ -143,18 +143,11 @@ impl PageAlloc {
     /// a movable pageblock only for a movable request below pageblock order).
     #[inline]
     fn compaction_capture(&mut self, zi: usize, pfn: u64, order: u32, mt: MigrateType) -> bool {
-        let Some(c) = self.capture.as_mut() else {
-            return false;
-        };
-        if c.page.is_some() || c.zi != zi || c.order != order || mt == MigrateType::Isolate {
-            return false;
-        }
-        if order < self.geo.pageblock_order && mt == MigrateType::Movable && c.migratetype != MigrateType::Movable {
-            return false;
-        }
-        c.page = Some(pfn);
-        self.work.compaction_captures += 1;
-        true
+        let captured = self
+            .compaction
+            .try_capture(zi, pfn, order, mt, self.geo.pageblock_order);
+        self.work.compaction_captures += captured as u64;
+        captured
     }
 
     /// `buddy_merge_likely`: if the block one order up has a free buddy,

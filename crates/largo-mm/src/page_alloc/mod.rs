@@ -11,9 +11,11 @@
 //! - `free.rs`: `__free_pages`, `free_frozen_pages`, `free_pages_prepare`
 //! - `split.rs`: splitting a folio to a lower order
 //! - `highatomic.rs`: the high-order atomic reserve
+//! - `check.rs`: the invariant checker (every list, counter and record recomputed)
 
 mod alloc;
 mod buddy;
+pub mod check;
 mod deferred;
 mod fallback;
 mod free;
@@ -121,15 +123,11 @@ pub struct PageAlloc {
     pub allocs_by_order: Vec<u64>,
     /// Free page reporting (no device registered by default).
     pub(crate) reporting: crate::reporting::PageReporting,
-    /// A compaction or contiguous allocation is migrating (the kernel's
-    /// `PF_MEMALLOC` context): allocations for its targets never compact.
-    pub(crate) in_compaction: bool,
     /// The gigapageblock grouping, when turned on.
     pub(crate) gigablocks: Option<gigablock::Gigablocks>,
-    /// kcompactd's timer and proactive state.
-    pub(crate) kcompactd: crate::compaction::proactive::Kcompactd,
-    /// The running direct compaction's capture (`current->capture_control`).
-    pub(crate) capture: Option<crate::compaction::Capture>,
+    /// Compaction's state: the compacting context, the direct compactor's
+    /// capture, kcompactd's timer.
+    pub(crate) compaction: crate::compaction::CompactionState,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -218,13 +216,8 @@ impl PageAlloc {
             work: AllocWork::default(),
             allocs_by_order: vec![0; geo.max_page_order as usize + 1],
             reporting: crate::reporting::PageReporting::new(geo.nr_page_orders()),
-            in_compaction: false,
             gigablocks: None,
-            capture: None,
-            kcompactd: crate::compaction::proactive::Kcompactd {
-                next_ns: crate::compaction::proactive::HPAGE_FRAG_CHECK_INTERVAL_NS,
-                ..Default::default()
-            },
+            compaction: crate::compaction::CompactionState::new(),
         };
         pa.build_all_zonelists();
         pa.build_section_zones(layout.max_pfn);

@@ -32,7 +32,7 @@ impl PageAlloc {
         reclaim: &mut dyn Reclaim,
     ) -> Option<Folio> {
         let (nid, gfp) = match target {
-            MigrationTarget::Compaction(cc) => return self.compaction_alloc(cc, order),
+            MigrationTarget::Compaction(cc) => return self.compactor().compaction_alloc(cc, order),
             MigrationTarget::ThisNode(nid) if order > 0 => {
                 (*nid, (GFP_TRANSHUGE | Gfp::THISNODE).difference(Gfp::DIRECT_RECLAIM))
             }

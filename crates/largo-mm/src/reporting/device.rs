@@ -27,7 +27,7 @@ impl Machine {
         let target = self.now_ns().saturating_add(ns);
         loop {
             let report = self.page_alloc.reporting().due_ns.filter(|&d| d <= target);
-            let kcompactd = Some(self.page_alloc.kcompactd.next_ns).filter(|&d| d <= target);
+            let kcompactd = Some(self.page_alloc.compaction.kcompactd_due()).filter(|&d| d <= target);
             let due = match (report, kcompactd) {
                 (None, None) => break,
                 (a, b) => a.unwrap_or(u64::MAX).min(b.unwrap_or(u64::MAX)),
@@ -38,8 +38,8 @@ impl Machine {
                 self.page_alloc
                     .page_reporting_process(self.report_sink.as_mut(), self.backing.as_mut());
             } else {
-                self.page_alloc.kcompactd.next_ns = due + crate::compaction::proactive::HPAGE_FRAG_CHECK_INTERVAL_NS;
-                self.with_reclaim(|pa, r| pa.kcompactd_timer(r));
+                self.page_alloc.compaction.kcompactd_rearm(due);
+                self.with_reclaim(|pa, r| pa.compactor().kcompactd_timer(r));
             }
         }
         let r = self.page_alloc.reporting_mut();

@@ -19,9 +19,9 @@
 
 use largo_types::MigrateType;
 
+use super::PageAlloc;
 use crate::layout::PfnRange;
 use crate::memmap::PageFlags;
-use crate::page_alloc::PageAlloc;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invariant violated: {0}")]
