@@ -136,11 +136,10 @@ pub fn measure(
     let mut out = Vec::new();
     let mut plans = Vec::new();
     for (spec_text, kb, cold) in points(iterations) {
-        let (def, spec) = builtin::parse(&spec_text).map_err(|e| ValidateError::Model(e.to_string()))?;
-        let mut m = Machine::new(config_for(kb)).map_err(|e| ValidateError::Model(e.to_string()))?;
+        let (def, spec) = builtin::parse(&spec_text)?;
+        let mut m = Machine::new(config_for(kb))?;
         let knobs = host_knobs(&m)?;
-        let run = largo_workloads::run(&mut m, def, &spec, &RunOptions::default(), &mut |_, _| {})
-            .map_err(|e| ValidateError::Model(e.to_string()))?;
+        let run = largo_workloads::run(&mut m, def, &spec, &RunOptions::default(), &mut |_, _| {})?;
         let page_size = m.geometry().page_size();
         out.push(CalPoint {
             name: format!(
@@ -156,13 +155,13 @@ pub fn measure(
         let events = largo_workloads::op::resolved_to_events(&run.resolved, page_size);
         plans.push((knobs, native::plan(&events)?, page_size));
     }
-    let work = largo_physmem::host::UserWork::new(l2_bytes()).map_err(|e| ValidateError::Model(e.to_string()))?;
+    let work = largo_physmem::host::UserWork::new(l2_bytes()).map_err(ValidateError::UserWork)?;
     let mut work = Some(work);
     let mut guard = KnobGuard::acquire()?;
     for _ in 0..repeats {
         for (i, (knobs, plan, page_size)) in plans.iter().enumerate() {
             if should_stop() {
-                return Err(ValidateError::Model("interrupted".into()));
+                return Err(ValidateError::Interrupted);
             }
             progress(&out[i].name);
             guard.set_all(knobs)?;
@@ -171,14 +170,11 @@ pub fn measure(
                 placement.user_work = work.take();
             }
             native::run(&mut placement, plan, false)?; // warm-up: memory backed and hot
-            let (roots, kernel_ns) = clock
-                .measure(|| native::run(&mut placement, plan, false))
-                .map_err(|e| ValidateError::Model(format!("reading the kernel-time counters: {e}")))?;
-            roots?;
+            let kernel_ns = clock.per_run_ns(|| native::run(&mut placement, plan, false).map(|_| ()));
             if placement.user_work.is_some() {
                 work = placement.user_work.take();
             }
-            out[i].host_ns.push(kernel_ns as f64);
+            out[i].host_ns.push(kernel_ns?);
         }
     }
     guard.restore()?;

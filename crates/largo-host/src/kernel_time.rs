@@ -20,6 +20,9 @@
 use std::io;
 
 use perf_event::events::{Hardware, Software};
+
+use crate::native::NativeError;
+use crate::validate::ValidateError;
 use perf_event::{Builder, Counter, ReadFormat};
 
 /// Kernel and user time of the tasks measured.
@@ -120,6 +123,12 @@ impl KernelClock {
     }
 }
 
+/// Kernel time a tick-sampled measurement gathers before it is read: 25
+/// ticks at HZ=250, so one tick more or less is 4%.
+pub const TICK_MIN_KERNEL_NS: u64 = 100_000_000;
+/// Most runs repeated to gather it.
+pub const TICK_MAX_RUNS: u32 = 32;
+
 /// How a host run's kernel time is taken: the PMU where there is one,
 /// else the tick-sampled `rusage` of waited-for children (coarse: see the
 /// module documentation).
@@ -142,6 +151,25 @@ impl HostClock {
         match self {
             HostClock::Pmu(_) => "PMU kernel cycles x task clock",
             HostClock::Ticks => "rusage stime (tick-sampled)",
+        }
+    }
+
+    /// The kernel ns per run of `run` (which creates and waits for the
+    /// tasks to measure). The PMU reads one run exactly; with the
+    /// tick-sampled clock a short run can read zero ticks, so `run` is
+    /// repeated until [`TICK_MIN_KERNEL_NS`] were sampled (or
+    /// [`TICK_MAX_RUNS`] runs) and the mean is returned.
+    pub fn per_run_ns(&mut self, mut run: impl FnMut() -> Result<(), NativeError>) -> Result<f64, ValidateError> {
+        let (mut total, mut runs) = (0u64, 0u32);
+        loop {
+            let (r, ns) = self.measure(&mut run).map_err(ValidateError::Clock)?;
+            r?;
+            total += ns;
+            runs += 1;
+            let enough = matches!(self, HostClock::Pmu(_)) || total >= TICK_MIN_KERNEL_NS || runs >= TICK_MAX_RUNS;
+            if enough {
+                return Ok(total as f64 / runs as f64);
+            }
         }
     }
 

@@ -81,10 +81,9 @@ pub fn validate_programs(
 ) -> Result<Vec<ProgramValidation>, ValidateError> {
     let mut models = Vec::new();
     for config in configs {
-        let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
+        let mut m = Machine::new(config.clone())?;
         let knobs = host_knobs(&m)?;
-        let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {})
-            .map_err(|e| ValidateError::Model(e.to_string()))?;
+        let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {})?;
         models.push((knobs, out));
     }
     let mut guard = KnobGuard::acquire()?;
@@ -155,8 +154,8 @@ fn native_run(clock: &mut HostClock, cmd: &mut Command) -> Result<(HostCounters,
     let before = HostCounters::read();
     let (status, kernel_ns) = clock
         .measure(|| cmd.stdout(Stdio::null()).stderr(Stdio::null()).status())
-        .map_err(|e| ValidateError::Model(format!("reading the kernel-time counters: {e}")))?;
-    let status = status.map_err(|e| ValidateError::Model(format!("running the command: {e}")))?;
+        .map_err(ValidateError::Clock)?;
+    let status = status.map_err(ValidateError::Command)?;
     let after = HostCounters::read();
     Ok((after.minus(&before), kernel_ns, status.code()))
 }

@@ -58,7 +58,21 @@ pub const MAX_ATTEMPTS: u32 = 3;
 #[derive(Debug, thiserror::Error)]
 pub enum ValidateError {
     #[error("model: {0}")]
-    Model(String),
+    Machine(#[from] largo_mm::MachineError),
+    #[error("model: {0}")]
+    Run(#[from] largo_workloads::RunError),
+    #[error("model: {0}")]
+    Replay(#[from] largo_workloads::replay::ReplayError),
+    #[error("model: {0}")]
+    Spec(#[from] largo_workloads::SpecError),
+    #[error("reading the kernel-time counters: {0}")]
+    Clock(std::io::Error),
+    #[error("running the command: {0}")]
+    Command(std::io::Error),
+    #[error("user work buffer: {0}")]
+    UserWork(largo_physmem::host::HostError),
+    #[error("interrupted")]
+    Interrupted,
     #[error("host knobs: {0}")]
     Knob(#[from] KnobError),
     #[error("host run: {0}")]
@@ -151,9 +165,8 @@ pub fn workload_events(
     def: &WorkloadDef,
     spec: &WorkloadSpec,
 ) -> Result<Vec<Event>, ValidateError> {
-    let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
-    let out = largo_workloads::run(&mut m, def, spec, &RunOptions::default(), &mut |_, _| {})
-        .map_err(|e| ValidateError::Model(e.to_string()))?;
+    let mut m = Machine::new(config.clone())?;
+    let out = largo_workloads::run(&mut m, def, spec, &RunOptions::default(), &mut |_, _| {})?;
     Ok(resolved_to_events(&out.resolved, m.geometry().page_size()))
 }
 
@@ -171,13 +184,13 @@ pub fn validate_workload(
 /// [`MAX_ATTEMPTS`] times while the host counts more), holding the knob
 /// lock for the host runs.
 pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, ValidateError> {
-    let mut m = Machine::new(config.clone()).map_err(|e| ValidateError::Model(e.to_string()))?;
+    let mut m = Machine::new(config.clone())?;
     let knobs = host_knobs(&m)?;
     let opts = ReplayOptions {
         snapshot_at: Some(first_root_exit(events).unwrap_or(events.len())),
         ..ReplayOptions::default()
     };
-    let out = replay(&mut m, events, &opts, &mut |_, _| {}).map_err(|e| ValidateError::Model(e.to_string()))?;
+    let out = replay(&mut m, events, &opts, &mut |_, _| {})?;
     let model_layout = FolioLayout::from_model(out.snapshot.as_ref().expect("a snapshot was asked for"));
     let model_counters = out.snapshot_counters.clone().expect("a snapshot was asked for");
     let page_size = m.geometry().page_size();

@@ -202,9 +202,11 @@ impl Machine {
         };
         if let Some(b) = balloon {
             let max_pfn = machine.layout.max_pfn;
+            let geo = machine.geo;
             machine
                 .page_alloc
-                .page_reporting_register(b.order, b.ack_latency_ns, max_pfn);
+                .reporting_mut()
+                .register(b.order, b.ack_latency_ns, max_pfn, &geo);
         }
         for (path, value) in &knobs {
             machine.set_knob(path, value)?;

@@ -52,13 +52,6 @@ pub struct Compactor<'a> {
     pub(crate) pa: &'a mut PageAlloc,
 }
 
-impl PageAlloc {
-    /// Compaction on this allocator.
-    pub fn compactor(&mut self) -> Compactor<'_> {
-        Compactor { pa: self }
-    }
-}
-
 /// `COMPACT_CLUSTER_MAX` (= `SWAP_CLUSTER_MAX`): folios isolated per round.
 pub const COMPACT_CLUSTER_MAX: u64 = 32;
 /// `COMPACT_MAX_DEFER_SHIFT`: compaction skipped up to 64 times after failures.

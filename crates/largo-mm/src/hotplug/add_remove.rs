@@ -6,13 +6,9 @@
 //! brings in, and joins its node's highest zone; only an offline block can
 //! be removed.
 
-use largo_types::{MigrateType, ZoneType, MAX_NR_ZONES};
-
 use super::{HotplugError, EBUSY};
 use crate::layout::PfnRange;
 use crate::machine::Machine;
-use crate::memmap::PageFlags;
-use crate::page_alloc::PageAlloc;
 use crate::sparse::{MemoryBlock, MemoryBlockState};
 
 /// A zone cannot grow over memory: another zone of the node spans it.
@@ -21,77 +17,6 @@ use crate::sparse::{MemoryBlock, MemoryBlockState};
 pub struct ZoneOverlap {
     pub zone: &'static str,
     pub other: &'static str,
-}
-
-impl PageAlloc {
-    /// The memmap of hot-added pages (`memmap_init_range` for an offline
-    /// range): `PageOffline`, not present or managed until onlined, in no
-    /// zone until then (`online_pages` picks the zone); the node spans it.
-    fn add_pages(&mut self, nid: usize, range: PfnRange) {
-        for pfn in range.start..range.end {
-            self.memmap.page_mut(pfn).set_flags(PageFlags::OFFLINE);
-        }
-        let at = self.ram.partition_point(|r| r.start < range.start);
-        self.ram.insert(at, range);
-        let node = &mut self.nodes[nid];
-        node.node_end_pfn = node.node_end_pfn.max(range.end);
-    }
-
-    /// `move_pfn_range_to_zone` / `resize_zone_range`: zone `zone_type`
-    /// of node `nid` grows to span `range`, unless that would overlap
-    /// another zone of the node.
-    pub(crate) fn span_zone_over(
-        &mut self,
-        nid: usize,
-        zone_type: ZoneType,
-        range: PfnRange,
-    ) -> Result<usize, ZoneOverlap> {
-        let zi = nid * MAX_NR_ZONES + zone_type.index();
-        let zone = &self.zones[zi];
-        let (start, end) = if zone.spanned_pages == 0 {
-            (range.start, range.end)
-        } else {
-            (zone.zone_start_pfn.min(range.start), zone.zone_end_pfn().max(range.end))
-        };
-        for other in nid * MAX_NR_ZONES..(nid + 1) * MAX_NR_ZONES {
-            let o = &self.zones[other];
-            if other != zi && o.spanned_pages > 0 && o.zone_start_pfn < end && start < o.zone_end_pfn() {
-                return Err(ZoneOverlap {
-                    zone: zone.name(),
-                    other: o.name(),
-                });
-            }
-        }
-        let zone = &mut self.zones[zi];
-        zone.zone_start_pfn = start;
-        zone.spanned_pages = end - start;
-        let max_pfn = self.memmap.len();
-        self.build_section_zones(max_pfn);
-        Ok(zi)
-    }
-
-    /// `__remove_pages` of an offline range: its records cleared, its
-    /// pageblocks back to MOVABLE, no longer RAM.
-    fn remove_pages(&mut self, range: PfnRange) {
-        let pb = self.geo.pageblock_nr_pages();
-        for pfn in range.start..range.end {
-            self.memmap.page_mut(pfn).clear();
-        }
-        let mut p = range.start;
-        while p < range.end {
-            let old = self.pageblocks.underlying_migratetype(p);
-            self.gigablock_retype(p, old, MigrateType::Movable);
-            self.pageblocks.set_migratetype(p, MigrateType::Movable);
-            p += pb;
-        }
-        let mut kept = Vec::new();
-        for r in self.ram.drain(..) {
-            let before = PfnRange::new(r.start, r.end.min(range.start));
-            let after = PfnRange::new(r.start.max(range.end), r.end);
-            kept.extend([before, after].into_iter().filter(|x| !x.is_empty()));
-        }
-        self.ram = kept;
-    }
 }
 
 impl Machine {

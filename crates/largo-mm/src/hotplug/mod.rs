@@ -12,6 +12,7 @@
 //! region (`--maxmem`) and removed once offline (`add_remove.rs`).
 
 mod add_remove;
+pub use add_remove::ZoneOverlap;
 mod offline;
 mod online;
 

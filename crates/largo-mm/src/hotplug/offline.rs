@@ -1,45 +1,15 @@
 //! `offline_pages` (mm/memory_hotplug.c) and `__offline_isolated_pages`
 //! (mm/page_alloc.c), with the kernel's failure reasons.
 
-use largo_types::MigrateType;
-
 use super::{HotplugError, EBUSY, EINTR, EINVAL};
 use crate::machine::Machine;
-use crate::memmap::PageFlags;
 use crate::page_alloc::isolation::IsolateMode;
-use crate::page_alloc::{MigrationTarget, PageAlloc};
+use crate::page_alloc::MigrationTarget;
 
 /// Migrate-and-test passes before the model gives up. The kernel retries
 /// until the task gets a signal ("signal backoff", `-EINTR`); the model
 /// stands in for the impatient user after this many passes.
 pub const MAX_OFFLINE_PASSES: u32 = 10;
-
-impl PageAlloc {
-    /// `__offline_isolated_pages`: every free block of the isolated range
-    /// leaves the free lists; its pages become `PageOffline`. The
-    /// pageblocks stay isolated while offline.
-    fn __offline_isolated_pages(&mut self, zi: usize, start: u64, end: u64) {
-        for (pfn, order) in self.isolated_free_blocks(start, end) {
-            self.del_page_from_free_list(zi, pfn, order, MigrateType::Isolate);
-            for p in pfn..pfn + (1 << order) {
-                let page = self.memmap.page_mut(p);
-                page.clear();
-                page.set_flags(PageFlags::OFFLINE);
-            }
-        }
-        let nr = end - start;
-        let blocks = nr.div_ceil(self.geo.pageblock_nr_pages());
-        let zone = &mut self.zones[zi];
-        zone.nr_isolate_pageblock -= blocks;
-        zone.managed_pages -= nr;
-        zone.present_pages -= nr;
-        if zone.present_pages == 0 {
-            // The zone leaves the zonelists.
-            self.build_all_zonelists();
-        }
-        self.init_per_zone_wmark_min();
-    }
-}
 
 impl Machine {
     /// The hotplug unit: a section in mainline, a subsection when memory

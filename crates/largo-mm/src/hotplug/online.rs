@@ -9,30 +9,6 @@ use largo_types::ZoneType;
 use super::HotplugError;
 use crate::layout::PfnRange;
 use crate::machine::Machine;
-use crate::page_alloc::{max_order_chunks, PageAlloc};
-
-impl PageAlloc {
-    /// `move_pfn_range_to_zone` (pageblocks isolated) and
-    /// `online_pages_range`, then `undo_isolate_page_range`.
-    fn online_pages_range(&mut self, zi: usize, start: u64, end: u64) {
-        let pb = self.geo.pageblock_nr_pages();
-        for pfn in start..end {
-            self.memmap.page_mut(pfn).clear();
-        }
-        let mut p = start;
-        while p < end {
-            self.pageblocks.set_migratetype(p, largo_types::MigrateType::Isolate);
-            p += pb;
-        }
-        self.zones[zi].nr_isolate_pageblock += (end - start).div_ceil(pb);
-        self.zones[zi].present_pages += end - start;
-        for (pfn, order) in max_order_chunks(self.geo.max_page_order, start, end) {
-            self.__free_pages_core(zi, pfn, order);
-        }
-        self.undo_isolate_page_range(start, end);
-        self.init_per_zone_wmark_min();
-    }
-}
 
 impl Machine {
     /// `online_pages(start, nr)` into the zone the pages already belong

@@ -134,7 +134,8 @@ impl PageAlloc {
         let to_tail = fpi.to_tail || self.buddy_merge_likely(zi, pfn, buddy_pfn, order);
         self.add_to_free_list(zi, pfn, order, mt, to_tail);
         if !fpi.skip_report_notify {
-            self.page_reporting_notify_free(zi, order);
+            let area = &self.zones[zi].free_area[order as usize];
+            self.reporting.notify_free(order, area, self.geo.pageblock_order);
         }
     }
 

@@ -11,6 +11,8 @@
 //! - `free.rs`: `__free_pages`, `free_frozen_pages`, `free_pages_prepare`
 //! - `split.rs`: splitting a folio to a lower order
 //! - `highatomic.rs`: the high-order atomic reserve
+//! - `hotplug.rs`: pages entering and leaving the zones (memory hotplug's allocator side)
+//! - `isolate_free.rs`: `__isolate_free_page` / `__putback_isolated_page`
 //! - `check.rs`: the invariant checker (every list, counter and record recomputed)
 
 mod alloc;
@@ -22,6 +24,8 @@ mod free;
 pub mod gfp;
 pub mod gigablock;
 mod highatomic;
+mod hotplug;
+mod isolate_free;
 pub mod isolation;
 pub mod list;
 pub mod pageblock;
@@ -349,6 +353,25 @@ impl PageAlloc {
 
     pub fn nr_cpus(&self) -> usize {
         self.nr_cpus
+    }
+
+    /// Compaction on this allocator.
+    pub fn compactor(&mut self) -> crate::compaction::Compactor<'_> {
+        crate::compaction::Compactor { pa: self }
+    }
+
+    /// Free page reporting's pass on this allocator.
+    pub fn reporter(&mut self) -> crate::reporting::Reporter<'_> {
+        crate::reporting::Reporter { pa: self }
+    }
+
+    /// Free page reporting's state.
+    pub fn reporting(&self) -> &crate::reporting::PageReporting {
+        &self.reporting
+    }
+
+    pub fn reporting_mut(&mut self) -> &mut crate::reporting::PageReporting {
+        &mut self.reporting
     }
 
     /// The sysctls, to write (for those whose write needs no recomputation).

@@ -36,6 +36,7 @@ impl Machine {
             r.now_ns = r.now_ns.max(due);
             if report == Some(due) {
                 self.page_alloc
+                    .reporter()
                     .page_reporting_process(self.report_sink.as_mut(), self.backing.as_mut());
             } else {
                 self.page_alloc.compaction.kcompactd_rearm(due);

@@ -24,6 +24,7 @@ mod refault;
 mod sink;
 mod state;
 
+pub use cycle::Reporter;
 pub(crate) use device::sink_for;
 pub use refault::HostDiscarded;
 pub use sink::{CountingSink, DiscardingSink, ReportError, ReportSink};

@@ -5,7 +5,9 @@ use serde::Serialize;
 
 use super::refault::HostDiscarded;
 use super::{PAGE_REPORTING_DELAY_NS, PAGE_REPORTING_HWM};
-use crate::page_alloc::PageAlloc;
+use largo_types::Geometry;
+
+use crate::page_alloc::FreeArea;
 
 /// `PAGE_REPORTING_IDLE`, `_REQUESTED`, `_ACTIVE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -117,61 +119,51 @@ impl PageReporting {
     }
 }
 
-impl PageAlloc {
+impl PageReporting {
     /// `page_reporting_register`: the device's order is used unless the
     /// parameter was set (`0 < order <= MAX_PAGE_ORDER`, else
     /// pageblock_order), and the first full pass is requested.
-    pub fn page_reporting_register(&mut self, device_order: u32, ack_latency_ns: u64, max_pfn: u64) {
-        let r = &mut self.reporting;
-        if r.registered {
+    pub fn register(&mut self, device_order: u32, ack_latency_ns: u64, max_pfn: u64, geo: &Geometry) {
+        if self.registered {
             return;
         }
-        if r.order_param.is_none() {
-            let order = if device_order > 0 && device_order <= self.geo.max_page_order {
+        if self.order_param.is_none() {
+            let order = if device_order > 0 && device_order <= geo.max_page_order {
                 device_order
             } else {
-                self.geo.pageblock_order
+                geo.pageblock_order
             };
-            r.order_param = Some(order);
+            self.order_param = Some(order);
         }
-        r.registered = true;
-        r.ack_latency_ns = ack_latency_ns;
-        r.state = PrState::Idle;
-        r.discarded.resize(max_pfn);
-        r.request();
+        self.registered = true;
+        self.ack_latency_ns = ack_latency_ns;
+        self.state = PrState::Idle;
+        self.discarded.resize(max_pfn);
+        self.request();
     }
 
-    /// `page_reporting_notify_free`, at the end of `__free_one_page`.
+    /// `page_reporting_notify_free`, at the end of `__free_one_page`: a
+    /// block of `order` was freed onto `area`'s lists.
     #[inline]
-    pub(crate) fn page_reporting_notify_free(&mut self, zi: usize, order: u32) {
-        let r = &self.reporting;
-        if !r.registered {
+    pub(crate) fn notify_free(&mut self, order: u32, area: &FreeArea, pageblock_order: u32) {
+        if !self.registered {
             return;
         }
-        match r.trigger {
+        match self.trigger {
             Trigger::Mainline => {
-                if order < r.order(self.geo.pageblock_order) {
+                if order < self.order(pageblock_order) {
                     return;
                 }
             }
             Trigger::Seed => {
-                if order < self.geo.pageblock_order {
+                if order < pageblock_order {
                     return;
                 }
-                let area = &self.zones[zi].free_area[order as usize];
                 if area.nr_free - area.nr_reported < PAGE_REPORTING_HWM {
                     return;
                 }
             }
         }
-        self.reporting.request();
-    }
-
-    pub fn reporting(&self) -> &PageReporting {
-        &self.reporting
-    }
-
-    pub fn reporting_mut(&mut self) -> &mut PageReporting {
-        &mut self.reporting
+        self.request();
     }
 }
