@@ -1,5 +1,5 @@
 //! Command-line arguments: the command tree, and the MACHINE and POLICY
-//! option groups shared by every command (DESIGN.md section 5). MACHINE
+//! option groups shared by every command (README: Using it). MACHINE
 //! options are optional values so that a `--config` can override some of
 //! them and inherit the rest (`config.rs`); the defaults apply when the
 //! machine is built.

@@ -190,4 +190,16 @@ mod tests {
     fn the_built_in_suites_parse() {
         assert_eq!(suite(DEFAULT_SUITE).len(), 6);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// What the config_spec fuzz target checks: any `--config` value
+        /// is a typed spec or an error, never a panic.
+        #[test]
+        fn any_config_value_parses_or_is_refused(
+            text in "[a-z0-9]{0,4}:?( ?--(thp|mem|nodes|cpus|set|machine|max-page-order|balloon)( [-=0-9A-Za-z,/_]{0,12})?){0,4}|\\PC{0,24}"
+        ) {
+            fuzz_config_spec(text.as_bytes());
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! The scenario suite: hand-written traces (crates/largo-host/scenarios)
-//! covering the anonymous fault path's behaviours (kernel-facts section 8),
+//! covering the anonymous fault path's behaviours (docs/ARCHITECTURE.md section 4),
 //! each run on the model and natively under the standard configurations
 //! plus those its `@config` lines add. Every counter and the final folio
 //! layout must be equal.

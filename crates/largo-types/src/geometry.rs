@@ -1,6 +1,6 @@
 //! The machine geometry: base page size, MAX_PAGE_ORDER, pageblock order,
 //! section and subsection sizes, page-table shape. Values per architecture
-//! come from the presets (kernel-facts table 5.3); overrides are validated
+//! come from the presets (`preset.rs`); overrides are validated
 //! against the constraints the kernel enforces at build time.
 
 use crate::format_size;

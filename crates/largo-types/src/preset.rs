@@ -1,5 +1,6 @@
-//! Machine presets with the values of kernel-facts table 5.3
-//! (arch/arm64/Kconfig's table, arch/x86/include/asm/sparsemem.h).
+//! Machine presets with the kernel's values per architecture and page
+//! size (arch/arm64/Kconfig, arch/x86/include/asm/sparsemem.h,
+//! include/linux/pageblock-flags.h).
 
 use crate::{Arch, Geometry};
 

@@ -89,4 +89,16 @@ mod tests {
         assert_eq!(format_size(3 << 29), "1536M");
         assert_eq!(format_size(1000), "1000");
     }
+
+    proptest::proptest! {
+        /// What the size fuzz target checks, on every test run: any text
+        /// gives a size or an error, and a size prints to text that
+        /// parses back to it.
+        #[test]
+        fn any_text_parses_or_is_refused(text in "\\PC{0,12}|[0-9]{1,22}[KkMmGgTtPp]?i?[Bb]?") {
+            if let Ok(bytes) = parse_size(&text) {
+                proptest::prop_assert_eq!(parse_size(&format_size(bytes)).ok(), Some(bytes));
+            }
+        }
+    }
 }

@@ -257,4 +257,20 @@ mod tests {
             Err(SpecError::Malformed(_))
         ));
     }
+
+    proptest::proptest! {
+        /// What the workload_spec fuzz target checks: any text is a
+        /// specification that prints and parses back the same, or an error.
+        #[test]
+        fn any_specification_parses_or_is_refused(
+            text in "(page_fault1|anon-w-seq|memhog|sparse|x)(:[a-z]{0,10}=[0-9a-zA-Z]{0,6}(,[a-z]{0,10}=[0-9a-zA-Z]{0,6}){0,3})?|\\PC{0,20}"
+        ) {
+            if let Ok((def, spec)) = crate::builtin::parse(&text) {
+                proptest::prop_assert_eq!(def.parse(&spec.describe()), Ok(spec));
+            }
+            let _ = parse_duration(&text);
+            let _ = crate::policy::thp_knobs(&text);
+            let _ = crate::policy::policy_knobs(&text);
+        }
+    }
 }

@@ -360,4 +360,30 @@ mod tests {
             ));
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// What the knob fuzz target checks: any `KNOB=VALUE` text is
+        /// applied or refused, never a panic, and an accepted write keeps
+        /// the machine consistent.
+        #[test]
+        fn any_knob_write_is_applied_or_refused(
+            path in proptest::sample::select(REGISTRY.iter().filter_map(|k| match k.path {
+                KnobPath::Fixed(p) => Some(p.to_string()),
+                KnobPath::PerAnonSize => None,
+            }).chain(["transparent_hugepage/hugepages-64kB/enabled".to_string(), "vm/x".to_string()]).collect::<Vec<_>>()),
+            value in "-?[0-9]{1,12}|always|never|madvise|inherit|defer\\+madvise|seed|\\PC{0,8}",
+        ) {
+            let mut m = Machine::new(MachineConfig {
+                mem_bytes: 64 << 20,
+                kernel_reserved_bytes: 1 << 20,
+                balloon: Some(Balloon::virtio(Preset::X86_64, 0)),
+                ..MachineConfig::default()
+            })
+            .unwrap();
+            if m.set_knob(&path, &value).is_ok() {
+                m.check().unwrap();
+            }
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! Item names of the host kernel's /proc files (Linux 6.18, x86_64, the
-//! configuration of host-notes.md), in the order the kernel prints them.
+//! configuration docs/ARCHITECTURE.md names), in the order the kernel prints them.
 
 /// /proc/vmstat, every line in order (`vmstat_text`).
 pub const VMSTAT_ITEMS: &[&str] = &[

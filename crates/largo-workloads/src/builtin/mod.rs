@@ -1,4 +1,4 @@
-//! The built-in workloads (DESIGN.md section 6), each a function from its
+//! The built-in workloads (will-it-scale and vm-scalability style), each a function from its
 //! parameters to one task's script.
 
 mod lifecycle;
