@@ -85,10 +85,11 @@ fn csv_beside_json() {
     let csv = stdout(&["run", "page_fault1:iterations=1,size=8M", "--thp", "64K", "--csv"]);
     let mut lines = csv.lines();
     assert_eq!(lines.next(), Some("workload,config,row,value"));
-    let pgfault = lines
-        .find(|l| l.contains(",pgfault,"))
-        .expect("a pgfault row");
-    assert_eq!(pgfault, "\"page_fault1:size=8M,iterations=1,hugepage=0\",config,pgfault,128");
+    let pgfault = lines.find(|l| l.contains(",pgfault,")).expect("a pgfault row");
+    assert_eq!(
+        pgfault,
+        "\"page_fault1:size=8M,iterations=1,hugepage=0\",config,pgfault,128"
+    );
     assert!(!csv.contains('┌'), "no drawn table in CSV");
     let list = stdout(&["list", "events", "--csv"]);
     assert!(list.starts_with("event,binary tag,text form\n"), "{list}");
@@ -116,6 +117,9 @@ fn completions_and_manual_pages_come_from_the_command_definitions() {
     assert!(out.status.success());
     let run_page = std::fs::read_to_string(dir.join("largo-run.1")).unwrap();
     assert!(run_page.contains("\\-\\-config"), "{run_page}");
-    assert!(!dir.join("largo-record-exec.1").exists(), "hidden commands have no page");
+    assert!(
+        !dir.join("largo-record-exec.1").exists(),
+        "hidden commands have no page"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

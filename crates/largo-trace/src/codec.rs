@@ -460,23 +460,6 @@ fn prot_text(p: Prot, out: &mut String) {
     }
 }
 
-fn decode_prot<R: Read>(dec: &mut Decoder<R>) -> Result<Prot, TraceError> {
-    let p = dec.need()?;
-    if p > 7 {
-        return Err(dec.bad(RecordError::BadBits {
-            what: "protection bits",
-            value: p as u64,
-        }));
-    }
-    Ok(Prot(p))
-}
-
-#[cfg(test)]
-fn any_prot() -> proptest::strategy::BoxedStrategy<Prot> {
-    use proptest::prelude::*;
-    (0u8..8).prop_map(Prot).boxed()
-}
-
 /// `PROT_*` as `rwx` letters (`rw-`).
 pub struct ProtBits;
 
@@ -498,12 +481,20 @@ impl Codec<Prot> for ProtBits {
     }
 
     fn decode<R: Read>(dec: &mut Decoder<R>) -> Result<Prot, TraceError> {
-        decode_prot(dec)
+        let p = dec.need()?;
+        if p > 7 {
+            return Err(dec.bad(RecordError::BadBits {
+                what: "protection bits",
+                value: p as u64,
+            }));
+        }
+        Ok(Prot(p))
     }
 
     #[cfg(test)]
     fn strategy() -> proptest::strategy::BoxedStrategy<Prot> {
-        any_prot()
+        use proptest::prelude::*;
+        (0u8..8).prop_map(Prot).boxed()
     }
 }
 
@@ -525,17 +516,18 @@ impl Codec<Prot> for Perms {
         out.push('p');
     }
 
+    /// In binary, permissions are the protection bits.
     fn encode(v: Prot, enc: &mut Encoder) {
-        enc.put_byte(v.0);
+        <ProtBits as Codec<Prot>>::encode(v, enc);
     }
 
     fn decode<R: Read>(dec: &mut Decoder<R>) -> Result<Prot, TraceError> {
-        decode_prot(dec)
+        <ProtBits as Codec<Prot>>::decode(dec)
     }
 
     #[cfg(test)]
     fn strategy() -> proptest::strategy::BoxedStrategy<Prot> {
-        any_prot()
+        <ProtBits as Codec<Prot>>::strategy()
     }
 }
 

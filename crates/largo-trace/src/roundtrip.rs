@@ -5,8 +5,6 @@
 
 use proptest::prelude::*;
 
-use crate::binary::BinaryWriter;
-use crate::text::write_text;
 use crate::*;
 
 fn header() -> Header {
@@ -17,18 +15,18 @@ fn header() -> Header {
     h
 }
 
-fn text_bytes(t: &Trace) -> Vec<u8> {
+fn encoded(t: &Trace, binary: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    write_text(&mut out, &t.header, t.events.iter().copied()).unwrap();
+    write_to(&mut out, t, binary).unwrap();
     out
 }
 
+fn text_bytes(t: &Trace) -> Vec<u8> {
+    encoded(t, false)
+}
+
 fn binary_bytes(t: &Trace) -> Vec<u8> {
-    let mut w = BinaryWriter::new(Vec::new(), &t.header).unwrap();
-    for e in &t.events {
-        w.write(e).unwrap();
-    }
-    w.finish().unwrap()
+    encoded(t, true)
 }
 
 /// Events whose fields relate as the readers require.

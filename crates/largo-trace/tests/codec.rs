@@ -3,8 +3,6 @@
 //! round-trip and never-panic property tests over every event of the
 //! table are unit tests of the crate: `src/roundtrip.rs`.)
 
-use largo_trace::binary::BinaryWriter;
-use largo_trace::text::write_text;
 use largo_trace::*;
 
 fn header() -> Header {
@@ -15,18 +13,18 @@ fn header() -> Header {
     h
 }
 
-fn text_bytes(t: &Trace) -> Vec<u8> {
+fn encoded(t: &Trace, binary: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    write_text(&mut out, &t.header, t.events.iter().copied()).unwrap();
+    write_to(&mut out, t, binary).unwrap();
     out
 }
 
+fn text_bytes(t: &Trace) -> Vec<u8> {
+    encoded(t, false)
+}
+
 fn binary_bytes(t: &Trace) -> Vec<u8> {
-    let mut w = BinaryWriter::new(Vec::new(), &t.header).unwrap();
-    for e in &t.events {
-        w.write(e).unwrap();
-    }
-    w.finish().unwrap()
+    encoded(t, true)
 }
 
 #[test]

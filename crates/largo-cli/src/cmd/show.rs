@@ -2,7 +2,8 @@
 //! the machine at the end of a workload, its memory still mapped.
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::Args;
 use largo_mm::stats::render::ProcFile;
 use largo_mm::Machine;
 use largo_workloads::RunOptions;
@@ -14,8 +15,8 @@ use crate::output::{Format, Out};
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// Which file.
-    #[arg(value_enum)]
-    pub file: ShowFile,
+    #[arg(value_parser = proc_file_parser())]
+    pub file: ProcFile,
     /// A workload to run first, its memory left mapped: a built-in
     /// specification (anon-w-seq:size=256M), a trace file or a shipped
     /// recorded program (replayed without its exits).
@@ -33,43 +34,15 @@ pub struct ShowArgs {
     pub seed: u64,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShowFile {
-    Buddyinfo,
-    Pagetypeinfo,
-    Zoneinfo,
-    Vmstat,
-    Meminfo,
-    /// Per-size mTHP stats, as `grep . hugepages-*/stats/*` prints them.
-    Mthp,
-    /// Mapped anonymous memory by folio size (tools/mm/thpmaps --rollup).
-    Thpmaps,
-    /// Free page reporting: parameters, counters, Reported blocks per order.
-    #[value(name = "page_reporting")]
-    PageReporting,
-    /// debugfs extfrag/extfrag_index: fragmentation index per order.
-    #[value(name = "extfrag_index")]
-    ExtfragIndex,
-    /// debugfs extfrag/unusable_index: free memory unusable per order.
-    #[value(name = "unusable_index")]
-    UnusableIndex,
-}
-
-impl ShowFile {
-    fn proc_file(self) -> ProcFile {
-        match self {
-            ShowFile::Buddyinfo => ProcFile::Buddyinfo,
-            ShowFile::Pagetypeinfo => ProcFile::Pagetypeinfo,
-            ShowFile::Zoneinfo => ProcFile::Zoneinfo,
-            ShowFile::Vmstat => ProcFile::Vmstat,
-            ShowFile::Meminfo => ProcFile::Meminfo,
-            ShowFile::Mthp => ProcFile::Mthp,
-            ShowFile::Thpmaps => ProcFile::Thpmaps,
-            ShowFile::PageReporting => ProcFile::PageReporting,
-            ShowFile::ExtfragIndex => ProcFile::ExtfragIndex,
-            ShowFile::UnusableIndex => ProcFile::UnusableIndex,
-        }
-    }
+/// The files of `largo show`, named as the kernel's are.
+fn proc_file_parser() -> impl clap::builder::TypedValueParser<Value = ProcFile> {
+    let values = ProcFile::ALL.map(|f| PossibleValue::new(f.name()).help(f.help()));
+    PossibleValuesParser::new(values).map(|name| {
+        ProcFile::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .expect("one of the possible values")
+    })
 }
 
 /// Runs `workload` on `m` with its memory left mapped (`show`, `hotplug`).
@@ -92,8 +65,8 @@ pub fn run(args: &ShowArgs) -> Result<()> {
         run_kept(&mut m, w, args.tasks, args.seed)?;
     }
     let mut out = Out::to(Box::new(std::io::stdout().lock()), Format::Text, 0);
-    out.raw(&args.file.proc_file().render(&m))?;
-    if args.file == ShowFile::PageReporting && m.config().balloon.is_none() {
+    out.raw(&args.file.render(&m))?;
+    if args.file == ProcFile::PageReporting && m.config().balloon.is_none() {
         out.raw("(the machine option --balloon adds one)\n")?;
     }
     out.flush()?;

@@ -69,6 +69,22 @@ impl ProcFile {
         }
     }
 
+    /// Where the kernel shows it.
+    pub fn help(self) -> &'static str {
+        match self {
+            ProcFile::Buddyinfo => "/proc/buddyinfo: free blocks per order and zone",
+            ProcFile::Pagetypeinfo => "/proc/pagetypeinfo: free blocks per migratetype, pageblocks per type",
+            ProcFile::Zoneinfo => "/proc/zoneinfo: watermarks, counters and pcp state per zone",
+            ProcFile::Vmstat => "/proc/vmstat",
+            ProcFile::Meminfo => "/proc/meminfo",
+            ProcFile::Mthp => "per-size mTHP stats, as `grep . hugepages-*/stats/*` prints them",
+            ProcFile::Thpmaps => "mapped anonymous memory by folio size (tools/mm/thpmaps --rollup)",
+            ProcFile::PageReporting => "free page reporting: parameters, counters, Reported blocks per order",
+            ProcFile::ExtfragIndex => "debugfs extfrag/extfrag_index: fragmentation index per order",
+            ProcFile::UnusableIndex => "debugfs extfrag/unusable_index: free memory unusable per order",
+        }
+    }
+
     pub fn render(self, m: &crate::Machine) -> String {
         match self {
             ProcFile::Buddyinfo => buddyinfo(m),
