@@ -196,11 +196,14 @@ impl<R: Read> Decoder<R> {
 
     pub fn pid(&mut self) -> Result<TracePid, TraceError> {
         let d = unzigzag(self.varint()?);
-        let pid = self.last_pid as i64 + d;
-        let pid = u32::try_from(pid).map_err(|_| {
+        // A delta from outside input can be any i64: the sum is checked.
+        let pid = (self.last_pid as i64)
+            .checked_add(d)
+            .and_then(|p| u32::try_from(p).ok());
+        let pid = pid.ok_or_else(|| {
             self.bad(RecordError::TooLarge {
                 what: "pid",
-                value: pid as u64,
+                value: (self.last_pid as i64).wrapping_add(d) as u64,
             })
         })?;
         self.last_pid = pid;

@@ -95,6 +95,11 @@ fn binary_errors_name_the_byte_and_the_reason() {
     huge.extend_from_slice(b"x");
     let e = parse_bytes(&huge).unwrap_err();
     assert!(e.to_string().contains("header string"), "{e}");
+    // A pid delta that overflows the previous pid (found by the
+    // binary_reader fuzz target) is an error, not an overflow panic.
+    let overflow = b"LGOTRACE\x02\x00\x01\x00\x0e\xfa\xff\x00\x01\x00\x0e\xfe\xfe\xff\xff\xff\xff\xff\xff\xff\x01\x00\x0e\xfa\xff\x65\x00\x00\x00\x00\x00\x00";
+    let e = parse_bytes(overflow).unwrap_err();
+    assert!(e.to_string().contains("pid"), "{e}");
 }
 
 #[test]

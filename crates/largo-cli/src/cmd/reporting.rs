@@ -123,30 +123,43 @@ pub fn run(args: &ReportingArgs) -> Result<()> {
     Ok(())
 }
 
+/// Where the two sides' reporting parted (amounts in KiB).
+#[derive(Debug, thiserror::Error)]
+enum Disagreement {
+    #[error("pass {pass}: host {} MiB, largo {} MiB ({:+.0}%)", host_kib >> 10, largo_kib >> 10, change_pct(*host_kib, *largo_kib))]
+    Pass { pass: usize, host_kib: u64, largo_kib: u64 },
+    #[error("after pass {pass}: host {} MiB reported in all, largo {} MiB ({:+.0}%)", host_kib >> 10, largo_kib >> 10, change_pct(*host_kib, *largo_kib))]
+    SoFar { pass: usize, host_kib: u64, largo_kib: u64 },
+    #[error("no pass to compare: the host reported nothing")]
+    NothingReported,
+}
+
+fn change_pct(host: u64, largo: u64) -> f64 {
+    (largo as f64 - host as f64) / host.max(1) as f64 * 100.0
+}
+
 /// Every budget-bound pass, and the amount reported so far after every
-/// pass, within the tolerance.
-fn judge(host: &[u64], largo: &[u64]) -> Result<usize, String> {
+/// pass, within the tolerance; the number of passes judged.
+fn judge(host: &[u64], largo: &[u64]) -> Result<usize, Disagreement> {
     let largest = |v: &[u64]| v.iter().copied().max().unwrap_or(0) as f64;
     let (host_max, largo_max) = (largest(host), largest(largo));
     let mut judged = 0;
     for (i, (&h, &l)) in host.iter().zip(largo).enumerate() {
-        if (h as f64) < JUDGED_SHARE * host_max || (l as f64) < JUDGED_SHARE * largo_max {
+        if h == 0 || (h as f64) < JUDGED_SHARE * host_max || (l as f64) < JUDGED_SHARE * largo_max {
             continue;
         }
         let diff = (l as f64 - h as f64) / h as f64;
         if diff.abs() > TOLERANCE {
-            return Err(format!(
-                "pass {}: host {} MiB, largo {} MiB ({:+.0}%)",
-                i + 1,
-                h >> 10,
-                l >> 10,
-                diff * 100.0
-            ));
+            return Err(Disagreement::Pass {
+                pass: i + 1,
+                host_kib: h,
+                largo_kib: l,
+            });
         }
         judged += 1;
     }
     if judged == 0 {
-        return Err("no pass to compare: the host reported nothing".into());
+        return Err(Disagreement::NothingReported);
     }
     let (mut h_sum, mut l_sum) = (0u64, 0u64);
     let host_total: u64 = host.iter().sum();
@@ -160,13 +173,11 @@ fn judge(host: &[u64], largo: &[u64]) -> Result<usize, String> {
         }
         let diff = (l_sum as f64 - h_sum as f64) / h_sum.max(1) as f64;
         if diff.abs() > TOLERANCE {
-            return Err(format!(
-                "after pass {}: host {} MiB reported in all, largo {} MiB ({:+.0}%)",
-                i + 1,
-                h_sum >> 10,
-                l_sum >> 10,
-                diff * 100.0
-            ));
+            return Err(Disagreement::SoFar {
+                pass: i + 1,
+                host_kib: h_sum,
+                largo_kib: l_sum,
+            });
         }
     }
     Ok(judged)
@@ -214,7 +225,7 @@ fn passes(host_pass: &[u64], largo_pass: &[u64]) -> Grid {
     p
 }
 
-fn conclusion(host_pass: &[u64], largo_pass: &[u64], verdict: &Result<usize, String>) -> String {
+fn conclusion(host_pass: &[u64], largo_pass: &[u64], verdict: &Result<usize, Disagreement>) -> String {
     match verdict {
         Ok(n) => format!(
             "agree: {n} budget-bound passes (both sides at {:.0}% or more of their largest pass) each within {tol:.0}%, \
@@ -225,5 +236,51 @@ fn conclusion(host_pass: &[u64], largo_pass: &[u64], verdict: &Result<usize, Str
             tol = TOLERANCE * 100.0
         ),
         Err(why) => format!("DIFFER: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024;
+
+    #[test]
+    fn passes_within_the_tolerance_agree() {
+        let host = [600 * MIB, 580 * MIB, 100 * MIB];
+        let largo = [620 * MIB, 570 * MIB, 20 * MIB];
+        assert_eq!(
+            judge(&host, &largo).unwrap(),
+            2,
+            "the small third pass is not judged alone"
+        );
+    }
+
+    #[test]
+    fn a_budget_bound_pass_off_by_more_than_the_tolerance_differs() {
+        let host = [600 * MIB, 600 * MIB];
+        let largo = [600 * MIB, 580 * MIB];
+        assert!(judge(&host, &largo).is_ok());
+        let largo = [600 * MIB, 700 * MIB];
+        let why = judge(&host, &largo).unwrap_err();
+        assert!(matches!(why, Disagreement::Pass { pass: 2, .. }), "{why}");
+        assert_eq!(why.to_string(), "pass 2: host 600 MiB, largo 700 MiB (+17%)");
+    }
+
+    #[test]
+    fn running_totals_must_agree_past_half_the_host_total() {
+        // The middle pass is too small to be judged alone; the totals are.
+        let host = [600 * MIB, 100 * MIB, 600 * MIB];
+        let largo = [600 * MIB, 0, 600 * MIB];
+        assert!(judge(&host, &largo).is_ok(), "within 15% after pass 2: 700 vs 600");
+        let host = [600 * MIB, 400 * MIB, 600 * MIB];
+        let why = judge(&host, &largo).unwrap_err();
+        assert!(matches!(why, Disagreement::SoFar { pass: 2, .. }), "{why}");
+    }
+
+    #[test]
+    fn nothing_reported_is_no_agreement() {
+        assert!(matches!(judge(&[0, 0], &[0, 0]), Err(Disagreement::NothingReported)));
+        assert!(matches!(judge(&[], &[]), Err(Disagreement::NothingReported)));
     }
 }
