@@ -5,7 +5,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{assert_usage_error, largo, stdout};
+use common::{assert_usage_error, largo_env, stdout};
 use serde_json::Value;
 
 fn advise_json(args: &[&str]) -> Value {
@@ -139,17 +139,26 @@ fn bad_input_says_why() {
     }
 }
 
-/// `-- CMD`: recorded on this host first (root and tracefs needed).
+/// `-- CMD`: recorded on this host first (root and tracefs needed), for
+/// this host: the profile probed against it, the estimates stated against
+/// the program's whole kernel time measured now.
 #[test]
 fn a_command_is_recorded_then_advised() {
-    let out = largo(&[
-        "advise",
-        "--json",
-        "--",
-        "sh",
-        "-c",
-        "head -c 8000000 /dev/zero | sort >/dev/null",
-    ]);
+    let cache = std::env::temp_dir().join(format!("largo-cli-advise-cache-{}", std::process::id()));
+    let out = largo_env(
+        &[
+            "advise",
+            "--json",
+            "--no-recalibrate",
+            "--runs",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "head -c 8000000 /dev/zero | sort >/dev/null",
+        ],
+        &[("LARGO_CACHE_DIR", cache.to_str().unwrap())],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() && err.contains("cannot record on this host") {
         largo_host::skip::skip("a_command_is_recorded_then_advised", err.trim());
@@ -166,4 +175,94 @@ fn a_command_is_recorded_then_advised() {
         .expect("the baseline");
     assert!(f(&base["pgfault"]) > 1000.0, "sort holds 8 MB: {base}");
     assert_eq!(j["commands"].as_array().unwrap().len(), 8);
+    // For this host: its machine, a probe of the profile, the whole time.
+    assert!(j["machine"].as_str().unwrap().contains("1 node"), "{}", j["machine"]);
+    assert_eq!(j["probe"]["checked"], true, "{}", j["probe"]);
+    assert_eq!(j["probe"]["recalibrated"], false, "--no-recalibrate");
+    let points = j["probe"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert!(points.iter().all(|p| f(&p["host_ns"]) > 0.0), "{points:?}");
+    assert!(f(&j["whole_kernel_ms"]) > 0.0, "{j}");
+    assert!(j["whole_kernel_source"].as_str().unwrap().contains("2 runs"));
+    assert!(j.get("verified").is_none(), "no --verify");
+    // Nothing was cached: no recalibration happened.
+    assert!(!cache.exists());
+}
+
+/// `--verify`: the baseline and the model's best candidates run natively,
+/// and the recommendation is the best measured of them.
+#[test]
+fn verify_measures_the_top_candidates_and_recommends_the_best_measured() {
+    if !largo_host::skip::recorder_ready("verify_measures_the_top_candidates_and_recommends_the_best_measured") {
+        return;
+    }
+    let cache = std::env::temp_dir().join(format!("largo-cli-verify-cache-{}", std::process::id()));
+    let out = largo_env(
+        &[
+            "advise",
+            "--json",
+            "--verify",
+            "--no-recalibrate",
+            "--runs",
+            "3",
+            "--top",
+            "2",
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=32M",
+            "count=4",
+        ],
+        &[("LARGO_CACHE_DIR", cache.to_str().unwrap())],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let j: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let verified = j["verified"].as_array().expect("verified");
+    assert_eq!(verified.len(), 3, "the baseline and the top 2: {verified:?}");
+    assert_eq!(verified[0]["mix"], "4K only");
+    assert_eq!(f(&verified[0]["host_kernel_change_pct"]), 0.0);
+    for v in verified {
+        assert_eq!(v["runs"], 3);
+        // dd's kernel work (faulting and zeroing 32 MB, the reads) is
+        // measured: more than nothing.
+        assert!(f(&v["host_wall_ms"]) > 0.0, "{v}");
+        for k in [
+            "host_sys_ms",
+            "host_sys_ci_ms",
+            "host_user_ms",
+            "est_kernel_change_pct",
+            "host_kernel_change_pct",
+        ] {
+            assert!(v.get(k).is_some(), "{k} missing from {v}");
+        }
+    }
+    // The recommendation is the verified mix with the least kernel time.
+    let best = verified
+        .iter()
+        .min_by(|a, b| f(&a["host_sys_ms"]).total_cmp(&f(&b["host_sys_ms"])))
+        .unwrap();
+    assert_eq!(j["recommendation"]["mix"], best["mix"], "{j}");
+    // The two measured candidates are the model's two best within the
+    // budget, mixes with identical results counted once.
+    let mut seen = Vec::new();
+    let mut top = Vec::new();
+    for c in j["candidates"].as_array().unwrap() {
+        let key = (
+            c["kernel_ns"].clone(),
+            c["pgfault"].clone(),
+            c["peak_anon_kb"].clone(),
+            c["large_folio_share"].clone(),
+        );
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        if c["mix"] != "4K only" && c["within_budget"] == true && top.len() < 2 {
+            top.push(c["mix"].clone());
+        }
+    }
+    let measured: Vec<Value> = verified[1..].iter().map(|v| v["mix"].clone()).collect();
+    assert_eq!(measured, top);
 }

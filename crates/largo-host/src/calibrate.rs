@@ -123,9 +123,83 @@ fn config_for(size_kb: Option<u64>) -> MachineConfig {
     }
 }
 
-/// Measures every point of [`points`], `repeats` times each (points
-/// interleaved), each host run after a warm-up run of the same point.
-/// `should_stop` is polled between runs.
+/// A calibration point ready to run natively: the model's counters, the
+/// host knobs of its configuration and the native plan of its operations.
+pub struct Prepared {
+    pub point: CalPoint,
+    pub knobs: Vec<(String, String)>,
+    pub plan: native::Plan,
+    pub page_size: u64,
+}
+
+/// Runs `spec_text` on the model under `size_kb` alone (`None`: base
+/// pages) and plans it for the host.
+pub fn prepare(spec_text: &str, size_kb: Option<u64>, cold: bool) -> Result<Prepared, ValidateError> {
+    let (def, spec) = builtin::parse(spec_text)?;
+    let mut m = Machine::new(config_for(size_kb))?;
+    let knobs = host_knobs(&m)?;
+    let run = largo_workloads::run(&mut m, def, &spec, &RunOptions::default(), &mut |_, _| {})?;
+    let page_size = m.geometry().page_size();
+    let events = largo_workloads::op::resolved_to_events(&run.resolved, page_size);
+    Ok(Prepared {
+        point: CalPoint {
+            name: format!(
+                "{} @ {}kB{}",
+                spec.describe(),
+                size_kb.unwrap_or(page_size >> 10),
+                if cold { ", cold" } else { "" }
+            ),
+            cold,
+            counters: run.counters,
+            host_ns: Vec::new(),
+        },
+        knobs,
+        plan: native::plan(&events)?,
+        page_size,
+    })
+}
+
+/// Measures every point of `points` (spec, size, cold), `repeats` times
+/// each (points interleaved), each host run after a warm-up run of the
+/// same point. `should_stop` is polled between runs.
+pub fn measure_points(
+    clock: &mut HostClock,
+    points: &[(String, Option<u64>, bool)],
+    repeats: usize,
+    progress: &mut dyn FnMut(&str),
+    should_stop: &dyn Fn() -> bool,
+) -> Result<Vec<CalPoint>, ValidateError> {
+    let mut prepared = points
+        .iter()
+        .map(|(spec, kb, cold)| prepare(spec, *kb, *cold))
+        .collect::<Result<Vec<_>, _>>()?;
+    let work = largo_physmem::host::UserWork::new(l2_bytes()).map_err(ValidateError::UserWork)?;
+    let mut work = Some(work);
+    let mut guard = KnobGuard::acquire()?;
+    for _ in 0..repeats {
+        for p in prepared.iter_mut() {
+            if should_stop() {
+                return Err(ValidateError::Interrupted);
+            }
+            progress(&p.point.name);
+            guard.set_all(&p.knobs)?;
+            let mut placement = native::place(&p.plan, p.page_size)?;
+            if p.point.cold {
+                placement.user_work = work.take();
+            }
+            native::run(&mut placement, &p.plan, false)?; // warm-up: memory backed and hot
+            let kernel_ns = clock.per_run_ns(|| native::run(&mut placement, &p.plan, false).map(|_| ()));
+            if placement.user_work.is_some() {
+                work = placement.user_work.take();
+            }
+            p.point.host_ns.push(kernel_ns?);
+        }
+    }
+    guard.restore()?;
+    Ok(prepared.into_iter().map(|p| p.point).collect())
+}
+
+/// Measures every calibration point ([`points`]); see [`measure_points`].
 pub fn measure(
     clock: &mut HostClock,
     iterations: u64,
@@ -133,52 +207,17 @@ pub fn measure(
     progress: &mut dyn FnMut(&str),
     should_stop: &dyn Fn() -> bool,
 ) -> Result<Vec<CalPoint>, ValidateError> {
-    let mut out = Vec::new();
-    let mut plans = Vec::new();
-    for (spec_text, kb, cold) in points(iterations) {
-        let (def, spec) = builtin::parse(&spec_text)?;
-        let mut m = Machine::new(config_for(kb))?;
-        let knobs = host_knobs(&m)?;
-        let run = largo_workloads::run(&mut m, def, &spec, &RunOptions::default(), &mut |_, _| {})?;
-        let page_size = m.geometry().page_size();
-        out.push(CalPoint {
-            name: format!(
-                "{} @ {}kB{}",
-                spec.describe(),
-                kb.unwrap_or(page_size >> 10),
-                if cold { ", cold" } else { "" }
-            ),
-            cold,
-            counters: run.counters,
-            host_ns: Vec::new(),
-        });
-        let events = largo_workloads::op::resolved_to_events(&run.resolved, page_size);
-        plans.push((knobs, native::plan(&events)?, page_size));
-    }
-    let work = largo_physmem::host::UserWork::new(l2_bytes()).map_err(ValidateError::UserWork)?;
-    let mut work = Some(work);
-    let mut guard = KnobGuard::acquire()?;
-    for _ in 0..repeats {
-        for (i, (knobs, plan, page_size)) in plans.iter().enumerate() {
-            if should_stop() {
-                return Err(ValidateError::Interrupted);
-            }
-            progress(&out[i].name);
-            guard.set_all(knobs)?;
-            let mut placement = native::place(plan, *page_size)?;
-            if out[i].cold {
-                placement.user_work = work.take();
-            }
-            native::run(&mut placement, plan, false)?; // warm-up: memory backed and hot
-            let kernel_ns = clock.per_run_ns(|| native::run(&mut placement, plan, false).map(|_| ()));
-            if placement.user_work.is_some() {
-                work = placement.user_work.take();
-            }
-            out[i].host_ns.push(kernel_ns?);
-        }
-    }
-    guard.restore()?;
-    Ok(out)
+    measure_points(clock, &points(iterations), repeats, progress, should_stop)
+}
+
+/// How a profile was measured, for its `method`.
+pub fn method(iterations: u64, repeats: u64, clock: &HostClock) -> String {
+    format!(
+        "largo calibrate --iterations {iterations} --repeats {repeats}: the calibration workloads (page_fault1 at each folio size, anon-r-seq, mmap1, anon-cow-seq, munmap-partial at 4K and 64K) run natively in a forked task, kernel time = {} of the task after a warm-up run, median of the repeats; costs fitted: {}; the rest are priors; cold-fault costs (fault, page_zero) from page_fault1 64M at 4K/16K/64K/256K writing a {} KiB buffer (the L2 cache) after every page",
+        clock.source(),
+        FIT_GROUPS.iter().map(|(g, _)| *g).collect::<Vec<_>>().join(", "),
+        l2_bytes() >> 10
+    )
 }
 
 /// Fits the costs to the measured points; the profile records the host,
@@ -211,6 +250,8 @@ pub fn fit_profile(points: &[CalPoint], name: &str, host: &str, method: &str) ->
         fit: Vec::new(),
         cold_costs,
         cold_fit: Vec::new(),
+        measured_at: Some(crate::hostid::now_rfc3339()),
+        boot_id: crate::hostid::boot_id(),
     };
     let fit_point = |p: &CalPoint, faults: Faults| FitPoint {
         point: p.name.clone(),

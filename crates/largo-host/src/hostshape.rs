@@ -143,15 +143,36 @@ pub fn host_reporting_order() -> Option<u32> {
 
 /// The machine configuration of this host: x86_64 with the host's memory
 /// (its zones' present pages, rounded up to a GiB), its min_free_kbytes,
-/// a reporting device at its reporting order if it has one, and its
-/// zones shaped as they are now (free blocks at the reporting order
-/// counted as reported: an idle host has reported them).
+/// its THP settings ([`host_thp_knobs`]), a reporting device at its
+/// reporting order if it has one, and its zones shaped as they are now
+/// (free blocks at the reporting order counted as reported: an idle host
+/// has reported them).
 pub fn host_config() -> Result<MachineConfig, ShapeError> {
-    config_from(
+    let mut c = config_from(
         host_zones()?,
         host_reporting_order(),
         read("/proc/sys/vm/min_free_kbytes")?.trim(),
-    )
+    )?;
+    c.knobs.extend(host_thp_knobs());
+    Ok(c)
+}
+
+/// The host's THP settings as knob writes for the model: the value of
+/// every `transparent_hugepage/` knob the model has that the host has
+/// too (top level, defrag, the zero page, every size, khugepaged).
+pub fn host_thp_knobs() -> Vec<(String, String)> {
+    let probe = MachineConfig {
+        mem_bytes: 1 << 30,
+        ..MachineConfig::default()
+    };
+    let Ok(m) = largo_mm::Machine::new(probe) else {
+        return Vec::new();
+    };
+    m.knobs()
+        .into_iter()
+        .filter(|k| k.path.starts_with("transparent_hugepage/"))
+        .filter_map(|k| crate::knobs::read_knob(&k.path).ok().map(|v| (k.path, v)))
+        .collect()
 }
 
 /// [`host_config`] from already-read facts.

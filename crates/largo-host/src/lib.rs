@@ -11,16 +11,22 @@
 pub mod calibrate;
 pub mod costcheck;
 pub mod counters;
+pub mod fresh;
+pub mod hostid;
 pub mod hostshape;
+pub mod interleave;
 pub mod kernel_time;
 pub mod knobs;
 pub mod layout;
+pub mod measured;
 pub mod native;
+pub mod probe;
 pub mod program;
 pub mod record;
 pub mod reporting_check;
 pub mod scenario;
 pub mod skip;
+pub mod stats;
 pub mod validate;
 
 pub use knobs::{unavailable_reason, KnobGuard};

@@ -13,8 +13,8 @@ use largo_workloads::report::Counters;
 use serde::Serialize;
 
 use crate::counters::HostCounters;
+use crate::interleave::run_interleaved;
 use crate::kernel_time::HostClock;
-use crate::knobs::KnobGuard;
 use crate::validate::{host_knobs, ValidateError};
 
 /// The tolerance of `anon_fault_alloc` per size: |host - largo| within
@@ -68,11 +68,9 @@ impl ProgramValidation {
 
 /// Replays `trace` under each configuration, then runs the command
 /// (`launcher()` builds it) natively under each configuration's THP
-/// settings, `rounds` times, the configurations interleaved in each round
-/// so slow drifts of the host hit them alike; compares the counters of
-/// the run with the median kernel time. The command runs with ASLR off as
-/// when recorded: this process takes ADDR_NO_RANDOMIZE for the runs
-/// (children inherit it) and gives it back after.
+/// settings, `rounds` times, interleaved ([`run_interleaved`]: ASLR off,
+/// as when recorded) so slow drifts of the host hit them alike; compares
+/// the counters of the run with the median kernel time.
 pub fn validate_programs(
     configs: &[MachineConfig],
     trace: &Trace,
@@ -86,36 +84,11 @@ pub fn validate_programs(
         let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {})?;
         models.push((knobs, out));
     }
-    let mut guard = KnobGuard::acquire()?;
-    let persona = nix::sys::personality::get().ok();
-    if let Some(p) = persona {
-        let _ = nix::sys::personality::set(p | nix::sys::personality::Persona::ADDR_NO_RANDOMIZE);
-    }
+    let knob_sets: Vec<Vec<(String, String)>> = models.iter().map(|(k, _)| k.clone()).collect();
     let mut clock = HostClock::best();
-    let mut runs: Vec<Vec<(HostCounters, u64, Option<i32>)>> = vec![Vec::new(); configs.len()];
-    let mut failure = None;
-    'rounds: for _ in 0..rounds.max(1) {
-        for (i, (knobs, _)) in models.iter().enumerate() {
-            let r = guard
-                .set_all(knobs)
-                .map_err(ValidateError::from)
-                .and_then(|_| native_run(&mut clock, &mut launcher()));
-            match r {
-                Ok(r) => runs[i].push(r),
-                Err(e) => {
-                    failure = Some(e);
-                    break 'rounds;
-                }
-            }
-        }
-    }
-    if let Some(p) = persona {
-        let _ = nix::sys::personality::set(p);
-    }
-    guard.restore()?;
-    if let Some(e) = failure {
-        return Err(e);
-    }
+    let runs = run_interleaved(&knob_sets, rounds, &mut |_, _| {}, &mut |_| {
+        native_run(&mut clock, &mut launcher())
+    })?;
     Ok(models
         .into_iter()
         .zip(runs)

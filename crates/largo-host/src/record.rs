@@ -338,6 +338,22 @@ pub fn interrupt() {
     }
 }
 
+/// The knob writes that turn every THP size off: the top level and each
+/// `hugepages-*` size the host has.
+pub fn thp_off() -> Result<Vec<(String, String)>, RecordError> {
+    let mut thp_off = vec![("transparent_hugepage/enabled".to_string(), "never".to_string())];
+    for e in std::fs::read_dir("/sys/kernel/mm/transparent_hugepage")
+        .map_err(|e| RecordError::Io("sysfs".into(), e))?
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with("hugepages-") && e.path().join("enabled").exists() {
+            thp_off.push((format!("transparent_hugepage/{name}/enabled"), "never".into()));
+        }
+    }
+    Ok(thp_off)
+}
+
 /// Records `launcher` (a command that stops itself with SIGSTOP, turns
 /// ASLR off and execs the program: `largo record-exec -- CMD`).
 /// `describe` is the command line for the header.
@@ -352,16 +368,7 @@ pub fn record(
     let mut guard = KnobGuard::acquire()?;
     guard.mount_tracefs()?;
     // Every THP size off, so each first touch faults one base page.
-    let mut thp_off = vec![("transparent_hugepage/enabled".to_string(), "never".to_string())];
-    for e in std::fs::read_dir("/sys/kernel/mm/transparent_hugepage")
-        .map_err(|e| RecordError::Io("sysfs".into(), e))?
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with("hugepages-") && e.path().join("enabled").exists() {
-            thp_off.push((format!("transparent_hugepage/{name}/enabled"), "never".into()));
-        }
-    }
+    let thp_off = thp_off()?;
     guard.set_all(&thp_off)?;
     let _ = nix::sys::prctl::set_child_subreaper(true);
     {

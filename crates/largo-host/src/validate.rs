@@ -77,6 +77,10 @@ pub enum ValidateError {
     Knob(#[from] KnobError),
     #[error("host run: {0}")]
     Native(#[from] NativeError),
+    #[error("fitting the cost model: {0}")]
+    Fit(#[from] largo_workloads::cost::FitError),
+    #[error("the profile cache: {0}")]
+    Cache(std::io::Error),
 }
 
 /// One counter on both sides.

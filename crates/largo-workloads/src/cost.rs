@@ -226,6 +226,14 @@ pub struct Profile {
     /// The cold calibration points and their fit.
     #[serde(default)]
     pub cold_fit: Vec<FitPoint>,
+    /// When the costs were measured (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_at: Option<String>,
+    /// The boot of the host they were measured in
+    /// (/proc/sys/kernel/random/boot_id): a profile cached for a boot is
+    /// only reused in that boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 /// The profile measured on the development machines (2-vCPU AMD EPYC
@@ -236,6 +244,15 @@ impl Profile {
     /// The checked-in default profile.
     pub fn default_profile() -> Profile {
         serde_json::from_str(DEFAULT_PROFILE_JSON).expect("the checked-in profile parses")
+    }
+
+    /// Where and when it was measured, for reports: `'name' (host,
+    /// measured DATE)`.
+    pub fn provenance(&self) -> String {
+        match &self.measured_at {
+            Some(at) => format!("'{}' ({}, measured {at})", self.name, self.host),
+            None => format!("'{}' ({})", self.name, self.host),
+        }
     }
 
     /// Reads a profile, checking every term has a cost.

@@ -34,22 +34,6 @@ pub struct CalibrateArgs {
     pub format: FormatArgs,
 }
 
-/// "AMD EPYC ... (2 CPUs), Linux 6.18.44".
-fn describe_host() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{model} ({cpus} CPUs), Linux {}", release.trim())
-}
-
 pub fn run(args: &CalibrateArgs) -> Result<()> {
     if let Some(reason) = largo_host::unavailable_reason() {
         bail!("cannot calibrate on this host: {reason}");
@@ -76,19 +60,9 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     if tty {
         eprintln!();
     }
-    let method = format!(
-        "largo calibrate --iterations {} --repeats {}: the calibration workloads (page_fault1 at each folio size, anon-r-seq, mmap1, anon-cow-seq, munmap-partial at 4K and 64K) run natively in a forked task, kernel time = {} of the task after a warm-up run, median of the repeats; costs fitted: {}; the rest are priors; cold-fault costs (fault, page_zero) from page_fault1 64M at 4K/16K/64K/256K writing a {} KiB buffer (the L2 cache) after every page",
-        args.iterations,
-        args.repeats,
-        clock.source(),
-        largo_workloads::cost::FIT_GROUPS
-            .iter()
-            .map(|(g, _)| *g)
-            .collect::<Vec<_>>()
-            .join(", "),
-        largo_host::calibrate::l2_bytes() >> 10
-    );
-    let profile = fit_profile(&points, &args.name, &describe_host(), &method).map_err(anyhow::Error::msg)?;
+    let method = largo_host::calibrate::method(args.iterations, args.repeats, &clock);
+    let profile =
+        fit_profile(&points, &args.name, &largo_host::hostid::describe_host(), &method).map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.output {
         let text = serde_json::to_string_pretty(&profile)? + "\n";
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;

@@ -15,6 +15,16 @@ pub struct RecordArgs {
     /// Where to write the trace (.trace text, .ltb binary, + .gz).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+    /// After recording, run the command N more times untraced (every THP
+    /// size off, ASLR off) and keep their mean kernel time in the trace's
+    /// header (`untraced_sys_time_ns`): the program's whole kernel time,
+    /// which `largo advise` states its estimates against.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=50))]
+    pub baseline_runs: u64,
+    /// Send the command's standard output to standard error (when another
+    /// command records on its behalf and owns standard output).
+    #[arg(skip)]
+    pub stdout_to_stderr: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -46,8 +56,26 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the largo binary")?;
     let mut launcher = std::process::Command::new(exe);
     launcher.arg("record-exec").arg("--").args(&args.command);
+    if args.stdout_to_stderr {
+        use std::os::fd::AsFd;
+        let err = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("duplicating stderr")?;
+        launcher.stdout(err);
+    }
     let describe = args.command.join(" ");
-    let (trace, stats) = record(launcher, &describe, &AtomicBool::new(false))?;
+    let (mut trace, stats) = record(launcher, &describe, &AtomicBool::new(false))?;
+    if args.baseline_runs > 0 {
+        let whole = untraced_kernel_time(&args.command, args.baseline_runs as usize)?;
+        whole.write_to(&mut trace.header);
+        eprintln!(
+            "untraced: kernel time {:.1} ms +- {:.1} (95%, {} runs)",
+            whole.mean_ns / 1e6,
+            whole.ci95_ns / 1e6,
+            whole.runs
+        );
+    }
     largo_trace::write_trace(&args.output, &trace).with_context(|| format!("writing {}", args.output.display()))?;
     eprintln!(
         "recorded {}: {} events ({} page faults, {} program images), exit status {}, kernel time {:.1} ms{}",
@@ -64,6 +92,43 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         }
     );
     Ok(())
+}
+
+/// A program's whole kernel time with every THP size off, untraced.
+pub struct UntracedTime {
+    pub mean_ns: f64,
+    pub ci95_ns: f64,
+    pub runs: usize,
+    pub clock: &'static str,
+}
+
+impl UntracedTime {
+    /// The trace header keys `advise` reads.
+    pub fn write_to(&self, header: &mut largo_trace::Header) {
+        header.set("untraced_sys_time_ns", format!("{:.0}", self.mean_ns));
+        header.set("untraced_sys_time_ci_ns", format!("{:.0}", self.ci95_ns));
+        header.set("untraced_runs", self.runs.to_string());
+        header.set("untraced_clock", self.clock);
+    }
+}
+
+/// Runs `command` natively `runs` times (after a warm-up) with every THP
+/// size off and ASLR off: the mean kernel time and its 95% interval.
+pub fn untraced_kernel_time(command: &[String], runs: usize) -> Result<UntracedTime> {
+    let off = largo_host::record::thp_off()?;
+    let launcher = || {
+        let mut c = std::process::Command::new(&command[0]);
+        c.args(&command[1..]);
+        c
+    };
+    let (measured, clock) = largo_host::measured::measure_configs(&[off], &launcher, runs, &mut |_, _| {})?;
+    let sys = measured[0].sys_ns;
+    Ok(UntracedTime {
+        mean_ns: sys.mean,
+        ci95_ns: sys.ci95,
+        runs,
+        clock,
+    })
 }
 
 /// The launcher: ASLR off, stop for the recorder, exec the command.

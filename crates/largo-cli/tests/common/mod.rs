@@ -10,6 +10,15 @@ pub fn largo(args: &[&str]) -> Output {
         .expect("largo runs")
 }
 
+/// `largo ARGS` with extra environment variables.
+pub fn largo_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("largo runs")
+}
+
 /// The standard output of a command that must succeed.
 pub fn stdout(args: &[&str]) -> String {
     let out = largo(args);

@@ -4,6 +4,15 @@
 //! THP, every size; each in `always` and in `madvise` mode), ranks them by
 //! estimated kernel time, recommends the fastest within a memory-bloat
 //! budget and prints the sysfs writes that apply it on a host.
+//!
+//! For this host (`-- CMD`, or `--machine host`) the cost profile is first
+//! probed against the host and recalibrated when stale ([`host`]), and
+//! estimates are stated against the program's whole kernel time; with
+//! `--verify` the top candidates run natively and the recommendation is
+//! the best measured ([`verify`]).
+
+mod host;
+mod verify;
 
 use std::path::PathBuf;
 
@@ -14,7 +23,7 @@ use largo_workloads::cost::Profile;
 use largo_workloads::{RunOptions, Workload};
 
 use super::run::{load_profile, parse_workload, run_all, Record};
-use crate::args::{boot, MachineArgs, PolicyArgs, UsageError};
+use crate::args::{boot, MachineArgs, MachineChoice, PolicyArgs, UsageError};
 use crate::config::NamedConfig;
 use crate::output::{Cell, FormatArgs, Grid, Out};
 
@@ -43,6 +52,21 @@ pub struct AdviseArgs {
     /// With `-- CMD`: keep the recorded trace in FILE.
     #[arg(long, value_name = "FILE", requires = "command")]
     pub keep_trace: Option<PathBuf>,
+    /// Run the baseline and the top candidates natively on this host
+    /// (root), interleaved, and recommend the best measured one.
+    #[arg(long, requires = "command")]
+    pub verify: bool,
+    /// Native runs per configuration: of the baseline, for the program's
+    /// whole kernel time, and with --verify of each candidate measured.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=50))]
+    pub runs: u64,
+    /// With --verify: how many of the model's best candidates to measure.
+    #[arg(long, default_value_t = 3, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=28))]
+    pub top: u64,
+    /// Only say that the cost profile is stale on this host, do not
+    /// recalibrate it (about a minute, root).
+    #[arg(long)]
+    pub no_recalibrate: bool,
     /// `--json`: `{"recommendation", "candidates", "commands"}` as one
     /// object; `--csv`: the ranked candidates.
     #[command(flatten)]
@@ -231,8 +255,26 @@ fn commands(c: &Candidate, anon_orders: &[u32], page_size: u64) -> Vec<String> {
 }
 
 pub fn run(args: &AdviseArgs) -> Result<()> {
-    let profile = load_profile(args.profile.as_deref())?;
-    let base = args.machine.config(&args.policy)?;
+    // Ctrl-C or SIGTERM: kill a command being recorded, stop native runs
+    // before the next one; the host's knobs are restored on the way out.
+    let _ = ctrlc::set_handler(|| {
+        largo_host::interleave::request_stop();
+        largo_host::record::interrupt();
+    });
+    let given = args.profile.as_deref().map(|p| load_profile(Some(p))).transpose()?;
+    // A command runs on this host: advise for it, unless told otherwise.
+    let mut machine_args = args.machine.clone();
+    if !args.command.is_empty() && machine_args.machine.is_none() {
+        machine_args.machine = Some(MachineChoice::Host);
+    }
+    let for_host = matches!(machine_args.machine, Some(MachineChoice::Host));
+    let base = machine_args.config(&args.policy)?;
+    let (profile, fresh) = if for_host {
+        let (p, f) = host::host_profile(given, args.no_recalibrate, base.balloon.is_some())?;
+        (p, Some(f))
+    } else {
+        (given.unwrap_or_else(Profile::default_profile), None)
+    };
     let probe = boot(base.clone())?;
     let geo = probe.geometry();
     let page_size = geo.page_size();
@@ -271,19 +313,65 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
         args.format.is_text(),
     )?;
     let ranked = rank(score(&records, args.max_bloat));
-    let best = ranked
+    let model_best = ranked
         .iter()
         .find(|s| s.within_budget)
         .expect("the baseline is always within budget");
+    let est_ns: Vec<f64> = {
+        let mut v = vec![0.0; cands.len()];
+        for s in &ranked {
+            v[s.index] = s.kernel_ns;
+        }
+        v
+    };
+    let est_change = |index: usize, whole_ns: f64| (est_ns[index] - est_ns[0]) / whole_ns.max(1.0) * 100.0;
+    let (verified, host_clock) = if args.verify {
+        let rows: Vec<&Scored> = fold_alike(&ranked).into_iter().map(|(s, _)| s).collect();
+        let chosen = verify::chosen(&rows, args.top as usize);
+        let (v, clock) = verify::verify(&configs, &chosen, &args.command, args.runs as usize, &est_change)?;
+        (Some(v), Some(clock))
+    } else {
+        (None, None)
+    };
+    let whole = match (&verified, args.command.is_empty()) {
+        (Some(v), _) => Some(host::WholeTime {
+            ns: v[0].measured.sys_ns.mean,
+            ci95_ns: Some(v[0].measured.sys_ns.ci95),
+            source: format!("measured now, {} runs, {}", args.runs, host_clock.unwrap_or("")),
+        }),
+        (None, false) => {
+            let t = super::record::untraced_kernel_time(&args.command, args.runs as usize)?;
+            Some(host::WholeTime {
+                ns: t.mean_ns,
+                ci95_ns: Some(t.ci95_ns),
+                source: format!("measured now, {} runs, {}", t.runs, t.clock),
+            })
+        }
+        (None, true) => host::recorded_whole_time(&workloads[0]),
+    };
+    let best = match &verified {
+        Some(v) => {
+            let i = verify::best_measured(v).index;
+            ranked
+                .iter()
+                .find(|s| s.index == i)
+                .expect("measured candidates are ranked")
+        }
+        None => model_best,
+    };
     let advice = Advice {
         max_bloat_pct: args.max_bloat,
         workload: &workloads[0],
         machine: &probe,
         profile: &profile,
+        fresh: fresh.as_ref(),
+        whole: whole.as_ref(),
+        verified: verified.as_deref(),
         cmds: commands(&cands[best.index], &anon_orders, page_size),
         cands: &cands,
         ranked: &ranked,
         best,
+        model_best,
         page_size,
         anon_orders: &anon_orders,
     };
@@ -308,6 +396,8 @@ fn workload(args: &AdviseArgs) -> Result<Workload> {
     };
     let recorded = super::record::run(&super::record::RecordArgs {
         output: path.clone(),
+        baseline_runs: 0,
+        stdout_to_stderr: true,
         command: args.command.clone(),
     });
     let parsed = recorded.and_then(|()| {
@@ -319,15 +409,6 @@ fn workload(args: &AdviseArgs) -> Result<Workload> {
         let _ = std::fs::remove_file(&path);
     }
     parsed
-}
-
-/// The whole kernel time the recording of a program measured, in ms.
-fn recorded_kernel_time(workload: &Workload) -> Option<f64> {
-    let Workload::Trace { trace, .. } = workload else {
-        return None;
-    };
-    let ns: f64 = trace.header.get("sys_time_ns")?.parse().ok()?;
-    Some(ns / 1e6)
 }
 
 /// The ranked candidates with those of identical results folded into the
@@ -363,10 +444,19 @@ struct Advice<'a> {
     workload: &'a Workload,
     machine: &'a Machine,
     profile: &'a Profile,
+    /// Whether the profile was checked against this host.
+    fresh: Option<&'a largo_host::fresh::Freshness>,
+    /// The program's whole kernel time, when known.
+    whole: Option<&'a host::WholeTime>,
+    /// `--verify`: the candidates measured on the host.
+    verified: Option<&'a [verify::Verified]>,
     cands: &'a [Candidate],
     /// Best first.
     ranked: &'a [Scored],
+    /// The recommendation: the model's, or the best measured.
     best: &'a Scored,
+    /// The model's recommendation.
+    model_best: &'a Scored,
     /// The sysfs writes of `best`.
     cmds: Vec<String>,
     page_size: u64,
@@ -376,7 +466,10 @@ struct Advice<'a> {
 /// The ranked table, what it means, the recommendation and its commands.
 fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
     let (workload, machine, profile, cands, best) = (a.workload, a.machine, a.profile, a.cands, a.best);
-    let mut t = Grid::new([
+    if let Some(f) = a.fresh {
+        host::print_lines(out, &host::freshness_lines(profile, f))?;
+    }
+    let mut header = vec![
         "rank",
         "mix",
         "anon kernel_ms (est.)",
@@ -386,12 +479,18 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
         "peak.anon_kb",
         "change",
         "in large folios",
-        "",
-    ])
-    .right_from(2);
+    ];
+    if a.whole.is_some() {
+        header.insert(4, "whole kernel (est.)");
+    }
+    header.push("");
+    let mut t = Grid::new(header).right_from(2);
+    let base_ns = a.ranked.iter().find(|s| s.index == 0).map_or(0.0, |s| s.kernel_ns);
     for (i, (s, alike)) in fold_alike(a.ranked).into_iter().enumerate() {
         let mark = if s.index == best.index {
             "<- recommended"
+        } else if s.index == a.model_best.index {
+            "<- model's choice"
         } else if !s.within_budget {
             "over bloat budget"
         } else {
@@ -406,7 +505,7 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
                 if all_madvise { "madvise " } else { "" }
             ));
         }
-        t.row([
+        let mut row = vec![
             Cell::int(i as u64 + 1),
             Cell::new(mix, cands[s.index].name.clone()),
             Cell::num(s.kernel_ns / 1e6, 1),
@@ -416,10 +515,13 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
             Cell::int(s.peak_anon_kb),
             change_cell(s.peak_change_pct),
             Cell::new(format!("{:.1}%", s.large_share * 100.0), format!("{}", s.large_share)),
-            Cell::text(mark),
-        ]);
+        ];
+        if let Some(w) = a.whole {
+            row.insert(4, change_cell((s.kernel_ns - base_ns) / w.ns.max(1.0) * 100.0));
+        }
+        row.push(Cell::text(mark));
+        t.row(row);
     }
-    let c = &cands[best.index];
     out.line(format!(
         "{}: {} candidate mixes on {}",
         workload.describe(),
@@ -429,23 +531,39 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
     out.table(&t)?;
     out.line(format!(
         "changes are against {}. anon kernel_ms: largo's estimate of the kernel's anonymous-memory work \
-         (faults, zeroing, page tables, allocator, splits, VMA operations) with cost profile '{}' ({}), \
+         (faults, zeroing, page tables, allocator, splits, VMA operations{}) with cost profile {}, \
          {} faults; the program's other kernel work (I/O, exec, ...) is not in it and does not change with \
-         the mix{}. peak.anon_kb: NR_ANON_MAPPED at its maximum; in large folios: its share in folios above the \
+         the mix. {}peak.anon_kb: NR_ANON_MAPPED at its maximum; in large folios: its share in folios above the \
          base page at that moment.\n",
         cands[0].name,
-        profile.name,
-        profile.host,
+        if machine.config().balloon.is_some() {
+            ", refaults of memory the host reclaimed after a free page report"
+        } else {
+            ""
+        },
+        profile.provenance(),
         match workload.faults() {
             largo_workloads::cost::Faults::Cold => "cold-cache (a recorded program)",
             largo_workloads::cost::Faults::Hot => "hot-cache (a loop)",
         },
-        recorded_kernel_time(workload)
-            .map(|ms| format!(" (the recording measured {ms:.1} ms of kernel time in all, tracing included)"))
+        a.whole
+            .map(|w| format!(
+                "whole kernel: the estimated change as a share of the program's whole kernel time with {}, \
+                 {:.1} ms{} ({}). ",
+                cands[0].name,
+                w.ns / 1e6,
+                w.ci95_ns.map(|c| format!(" +- {:.1}", c / 1e6)).unwrap_or_default(),
+                w.source
+            ))
             .unwrap_or_default()
     ))?;
+    if let Some(v) = a.verified {
+        verified_report(a, v, out)?;
+    }
+    let c = &cands[best.index];
     out.line(format!(
-        "recommendation: {}: anon kernel time {}, page faults {}, peak anon memory {} (budget {:+.1}%)",
+        "recommendation{}: {}: anon kernel time {}, page faults {}, peak anon memory {} (budget {:+.1}%)",
+        if a.verified.is_some() { " (best measured)" } else { "" },
         c.name,
         fmt_change(best.kernel_change_pct),
         fmt_change(best.faults_change_pct),
@@ -460,6 +578,69 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
         out.line(format!("  {cmd}"))?;
     }
     Ok(())
+}
+
+/// The measured candidates beside the estimates, and whether the model
+/// and the host agree.
+fn verified_report(a: &Advice, v: &[verify::Verified], out: &mut Out) -> std::io::Result<()> {
+    let mut t = Grid::new([
+        "mix",
+        "host sys ms",
+        "+- 95%",
+        "host user ms",
+        "host wall ms",
+        "host kernel change",
+        "+- 95%",
+        "largo estimate",
+        "",
+    ])
+    .right_from(1);
+    for r in v {
+        let m = &r.measured;
+        let verdict = if r.index == 0 {
+            ""
+        } else if r.agrees() {
+            "agrees"
+        } else {
+            "DISAGREES"
+        };
+        t.row([
+            Cell::text(a.cands[r.index].name.clone()),
+            Cell::num(m.sys_ns.mean / 1e6, 1),
+            Cell::num(m.sys_ns.ci95 / 1e6, 1),
+            Cell::num(m.user_ns.mean / 1e6, 1),
+            Cell::num(m.wall_ns.mean / 1e6, 1),
+            change_cell(m.sys_change_pct.mean),
+            Cell::num(m.sys_change_pct.ci95, 1),
+            change_cell(r.est_change_pct),
+            Cell::text(verdict),
+        ]);
+    }
+    out.line(format!(
+        "measured on this host: {} runs per mix, interleaved; kernel-time changes are paired per round, \
+         estimates are of the whole program's kernel time",
+        v[0].measured.sys_ns.n
+    ))?;
+    out.table(&t)?;
+    let disagreeing: Vec<&str> = v
+        .iter()
+        .filter(|r| r.index != 0 && !r.agrees())
+        .map(|r| a.cands[r.index].name.as_str())
+        .collect();
+    if !disagreeing.is_empty() {
+        out.line(format!(
+            "the model and the host disagree on {} (estimate more than 10 points, and outside the 95% interval, \
+             from the measured change)",
+            disagreeing.join(", ")
+        ))?;
+    }
+    if a.best.index != a.model_best.index {
+        out.line(format!(
+            "the model's choice {} is not the best measured: recommending {}",
+            a.cands[a.model_best.index].name, a.cands[a.best.index].name
+        ))?;
+    }
+    out.line("")
 }
 
 fn change_cell(pct: f64) -> Cell {
@@ -504,18 +685,56 @@ fn json(a: &Advice) -> serde_json::Value {
             "within_budget": s.within_budget,
         })
     };
-    let best_rank = ranked.iter().position(|s| s.index == best.index).expect("ranked") + 1;
-    let out = serde_json::json!({
+    let rank_of = |s: &Scored| ranked.iter().position(|r| r.index == s.index).expect("ranked") + 1;
+    let mut out = serde_json::json!({
         "workload": a.workload.describe(),
         "machine": a.machine.describe(),
         "profile": a.profile.name,
+        "profile_host": a.profile.host,
+        "profile_measured_at": a.profile.measured_at,
         "faults": a.workload.faults(),
         "baseline": cands[0].name,
         "max_bloat_pct": a.max_bloat_pct,
-        "recommendation": obj(best_rank, best),
+        "recommendation": obj(rank_of(best), best),
+        "model_recommendation": obj(rank_of(a.model_best), a.model_best),
         "candidates": ranked.iter().enumerate().map(|(i, s)| obj(i + 1, s)).collect::<Vec<_>>(),
         "commands": a.cmds,
     });
+    if let Some(f) = a.fresh {
+        out["probe"] = serde_json::json!({
+            "checked": f.probe.is_some(),
+            "unchecked_reason": f.unchecked,
+            "stale": f.stale(),
+            "recalibrated": f.stale_probe.is_some(),
+            "points": f.probe.as_ref().map(|p| &p.points),
+            "host_refault_ns_per_page": f.probe.as_ref().and_then(|p| p.refault).map(|r| r.per_page_ns()),
+        });
+    }
+    if let Some(w) = a.whole {
+        out["whole_kernel_ms"] = serde_json::json!(w.ns / 1e6);
+        out["whole_kernel_ci_ms"] = serde_json::json!(w.ci95_ns.map(|c| c / 1e6));
+        out["whole_kernel_source"] = serde_json::json!(w.source);
+    }
+    if let Some(v) = a.verified {
+        out["verified"] = v
+            .iter()
+            .map(|r| {
+                let m = &r.measured;
+                serde_json::json!({
+                    "mix": cands[r.index].name,
+                    "host_sys_ms": m.sys_ns.mean / 1e6,
+                    "host_sys_ci_ms": m.sys_ns.ci95 / 1e6,
+                    "host_user_ms": m.user_ns.mean / 1e6,
+                    "host_wall_ms": m.wall_ns.mean / 1e6,
+                    "est_kernel_change_pct": r.est_change_pct,
+                    "host_kernel_change_pct": m.sys_change_pct.mean,
+                    "host_kernel_change_ci_pct": m.sys_change_pct.ci95,
+                    "runs": m.sys_ns.n,
+                    "agrees": r.agrees(),
+                })
+            })
+            .collect();
+    }
     out
 }
 
