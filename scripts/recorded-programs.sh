@@ -4,10 +4,15 @@
 # then validate each trace against this host (root) or record it again.
 #
 #   scripts/recorded-programs.sh inputs            # fetch and unpack the inputs
+#   scripts/recorded-programs.sh corpus-inputs     # only the generated ones
 #   scripts/recorded-programs.sh validate [NAME]   # largo validate trace (root)
 #   scripts/recorded-programs.sh record NAME       # record NAME again (root)
 #
-# NAME is lua-build, sqlite-cc or python-compileall (default: all three).
+# NAME is lua-build, sqlite-cc, python-compileall, xz-compress,
+# xz-compress-mt, sort-words or python-json (default: all of them). The
+# last four read inputs generated here from fixed seeds (CORPUS, default
+# /tmp/largo-corpus): 6 MiB of pseudo-random bytes in base64 (8.5 MB), 3
+# million pseudo-random words (27 MB), and a pure-Python JSON job.
 # PYTHON names the interpreter of python-compileall (recorded with CPython
 # 3.11.7 built by pyenv); the compilers are the host's gcc (recorded with
 # Debian gcc 12.2.0). A program's page faults follow its exact binary and
@@ -17,6 +22,8 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TRACES="$ROOT/crates/largo-workloads/traces"
 PYTHON="${PYTHON:-/root/.pyenv/versions/3.11.7/bin/python3.11}"
 LARGO="${LARGO:-$ROOT/target/release/largo}"
+CORPUS="${CORPUS:-/tmp/largo-corpus}"
+ALL="lua-build sqlite-cc python-compileall xz-compress xz-compress-mt sort-words python-json"
 LUA_FILES="lapi.c lauxlib.c lbaselib.c lcode.c lcorolib.c lctype.c ldblib.c ldebug.c ldo.c ldump.c lfunc.c lgc.c linit.c liolib.c llex.c lmathlib.c lmem.c loadlib.c lobject.c lopcodes.c loslib.c lparser.c lstate.c lstring.c lstrlib.c ltable.c ltablib.c ltm.c lundump.c lutf8lib.c lvm.c lzio.c"
 
 inputs() {
@@ -59,7 +66,36 @@ TOML
     else
         echo "no $PYTHON: python-compileall's input not prepared (set PYTHON)" >&2
     fi
-    echo "inputs in /tmp/luabuild, /tmp/sqlite3.c, /tmp/pystd" >&2
+    corpus_inputs
+    echo "inputs in /tmp/luabuild, /tmp/sqlite3.c, /tmp/pystd, $CORPUS" >&2
+}
+
+# The generated inputs of the compressor, sort and interpreter programs:
+# the same bytes on every machine (Python's Random with a fixed seed).
+corpus_inputs() {
+    mkdir -p "$CORPUS"
+    python3 - "$CORPUS" <<'PY'
+import base64, random, sys
+d = sys.argv[1]
+r = random.Random(1)
+with open(f"{d}/b64.txt", "wb") as f:
+    f.write(base64.encodebytes(r.randbytes(6 * 1024 * 1024)))
+r = random.Random(2)
+letters = "abcdefghijklmnopqrstuvwxyz"
+with open(f"{d}/words.txt", "w") as f:
+    for _ in range(3_000_000):
+        f.write("".join(r.choice(letters) for _ in range(r.randint(4, 12))) + "\n")
+with open(f"{d}/work.py", "w") as f:
+    f.write("""import json, random
+r = random.Random(7)
+rows = [{"id": i, "name": "".join(r.choice("abcdefghij") for _ in range(12)),
+         "v": [r.random() for _ in range(8)]} for i in range(150000)]
+text = json.dumps(rows)
+back = json.loads(text)
+back.sort(key=lambda row: row["name"])
+print(len(text), back[0]["id"])
+""")
+PY
 }
 
 # The directory and command each trace was recorded with.
@@ -70,7 +106,14 @@ run_in() {
         python-compileall)
             cd /tmp && shift && "$@" -- env -i PATH=/usr/bin:/bin PYTHONHASHSEED=0 "$PYTHON" -m compileall \
                 -q -f -x 'lib2to3/tests/data|/test/' /tmp/pystd ;;
-        *) echo "unknown program '$1': lua-build, sqlite-cc or python-compileall" >&2; exit 2 ;;
+        xz-compress) cd "$CORPUS" && shift && "$@" -- env -i PATH=/usr/bin:/bin xz -9 -T1 -k -f b64.txt ;;
+        xz-compress-mt)
+            cd "$CORPUS" && shift && "$@" -- env -i PATH=/usr/bin:/bin xz -6 -T2 --block-size=2MiB -S .mt.xz -k -f b64.txt ;;
+        sort-words)
+            cd "$CORPUS" && shift && "$@" -- env -i PATH=/usr/bin:/bin LC_ALL=C sort --parallel=1 -S 256M -o words.sorted words.txt ;;
+        python-json)
+            cd "$CORPUS" && shift && "$@" -- env -i PATH=/usr/bin:/bin PYTHONHASHSEED=0 "$PYTHON" work.py ;;
+        *) echo "unknown program '$1': $ALL" >&2; exit 2 ;;
     esac
 }
 
@@ -84,13 +127,14 @@ repeats() {
 [ -x "$LARGO" ] || cargo build --release -p largo-cli --manifest-path "$ROOT/Cargo.toml" >&2
 case "${1:-}" in
     inputs) inputs ;;
+    corpus-inputs) corpus_inputs ;;
     validate)
-        names="${2:-lua-build sqlite-cc python-compileall}"
+        names="${2:-$ALL}"
         for name in $names; do
             (run_in "$name" "$LARGO" validate trace "$TRACES/$name.ltb.gz" --repeats "$(repeats "$name")")
         done ;;
     record)
         name="${2:?record which program?}"
-        (run_in "$name" "$LARGO" record -o "$TRACES/$name.ltb.gz") ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        (run_in "$name" "$LARGO" record --baseline-runs 5 -o "$TRACES/$name.ltb.gz") ;;
+    *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 2 ;;
 esac

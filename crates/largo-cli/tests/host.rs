@@ -307,3 +307,75 @@ fn reporting_comparison_runs_against_this_host() {
         .collect();
     assert!(times.windows(2).all(|w| w[1] - w[0] >= 2000), "{times:?}");
 }
+
+/// `largo validate --suite programs NAME`: a shipped program (sort-words,
+/// whose input the project's script generates) run natively under each
+/// configuration and the mix `advise` recommends, on a model of this host,
+/// with the estimate of each kernel-time change beside the host's.
+#[test]
+fn the_programs_suite_sets_estimates_beside_the_hosts_changes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "the_programs_suite_sets_estimates_beside_the_hosts_changes";
+    if !largo_host::skip::host_ready(name) {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/recorded-programs.sh");
+    let inputs = Command::new("sh").arg(script).arg("corpus-inputs").output();
+    match inputs {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            largo_host::skip::skip(
+                name,
+                &format!("no inputs: {}", String::from_utf8_lossy(&o.stderr).trim()),
+            );
+            return;
+        }
+        Err(e) => {
+            largo_host::skip::skip(name, &format!("no inputs: {e}"));
+            return;
+        }
+    }
+    let cache = std::env::temp_dir().join(format!("largo-programs-suite-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args([
+            "validate",
+            "--suite",
+            "programs",
+            "sort-words",
+            "--repeats",
+            "2",
+            "--no-recalibrate",
+            "--json",
+        ])
+        .env("LARGO_CACHE_DIR", &cache)
+        .output()
+        .expect("largo runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert_eq!(rows.len(), 5, "4 configurations and the recommendation: {err}");
+    assert!(rows.iter().all(|r| r["program"] == "sort-words"));
+    assert_eq!(rows[0]["config"], "4K");
+    assert_eq!(rows[0]["host_kernel_change_pct"], 0.0);
+    assert!(
+        rows[4]["config"].as_str().unwrap().starts_with("recommended: "),
+        "{}",
+        rows[4]
+    );
+    for r in &rows {
+        assert_eq!(r["host_kernel_runs_ns"].as_array().unwrap().len(), 2, "{r}");
+        assert!(r["host_kernel_ms"].as_f64().unwrap() >= 0.0, "{r}");
+        assert!(
+            r["est_kernel_change_pct"].is_number() && r["agrees"].is_boolean(),
+            "{r}"
+        );
+    }
+    // sort's faults at 4K are the trace's, on the host too.
+    assert_eq!(rows[0]["within_tolerance"], true, "{}", rows[0]);
+    // Sorting 27 MB with 64K folios: largo estimates a large saving.
+    let k64 = rows.iter().find(|r| r["config"] == "4K+64K").expect("4K+64K");
+    assert!(k64["est_kernel_change_pct"].as_f64().unwrap() < -10.0, "{k64}");
+    assert!(!cache.exists(), "--no-recalibrate caches nothing");
+}

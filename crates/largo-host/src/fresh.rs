@@ -169,3 +169,36 @@ fn recalibrated(clock: &mut HostClock, progress: &mut dyn FnMut(&str)) -> Result
         &method(RECAL_ITERATIONS, RECAL_REPEATS, clock),
     )?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The only test in this crate that sets LARGO_CACHE_DIR.
+    #[test]
+    fn a_cached_profile_serves_only_the_boot_it_was_measured_in() {
+        let Some(boot) = hostid::boot_id() else {
+            crate::skip::skip("a_cached_profile_serves_only_the_boot_it_was_measured_in", "no boot_id");
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("largo-fresh-test-{}", std::process::id()));
+        std::env::set_var("LARGO_CACHE_DIR", &dir);
+        assert!(cached().is_none(), "an empty cache");
+        let mut p = Profile::default_profile();
+        p.name = "cached-here".into();
+        p.boot_id = Some(boot);
+        let path = store(&p).expect("the cache is writable");
+        assert_eq!(
+            path,
+            dir.join(format!("profile-{}.json", p.boot_id.as_deref().unwrap()))
+        );
+        let (back, at) = cached().expect("this boot's profile");
+        assert_eq!((back.name.as_str(), at), ("cached-here", path.clone()));
+        // The same file claiming another boot is not used.
+        p.boot_id = Some("another-boot".into());
+        std::fs::write(&path, serde_json::to_string(&p).unwrap()).unwrap();
+        assert!(cached().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::env::remove_var("LARGO_CACHE_DIR");
+    }
+}

@@ -64,6 +64,17 @@ impl Summary {
     }
 }
 
+/// How far an estimated change (percentage points) may be from a measured
+/// one and still agree, unless the measurement's interval is wider.
+pub const AGREEMENT_POINTS: f64 = 10.0;
+
+/// Whether an estimated change agrees with a measured one: within
+/// [`AGREEMENT_POINTS`], or inside the measurement's 95% interval where
+/// that is wider.
+pub fn estimate_agrees(est_pct: f64, measured_pct: &Summary) -> bool {
+    (est_pct - measured_pct.mean).abs() <= measured_pct.ci95.max(AGREEMENT_POINTS)
+}
+
 /// The change of `xs` from `base`, in percent of the baseline's mean, with
 /// the 95% interval of the mean paired difference (round i of `xs`
 /// against round i of `base`) in the same unit.

@@ -179,7 +179,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let sel = &args.sel;
     let configs = sel.cfg.resolve_or(config::DEFAULT_SUITE)?;
     let workloads = resolve_workloads(&sel.workloads)?;
-    let profile = load_profile(args.profile.as_deref())?;
+    let for_host = matches!(sel.cfg.machine.machine, Some(crate::args::MachineChoice::Host));
+    let profile = match (&args.profile, for_host) {
+        // This host: the profile `advise` measured for this boot, if any.
+        (None, true) => largo_host::fresh::cached().map_or_else(Profile::default_profile, |(p, _)| p),
+        _ => load_profile(args.profile.as_deref())?,
+    };
     // Boot every configuration once up front: bad knobs fail before any work.
     let mut page_sizes = Vec::new();
     let mut machines = Vec::new();

@@ -63,6 +63,10 @@ pub struct ValidateArgs {
     /// 64K folios that follows the workload suite.
     #[arg(long)]
     pub no_costs: bool,
+    /// With --suite programs: only say that the cost profile is stale on
+    /// this host, do not recalibrate it.
+    #[arg(long)]
+    pub no_recalibrate: bool,
 }
 
 /// `largo validate trace FILE [--repeats N] [--config ...] -- CMD`.
@@ -112,6 +116,9 @@ pub enum SuiteArg {
     All,
     Scenarios,
     Workloads,
+    /// The shipped recorded programs, run natively against their traces
+    /// on a model of this host (not part of `all`: minutes per program).
+    Programs,
 }
 
 /// The workload suite: the 4K-page configurations of `largo run`'s
@@ -263,6 +270,9 @@ pub fn run(cmd: &ValidateCmd) -> Result<()> {
 }
 
 fn run_suite(args: &ValidateArgs) -> Result<()> {
+    if args.suite == SuiteArg::Programs {
+        return super::program::run_programs(args);
+    }
     let cases = cases(args)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {

@@ -14,11 +14,13 @@
 mod host;
 mod verify;
 
+pub use host::{freshness_lines, host_profile};
+
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use largo_mm::Machine;
+use largo_mm::{Machine, MachineConfig};
 use largo_workloads::cost::Profile;
 use largo_workloads::{RunOptions, Workload};
 
@@ -26,6 +28,9 @@ use super::run::{load_profile, parse_workload, run_all, Record};
 use crate::args::{boot, MachineArgs, MachineChoice, PolicyArgs, UsageError};
 use crate::config::NamedConfig;
 use crate::output::{Cell, FormatArgs, Grid, Out};
+
+/// `--max-bloat`'s default.
+pub const DEFAULT_MAX_BLOAT_PCT: f64 = 5.0;
 
 #[derive(Args, Debug)]
 pub struct AdviseArgs {
@@ -44,7 +49,7 @@ pub struct AdviseArgs {
     pub policy: PolicyArgs,
     /// The largest peak anonymous memory growth over 4K-only folios
     /// a recommendation may cost, in percent.
-    #[arg(long, default_value_t = 5.0, value_name = "PERCENT", value_parser = parse_percent, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = DEFAULT_MAX_BLOAT_PCT, value_name = "PERCENT", value_parser = parse_percent, allow_negative_numbers = true)]
     pub max_bloat: f64,
     /// A cost profile (JSON from `largo calibrate`).
     #[arg(long, value_name = "FILE")]
@@ -284,35 +289,9 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
         return Err(UsageError(format!("{}: {reason}", workload.describe())).into());
     }
     let cands = candidates(&anon_orders, page_size);
-    let configs: Vec<NamedConfig> = cands
-        .iter()
-        .map(|c| {
-            let mut config = base.clone();
-            config
-                .knobs
-                .extend(c.settings(&anon_orders).into_iter().map(|(o, mode)| {
-                    (
-                        format!("transparent_hugepage/hugepages-{}kB/enabled", (page_size << o) >> 10),
-                        mode.to_string(),
-                    )
-                }));
-            NamedConfig {
-                name: c.name.clone(),
-                config,
-            }
-        })
-        .collect();
-    let jobs: Vec<(usize, usize)> = (0..configs.len()).map(|c| (c, 0)).collect();
+    let configs = configs_for(&base, &cands, &anon_orders, page_size);
     let workloads = [workload];
-    let records = run_all(
-        &configs,
-        &workloads,
-        &jobs,
-        &RunOptions::default(),
-        &profile,
-        args.format.is_text(),
-    )?;
-    let ranked = rank(score(&records, args.max_bloat));
+    let ranked = rank_on_model(&configs, &workloads[0], &profile, args.max_bloat, args.format.is_text())?;
     let model_best = ranked
         .iter()
         .find(|s| s.within_budget)
@@ -380,6 +359,65 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
     report(&advice, &mut out)?;
     out.flush()?;
     Ok(())
+}
+
+/// One machine configuration per candidate: `base` with every anonymous
+/// size set as the candidate says.
+fn configs_for(base: &MachineConfig, cands: &[Candidate], anon_orders: &[u32], page_size: u64) -> Vec<NamedConfig> {
+    cands
+        .iter()
+        .map(|c| {
+            let mut config = base.clone();
+            config
+                .knobs
+                .extend(c.settings(anon_orders).into_iter().map(|(o, mode)| {
+                    (
+                        format!("transparent_hugepage/hugepages-{}kB/enabled", (page_size << o) >> 10),
+                        mode.to_string(),
+                    )
+                }));
+            NamedConfig {
+                name: c.name.clone(),
+                config,
+            }
+        })
+        .collect()
+}
+
+/// Runs `workload` under every configuration on the model and ranks them.
+fn rank_on_model(
+    configs: &[NamedConfig],
+    workload: &Workload,
+    profile: &Profile,
+    max_bloat_pct: f64,
+    progress: bool,
+) -> Result<Vec<Scored>> {
+    let jobs: Vec<(usize, usize)> = (0..configs.len()).map(|c| (c, 0)).collect();
+    let records = run_all(
+        configs,
+        std::slice::from_ref(workload),
+        &jobs,
+        &RunOptions::default(),
+        profile,
+        progress,
+    )?;
+    Ok(rank(score(&records, max_bloat_pct)))
+}
+
+/// The mix `advise` recommends for `workload` on `base` (default bloat
+/// budget), as a configuration: what `validate --suite programs` checks.
+pub fn model_recommendation(base: &MachineConfig, workload: &Workload, profile: &Profile) -> Result<NamedConfig> {
+    let machine = boot(base.clone())?;
+    let geo = machine.geometry();
+    let (page_size, anon_orders) = (geo.page_size(), geo.anon_orders().collect::<Vec<u32>>());
+    let cands = candidates(&anon_orders, page_size);
+    let mut configs = configs_for(base, &cands, &anon_orders, page_size);
+    let ranked = rank_on_model(&configs, workload, profile, DEFAULT_MAX_BLOAT_PCT, false)?;
+    let best = ranked
+        .iter()
+        .find(|s| s.within_budget)
+        .expect("the baseline is within budget");
+    Ok(configs.swap_remove(best.index))
 }
 
 /// The workload named, or the command recorded first.

@@ -25,8 +25,7 @@ impl Verified {
     /// Whether the estimate is within 10 points of the host's change, or
     /// inside its 95% interval where that is wider.
     pub fn agrees(&self) -> bool {
-        let host = &self.measured.sys_change_pct;
-        (self.est_change_pct - host.mean).abs() <= host.ci95.max(10.0)
+        largo_host::stats::estimate_agrees(self.est_change_pct, &self.measured.sys_change_pct)
     }
 }
 
