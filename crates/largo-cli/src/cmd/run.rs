@@ -417,12 +417,11 @@ impl Report<'_> {
         }
         out.line(format!(
             "changes against the first configuration: +x.x%; the difference (+N) where the baseline is below {} \
-             (a count) or 0.01 (kernel_ms); a factor from x{} on. kernel_ms: estimated with cost profile '{}' \
-             ({}), faults of recorded programs at the cold-cache costs",
+             (a count) or 0.01 (kernel_ms); a factor from x{} on. kernel_ms: estimated with cost profile {}, \
+             faults of recorded programs at the cold-cache costs",
             table::PERCENT_FROM,
             table::FACTOR_FROM,
-            self.profile.name,
-            self.profile.host
+            self.profile.provenance()
         ))
     }
 
@@ -455,6 +454,8 @@ impl Report<'_> {
                 "cost": {
                     "kernel_ns": r.estimate.kernel_ns.round() as u64,
                     "profile": self.profile.name,
+                    "profile_host": self.profile.host,
+                    "profile_measured_at": self.profile.measured_at,
                     "faults": self.workloads[r.workload].faults(),
                     "terms": r.estimate.terms,
                 },
