@@ -59,6 +59,18 @@ pub fn measure_configs(
         },
         &mut |_| measure_command(&mut clock, &mut launcher()),
     )?;
+    // A program that ends differently under one configuration (crashes,
+    // runs out of memory) is not measured, it is reported.
+    let warm_exit = warm[0][0].exit;
+    for (config, rs) in all.iter().enumerate() {
+        if let Some(r) = rs.iter().find(|r| r.exit != warm_exit) {
+            return Err(ValidateError::ExitChanged {
+                config,
+                warm: warm_exit,
+                now: r.exit,
+            });
+        }
+    }
     let field = |rs: &[RunCost], f: fn(&RunCost) -> u64| rs.iter().map(|r| f(r) as f64).collect::<Vec<_>>();
     let base_sys = field(&all[0], |r| r.sys_ns);
     let measured = all

@@ -81,6 +81,15 @@ pub enum ValidateError {
     Fit(#[from] largo_workloads::cost::FitError),
     #[error("the profile cache: {0}")]
     Cache(std::io::Error),
+    #[error(
+        "the command exited with status {now:?} under configuration {config} but with {warm:?} in the warm-up run \
+         (None: killed by a signal)"
+    )]
+    ExitChanged {
+        config: usize,
+        warm: Option<i32>,
+        now: Option<i32>,
+    },
 }
 
 /// One counter on both sides.

@@ -67,7 +67,15 @@ pub fn verify(
             eprint!("\r\x1b[Kverifying: native run {done} of {total}");
         }
     })
-    .map_err(|e| anyhow::anyhow!("verifying on this host (its knobs are restored): {e}"))?;
+    .map_err(|e| match e {
+        largo_host::validate::ValidateError::ExitChanged { config, warm, now } => anyhow::anyhow!(
+            "verifying on this host: {} exited with status {now:?} under {} but with {warm:?} in the warm-up run \
+             (None: killed by a signal); the knobs are restored",
+            command.join(" "),
+            configs[chosen[config]].name
+        ),
+        e => anyhow::anyhow!("verifying on this host (its knobs are restored): {e}"),
+    })?;
     if tty {
         eprint!("\r\x1b[K");
     }
