@@ -22,6 +22,27 @@ pub const STANDARD_CONFIGS: &[(&str, &str)] = &[
 /// The built-in scenarios: (name, text).
 pub const SCENARIOS: &[(&str, &str)] = &[
     ("beside-full", include_str!("../scenarios/beside-full.trace")),
+    (
+        "collapse-after-fork",
+        include_str!("../scenarios/collapse-after-fork.trace"),
+    ),
+    (
+        "collapse-read-only",
+        include_str!("../scenarios/collapse-read-only.trace"),
+    ),
+    ("collapse-sparse", include_str!("../scenarios/collapse-sparse.trace")),
+    (
+        "collapse-stops-at-empty-pmd",
+        include_str!("../scenarios/collapse-stops-at-empty-pmd.trace"),
+    ),
+    (
+        "collapse-then-shrink",
+        include_str!("../scenarios/collapse-then-shrink.trace"),
+    ),
+    (
+        "collapse-unaligned-range",
+        include_str!("../scenarios/collapse-unaligned-range.trace"),
+    ),
     ("edge-ragged-end", include_str!("../scenarios/edge-ragged-end.trace")),
     ("edge-short-vma", include_str!("../scenarios/edge-short-vma.trace")),
     (

@@ -44,6 +44,8 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_deferred_split_page",
     "thp_split_pmd",
     "thp_underused_split_page",
+    "thp_collapse_alloc",
+    "thp_collapse_alloc_failed",
     "compact_stall",
     "compact_success",
     "compact_fail",

@@ -7,7 +7,7 @@
 use largo_mm::gfp::{Gfp, GFP_KERNEL};
 use largo_mm::stats::render::{meminfo_kb, vmstat_value};
 use largo_mm::vm::stats::MthpStat;
-use largo_mm::vm::{Access, Advice, MapFlags, Prot, ThpDisable};
+use largo_mm::vm::{Access, Advice, MapFlags, Prot, ThpDisable, VmError};
 use largo_mm::{Machine, MachineConfig};
 use largo_physmem::BackingKind;
 
@@ -96,6 +96,11 @@ impl<'m> Proc<'m> {
         self.m
             .with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice))
             .unwrap();
+    }
+
+    fn try_madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<(), VmError> {
+        let pid = self.pid;
+        self.m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice))
     }
 
     fn drop_caches(&mut self) {
@@ -638,4 +643,71 @@ fn file_and_shared_mappings_hold_address_space_without_pages() {
     assert_eq!(access(&mut m, shared, false), Access::Segv(SegvCode::MapErr));
     m.check().unwrap();
     m.vm().check_invariants(m.page_alloc()).unwrap();
+}
+
+/// MADV_COLLAPSE: whole PMD ranges of the advised range become PMD folios
+/// whatever the sysfs settings (on the ram backing, so pages are really
+/// copied and zeroed); an untouched PMD ends the walk with EINVAL.
+#[test]
+fn madv_collapse_makes_pmd_folios_of_whole_ranges() {
+    let config = MachineConfig {
+        mem_bytes: 512 * MIB,
+        backing: BackingKind::Ram,
+        ..MachineConfig::default()
+    };
+    let mut m = machine_with(config, &[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(8 * MIB);
+    // 64K folios in the first 3 MiB, at the start of each 64K.
+    for i in 0..48 {
+        p.write(addr + i * 64 * KIB, PAGE);
+    }
+    assert_eq!(p.mthp(64, MthpStat::AnonFaultAlloc), 48);
+    // [addr + 1M, addr + 5M) holds one whole PMD range, [2M, 4M): the
+    // first and the third PMD are only partly covered.
+    p.madvise(addr + MIB, 4 * MIB, Advice::Collapse);
+    assert_eq!(p.stat("thp_collapse_alloc"), 1);
+    assert_eq!(p.mthp(64, MthpStat::NrAnon), 32, "the 16 folios of [2M, 3M) are gone");
+    assert_eq!(p.mthp(64, MthpStat::SplitDeferred), 0, "unmapped as whole folios");
+    assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 2048);
+    assert_eq!(meminfo_kb(p.m, "AnonPages"), 32 * 64 + 2048);
+    // The whole range again: [0, 2M) collapses, [2M, 4M) is already
+    // PMD-mapped, [4M, 6M) was never touched: the walk ends there.
+    let err = p.try_madvise(addr, 8 * MIB, Advice::Collapse).unwrap_err();
+    assert_eq!(err.errno(), -22, "{err}");
+    assert_eq!(p.stat("thp_collapse_alloc"), 2);
+    assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 4096);
+    p.check();
+    p.exit(p.pid);
+    p.check();
+}
+
+#[test]
+fn madv_collapse_needs_a_writable_entry_and_allowed_thps() {
+    let mut m = machine(&[]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(4 * MIB);
+    p.read(addr, 2 * MIB);
+    let err = p.try_madvise(addr, 2 * MIB, Advice::Collapse).unwrap_err();
+    assert_eq!(err.errno(), -22, "zero-page entries only: {err}");
+    assert_eq!(p.stat("thp_collapse_alloc"), 0);
+    p.write(addr + 2 * MIB, PAGE);
+    p.madvise(addr + 2 * MIB, 2 * MIB, Advice::NoHugePage);
+    let err = p.try_madvise(addr + 2 * MIB, 2 * MIB, Advice::Collapse).unwrap_err();
+    assert_eq!(err.errno(), -22, "VM_NOHUGEPAGE: {err}");
+    p.madvise(addr + 2 * MIB, 2 * MIB, Advice::HugePage);
+    p.madvise(addr + 2 * MIB, 2 * MIB, Advice::Collapse);
+    assert_eq!(p.stat("thp_collapse_alloc"), 1);
+    assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 2048);
+    // A range holding no whole PMD of a large enough VMA is no work.
+    p.madvise(addr + 2 * MIB + PAGE, MIB, Advice::Collapse);
+    p.check();
+    // A VMA with no room for a PMD block is refused outright.
+    let mut m = machine(&[]);
+    let mut p = Proc::spawn(&mut m);
+    let small = p.mmap(MIB);
+    p.write(small, PAGE);
+    let err = p.try_madvise(small, MIB, Advice::Collapse).unwrap_err();
+    assert_eq!(err.errno(), -22, "{err}");
+    p.check();
 }

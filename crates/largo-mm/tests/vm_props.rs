@@ -118,7 +118,13 @@ struct Range {
     pages: u64,
 }
 
-const ADVICE: [Advice; 4] = [Advice::DontNeed, Advice::Free, Advice::HugePage, Advice::NoHugePage];
+const ADVICE: [Advice; 5] = [
+    Advice::DontNeed,
+    Advice::Free,
+    Advice::HugePage,
+    Advice::NoHugePage,
+    Advice::Collapse,
+];
 const PRCTL: [ThpDisable; 3] = [ThpDisable::Off, ThpDisable::Completely, ThpDisable::ExceptAdvised];
 const MODES: [&str; 4] = ["always", "inherit", "madvise", "never"];
 

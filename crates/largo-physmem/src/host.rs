@@ -17,7 +17,13 @@ pub enum HostAdvice {
     Free,
     HugePage,
     NoHugePage,
+    /// MADV_COLLAPSE (Linux 6.1): its failures (EINVAL for a range with
+    /// no page table, ENOMEM, EAGAIN) are outcomes, not errors of a run.
+    Collapse,
 }
+
+/// `MADV_COLLAPSE` from include/uapi/asm-generic/mman-common.h.
+const MADV_COLLAPSE: libc::c_int = 25;
 
 impl HostAdvice {
     fn raw(self) -> libc::c_int {
@@ -26,6 +32,7 @@ impl HostAdvice {
             HostAdvice::Free => libc::MADV_FREE,
             HostAdvice::HugePage => libc::MADV_HUGEPAGE,
             HostAdvice::NoHugePage => libc::MADV_NOHUGEPAGE,
+            HostAdvice::Collapse => MADV_COLLAPSE,
         }
     }
 }

@@ -214,6 +214,11 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64) -> Result<(
                 new_len,
             } => w.remap(at(old), old_len, at(new), new_len).is_ok(),
             Step::Protect { addr, len, write } => w.protect(at(addr), len, write).is_ok(),
+            Step::Advise {
+                addr,
+                len,
+                advice: HostAdvice::Collapse,
+            } => w.madvise(at(addr), len, HostAdvice::Collapse).is_ok() || last_errno_is_collapse_outcome(),
             Step::Advise { addr, len, advice } => w.madvise(at(addr), len, advice).is_ok(),
             Step::Touch { addr, len, write } => {
                 let base = at(addr) & !(page - 1);
@@ -235,6 +240,17 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Whether the last system call failed the way MADV_COLLAPSE reports a
+/// range it could not collapse (`madvise_collapse_errno`: EINVAL, ENOMEM,
+/// EAGAIN, EBUSY): the program's outcome, which the model reproduces, not
+/// a failure of the run.
+fn last_errno_is_collapse_outcome() -> bool {
+    matches!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EINVAL | libc::ENOMEM | libc::EAGAIN | libc::EBUSY)
+    )
 }
 
 #[cfg(test)]

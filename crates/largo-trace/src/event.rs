@@ -165,6 +165,7 @@ pub const MADV_DONTNEED: u32 = 4;
 pub const MADV_FREE: u32 = 8;
 pub const MADV_HUGEPAGE: u32 = 14;
 pub const MADV_NOHUGEPAGE: u32 = 15;
+pub const MADV_COLLAPSE: u32 = 25;
 
 /// `PR_SET_THP_DISABLE` modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

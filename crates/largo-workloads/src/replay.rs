@@ -20,7 +20,7 @@ use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, SegvCode, VmErro
 use largo_mm::Machine;
 use largo_trace::{
     CloneKind, Event, EventHandler, MapFlags as TraceMapFlags, Prot as TraceProt, ThpDisableMode, TracePid, VmaKind,
-    MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE,
+    MADV_COLLAPSE, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE,
 };
 use serde::Serialize;
 
@@ -342,6 +342,7 @@ impl EventHandler for Replayer<'_> {
             MADV_FREE => Advice::Free,
             MADV_HUGEPAGE => Advice::HugePage,
             MADV_NOHUGEPAGE => Advice::NoHugePage,
+            MADV_COLLAPSE => Advice::Collapse,
             _ => {
                 self.stats.ignored_advice += 1;
                 return Ok(());

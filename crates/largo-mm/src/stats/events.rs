@@ -56,6 +56,8 @@ vm_events! {
     ThpFaultAlloc => "thp_fault_alloc",
     ThpFaultFallback => "thp_fault_fallback",
     ThpFaultFallbackCharge => "thp_fault_fallback_charge",
+    ThpCollapseAlloc => "thp_collapse_alloc",
+    ThpCollapseAllocFailed => "thp_collapse_alloc_failed",
     ThpSplitPage => "thp_split_page",
     ThpSplitPageFailed => "thp_split_page_failed",
     ThpDeferredSplitPage => "thp_deferred_split_page",

@@ -151,10 +151,7 @@ impl Vm {
                 i += 1;
                 continue;
             }
-            let pfn = pte.pfn();
-            let key = self.folio_key_of_pfn(ctx.pa, pfn).expect("mapped anonymous page");
-            let folio_end = self.folios[key].pfn + self.folios[key].nr_pages();
-            let nr = self.pt.folio_pte_batch(src_table, i, last, pfn, folio_end);
+            let (key, pfn, nr) = self.mapped_folio_batch(ctx, src_table, i, last);
             self.folio_ref_add(ctx.pa, key, nr as u32);
             self.dup_rmap_ptes(ctx.pa, key, pfn, nr as u64, dst_mm);
             for j in i..i + nr {

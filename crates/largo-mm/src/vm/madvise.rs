@@ -40,6 +40,8 @@ impl Vm {
                 Advice::Free => self.madvise_free(ctx, id, s, e),
                 Advice::HugePage => self.set_hugepage_flags(id, VmFlags::HUGEPAGE, VmFlags::NOHUGEPAGE),
                 Advice::NoHugePage => self.set_hugepage_flags(id, VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE),
+                // madvise_walk_vmas returns the first VMA's error at once.
+                Advice::Collapse => self.madvise_collapse(ctx, id, s, e)?,
             }
         }
         if matches!(advice, Advice::HugePage | Advice::NoHugePage) {

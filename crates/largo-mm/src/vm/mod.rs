@@ -17,6 +17,7 @@
 //!   `thpmaps.rs`: mapped memory by folio size (tools/mm/thpmaps)
 
 mod check;
+mod collapse;
 mod fault;
 pub mod folio;
 mod fork;

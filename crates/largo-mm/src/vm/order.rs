@@ -60,7 +60,7 @@ impl Vm {
     }
 
     /// `vma_thp_disabled` (v6.18): VM_NOHUGEPAGE, or the prctl disables.
-    fn thp_disabled(&self, vma: VmaId) -> bool {
+    pub(crate) fn thp_disabled(&self, vma: VmaId) -> bool {
         let v = &self.vmas[vma];
         if v.flags.contains(VmFlags::NOHUGEPAGE) {
             return true;

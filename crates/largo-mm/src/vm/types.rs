@@ -94,6 +94,8 @@ pub enum Advice {
     Free,
     HugePage,
     NoHugePage,
+    /// MADV_COLLAPSE: PMD-map the range now (anonymous memory).
+    Collapse,
 }
 
 impl Advice {
@@ -103,6 +105,7 @@ impl Advice {
             Advice::Free => "MADV_FREE",
             Advice::HugePage => "MADV_HUGEPAGE",
             Advice::NoHugePage => "MADV_NOHUGEPAGE",
+            Advice::Collapse => "MADV_COLLAPSE",
         }
     }
 }
@@ -191,6 +194,8 @@ pub enum VmError {
     Invalid(&'static str),
     #[error("ENOMEM: {0}")]
     NoMem(&'static str),
+    #[error("EAGAIN: {0}")]
+    Again(&'static str),
     #[error("EEXIST: the range overlaps an existing mapping")]
     Exists,
     #[error("EFAULT: no mapping at {0:#x}")]
@@ -209,6 +214,7 @@ impl VmError {
         match self {
             VmError::Invalid(_) => -22,
             VmError::NoMem(_) => -12,
+            VmError::Again(_) => -11,
             VmError::Exists => -17,
             VmError::Fault(_) => -14,
             VmError::NoTask(_) => -3,

@@ -48,12 +48,7 @@ impl Vm {
                 i += 1;
                 continue;
             }
-            let pfn = pte.pfn();
-            let key = self.folio_key_of_pfn(ctx.pa, pfn).expect("mapped anonymous page");
-            let (folio_pfn, folio_nr) = (self.folios[key].pfn, self.folios[key].nr_pages());
-            let nr = self
-                .pt
-                .folio_pte_batch(table, i, first + count, pfn, folio_pfn + folio_nr);
+            let (key, pfn, nr) = self.mapped_folio_batch(ctx, table, i, first + count);
             for j in i..i + nr {
                 self.pt.set(table, j, Pte::NONE);
             }
@@ -115,5 +110,15 @@ impl Vm {
                 self.free_table(ctx, mm, child);
             }
         }
+    }
+
+    /// The anonymous folio the present entry `i` of `table` maps, that
+    /// entry's pfn, and how many entries from `i` (below `limit`) map
+    /// consecutive pages of it (`folio_pte_batch`).
+    pub(super) fn mapped_folio_batch(&self, ctx: &Ctx, table: usize, i: usize, limit: usize) -> (usize, u64, usize) {
+        let pfn = self.pt.get(table, i).pfn();
+        let key = self.folio_key_of_pfn(ctx.pa, pfn).expect("mapped anonymous page");
+        let folio_end = self.folios[key].pfn + self.folios[key].nr_pages();
+        (key, pfn, self.pt.folio_pte_batch(table, i, limit, pfn, folio_end))
     }
 }

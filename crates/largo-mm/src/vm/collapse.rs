@@ -1,0 +1,187 @@
+//! MADV_COLLAPSE of anonymous memory (mm/khugepaged.c, v6.18:
+//! `madvise_collapse`, `hpage_collapse_scan_pmd`, `collapse_huge_page`):
+//! each PMD-aligned range of the advised range becomes one PMD-mapped
+//! folio, its present pages copied and its empty or zero-page entries
+//! zeroed, whatever the sysfs THP settings say.
+//!
+//! Unlike khugepaged, MADV_COLLAPSE ignores `max_ptes_none`,
+//! `max_ptes_shared` and the referenced test; what stops it is a range
+//! without a page table, with no writable entry, with a page pinned by
+//! more references than mappings, or a failed PMD-folio allocation.
+
+use super::pgtable::{Pte, Slot};
+use super::types::{VmError, VmaId};
+use super::{Ctx, Vm};
+use crate::memmap::PageFlags;
+use crate::page_alloc::gfp::GFP_TRANSHUGE;
+use crate::stats::VmEvent;
+
+/// The outcome of one PMD range (a subset of the kernel's `scan_result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scan {
+    Succeed,
+    /// Already mapped by a PMD (a THP or the huge zero page).
+    PmdMapped,
+    /// No page table below the PUD.
+    PmdNull,
+    /// A PMD entry that is none.
+    PmdNone,
+    /// No entry maps its page writable.
+    PageRo,
+    /// A page with references beyond its mappings.
+    PageCount,
+    AllocFail,
+}
+
+impl Scan {
+    /// `madvise_collapse`: results after which the next range is tried.
+    fn continues(self) -> bool {
+        matches!(
+            self,
+            Scan::Succeed | Scan::PmdMapped | Scan::PmdNull | Scan::PageRo | Scan::PageCount
+        )
+    }
+
+    /// `madvise_collapse_errno`.
+    fn error(self) -> VmError {
+        match self {
+            Scan::AllocFail => VmError::NoMem("MADV_COLLAPSE: no PMD-sized folio"),
+            Scan::PageCount => VmError::Again("MADV_COLLAPSE: a page is pinned"),
+            _ => VmError::Invalid("MADV_COLLAPSE: a range cannot be collapsed"),
+        }
+    }
+}
+
+impl Vm {
+    /// `madvise_collapse` on `[start, end)` of one VMA: every PMD-aligned
+    /// range inside it collapsed or already PMD-mapped is success.
+    pub(crate) fn madvise_collapse(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) -> Result<(), VmError> {
+        let pmd_size = self.pmd_size();
+        // thp_vma_allowable_order outside a fault: the VMA must hold a
+        // whole PMD block ending at or before its end.
+        let v = &self.vmas[vma];
+        let fits = v.end - v.start >= pmd_size && self.suitable_order(vma, v.end - pmd_size, self.pmd_order());
+        if !v.is_anonymous() || self.thp_disabled(vma) || !fits {
+            return Err(VmError::Invalid("MADV_COLLAPSE: THPs are not allowed here"));
+        }
+        let hstart = (start + pmd_size - 1) & !(pmd_size - 1);
+        let hend = end & !(pmd_size - 1);
+        let (mut thps, mut last_fail) = (0u64, None);
+        let mut addr = hstart;
+        while addr < hend {
+            let result = self.collapse_scan_pmd(ctx, vma, addr);
+            match result {
+                Scan::Succeed | Scan::PmdMapped => thps += 1,
+                r => last_fail = Some(r),
+            }
+            if !result.continues() {
+                break;
+            }
+            addr += pmd_size;
+        }
+        let wanted = hend.saturating_sub(hstart) / pmd_size;
+        match last_fail {
+            _ if thps == wanted => Ok(()),
+            Some(r) => Err(r.error()),
+            None => Err(VmError::Invalid("MADV_COLLAPSE: a range cannot be collapsed")),
+        }
+    }
+
+    /// `hpage_collapse_scan_pmd` for MADV_COLLAPSE, then
+    /// `collapse_huge_page` if the range qualifies.
+    fn collapse_scan_pmd(&mut self, ctx: &mut Ctx, vma: VmaId, haddr: u64) -> Scan {
+        let mm = self.vmas[vma].mm;
+        if !self.suitable_order(vma, haddr, self.pmd_order()) {
+            return Scan::PmdNull;
+        }
+        let Some(pmd) = self.pmd_slot(mm, haddr) else {
+            return Scan::PmdNull;
+        };
+        let entry = self.pt.entry(pmd);
+        if entry.is_none() {
+            return Scan::PmdNone;
+        }
+        if entry.present() && entry.is_huge() {
+            return Scan::PmdMapped;
+        }
+        let table = entry.table_idx();
+        let first = self.pt.shape.index(0, haddr);
+        let nr = 1usize << self.pmd_order();
+        let mut writable = false;
+        for i in first..first + nr {
+            let pte = self.pt.get(table, i);
+            if pte.is_none() || pte.is_special() {
+                continue; // none, or the zero page
+            }
+            writable |= pte.writable();
+            let key = self.folio_key_of_pfn(ctx.pa, pte.pfn()).expect("mapped anonymous page");
+            if self.folio_refcount(ctx.pa, key) as i32 != self.folio_mapcount(ctx.pa, key) {
+                return Scan::PageCount;
+            }
+        }
+        if !writable {
+            return Scan::PageRo;
+        }
+        self.collapse_huge_page(ctx, vma, pmd, table, haddr)
+    }
+
+    /// `collapse_huge_page`: a PMD-sized folio (GFP_TRANSHUGE: direct
+    /// reclaim and compaction allowed), each page copied from the one its
+    /// entry maps or zeroed, the old pages unmapped and released, the PTE
+    /// table deposited under the new PMD mapping.
+    fn collapse_huge_page(&mut self, ctx: &mut Ctx, vma: VmaId, pmd: Slot, table: usize, haddr: u64) -> Scan {
+        let mm = self.vmas[vma].mm;
+        let Some(folio) = self.alloc_folio(ctx, GFP_TRANSHUGE, self.pmd_order()) else {
+            ctx.pa.events.count(VmEvent::ThpCollapseAllocFailed, 1);
+            return Scan::AllocFail;
+        };
+        ctx.pa.events.count(VmEvent::ThpCollapseAlloc, 1);
+        self.anon_vma_prepare(vma);
+        let first = self.pt.shape.index(0, haddr);
+        let limit = first + (1usize << self.pmd_order());
+        let mut i = first;
+        while i < limit {
+            let pte = self.pt.get(table, i);
+            let dst = |j: usize| largo_types::Pfn(folio.pfn.0 + (j - first) as u64);
+            if pte.is_none() || pte.is_special() {
+                self.work.pages_zeroed += 1;
+                ctx.backing
+                    .zero(dst(i), 1)
+                    .unwrap_or_else(|e| unreachable!("a new folio outside the backing: {e}"));
+                self.mms[mm].rss_anon += 1;
+                if pte.is_special() {
+                    self.pt.set(table, i, Pte::NONE);
+                }
+                i += 1;
+                continue;
+            }
+            // __collapse_huge_page_copy_succeeded unmaps the entries of
+            // one folio as a batch, so a large folio goes from fully
+            // mapped to unmapped without being partially mapped (and
+            // queued for a deferred split) in between.
+            let (key, pfn, nr) = self.mapped_folio_batch(ctx, table, i, limit);
+            for j in i..i + nr {
+                let src = self.pt.get(table, j).pfn();
+                self.work.pages_copied += 1;
+                ctx.backing
+                    .copy(largo_types::Pfn(src), dst(j), 1)
+                    .unwrap_or_else(|e| unreachable!("a page copy outside the backing: {e}"));
+                let written = ctx.pa.memmap.page(src).flags() & PageFlags::USER_WRITTEN;
+                ctx.pa.memmap.page_mut(dst(j).0).insert_flags(written);
+                self.pt.set(table, j, Pte::NONE);
+            }
+            self.remove_rmap_ptes(ctx.pa, key, pfn, nr as u64, mm);
+            self.folio_put_refs(ctx, key, nr as u32);
+            i += nr;
+        }
+        self.deposits.insert(pmd, table);
+        ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
+        // map_anon_folio_pmd_nopf: mapped and queued for the underused
+        // shrinker, as a PMD fault's folio is.
+        let key = self.add_new_anon_rmap(ctx, folio, vma, haddr, true);
+        let flags = Pte::HUGE | Pte::YOUNG | Pte::DIRTY | self.vma_write_bit(vma);
+        self.pt.set_slot(pmd, Pte::leaf(folio.pfn.0, flags));
+        self.deferred_split_folio(ctx.pa, key, false);
+        Scan::Succeed
+    }
+}
