@@ -210,16 +210,18 @@ fn parse_knob_write(s: &str) -> Result<KnobWrite, String> {
 pub struct ThpSpec(pub Vec<KnobWrite>);
 
 fn parse_thp_spec(s: &str) -> Result<ThpSpec, String> {
-    largo_workloads::policy::thp_knobs(s)
-        .map(|writes| {
-            ThpSpec(
-                writes
-                    .into_iter()
-                    .map(|(path, value)| KnobWrite { path, value })
-                    .collect(),
-            )
-        })
+    spec_of(largo_workloads::policy::thp_knobs(s))
+}
+
+/// The knob writes of a parsed `SIZES[=MODE]`.
+fn spec_of(writes: Result<Vec<(String, String)>, largo_workloads::policy::PolicyError>) -> Result<ThpSpec, String> {
+    writes
+        .map(|w| ThpSpec(w.into_iter().map(|(path, value)| KnobWrite { path, value }).collect()))
         .map_err(|e| e.to_string())
+}
+
+fn parse_shmem_spec(s: &str) -> Result<ThpSpec, String> {
+    spec_of(largo_workloads::policy::shmem_knobs(s))
 }
 
 /// POLICY: knob settings applied after boot.
@@ -232,6 +234,12 @@ pub struct PolicyArgs {
     /// Top-level transparent_hugepage/enabled.
     #[arg(long, value_enum)]
     pub thp_enabled: Option<ThpEnabledArg>,
+    /// Anonymous shmem (MAP_SHARED|MAP_ANONYMOUS, memfd) folio sizes to
+    /// enable: `64K` (always), `2M=within_size`; modes always, inherit,
+    /// within_size, advise, never (repeatable). `inherit` sizes follow
+    /// transparent_hugepage/shmem_enabled (--set).
+    #[arg(long, value_name = "SIZES[=MODE]", value_parser = parse_shmem_spec)]
+    pub shmem: Vec<ThpSpec>,
     /// Set any knob by kernel path, e.g. vm/min_free_kbytes=65536 (repeatable).
     #[arg(long = "set", value_name = "KNOB=VALUE", value_parser = parse_knob_write)]
     pub set: Vec<KnobWrite>,
@@ -240,10 +248,10 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// Any policy flag given.
     pub fn is_set(&self) -> bool {
-        !self.thp.is_empty() || self.thp_enabled.is_some() || !self.set.is_empty()
+        !self.thp.is_empty() || self.thp_enabled.is_some() || !self.shmem.is_empty() || !self.set.is_empty()
     }
 
-    /// The knob writes, in order: `--thp-enabled`, `--thp`, `--set`.
+    /// The knob writes, in order: `--thp-enabled`, `--thp`, `--shmem`, `--set`.
     pub fn knobs(&self) -> Vec<(String, String)> {
         let top = self.thp_enabled.map(|m| KnobWrite {
             path: "transparent_hugepage/enabled".into(),
@@ -251,6 +259,7 @@ impl PolicyArgs {
         });
         top.into_iter()
             .chain(self.thp.iter().flat_map(|t| t.0.iter().cloned()))
+            .chain(self.shmem.iter().flat_map(|t| t.0.iter().cloned()))
             .chain(self.set.iter().cloned())
             .map(|k| (k.path, k.value))
             .collect()

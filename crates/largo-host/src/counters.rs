@@ -106,10 +106,19 @@ pub struct RawCapture {
 
 const CAPTURE_BYTES: usize = 1 << 20;
 
+/// `/proc/sys/vm/stat_refresh` (Documentation/admin-guide/sysctl/vm.rst).
+const STAT_REFRESH: &str = "/proc/sys/vm/stat_refresh";
+
 impl RawCapture {
     /// Lists the files and prepares the buffers.
     pub fn prepare() -> RawCapture {
-        let mut files = vec![(std::path::PathBuf::from("/proc/vmstat"), "vmstat".to_string())];
+        // Reading stat_refresh first (root) folds every cpu's pending
+        // vmstat deltas into the totals, so gauges such as nr_shmem are
+        // exact at the capture rather than off by the per-cpu thresholds.
+        let mut files = vec![
+            (std::path::PathBuf::from(STAT_REFRESH), "stat_refresh".to_string()),
+            (std::path::PathBuf::from("/proc/vmstat"), "vmstat".to_string()),
+        ];
         if let Ok(dirs) = fs::read_dir(THP_DIR) {
             for d in dirs.flatten() {
                 let name = d.file_name().to_string_lossy().to_string();

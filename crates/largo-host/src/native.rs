@@ -62,8 +62,10 @@ pub struct Plan {
 pub enum Unsupported {
     #[error("pid {pid} acts while pid {running} runs (processes must run one at a time)")]
     Interleaved { pid: u32, running: u32 },
-    #[error("only private anonymous mappings")]
-    NotPrivateAnonymous,
+    #[error("only anonymous mappings (private or shared) and shared or private mappings of memfds")]
+    NotAnonymous,
+    #[error("descriptor {0} (a native run holds descriptors below {max})", max = native::MAX_FDS)]
+    Fd(u32),
     #[error("madvise advice {0}")]
     Advice(u32),
     #[error("threads and vfork")]
@@ -135,14 +137,59 @@ impl EventHandler for Planner {
     }
 
     fn mmap(&mut self, _: u32, addr: u64, len: u64, prot: Prot, flags: MapFlags) -> Result<(), Unsupported> {
-        if !flags.private_anonymous() {
-            return Err(Unsupported::NotPrivateAnonymous);
+        if !flags.has(MapFlags::ANONYMOUS) || flags.has(MapFlags::HUGETLB) {
+            return Err(Unsupported::NotAnonymous);
         }
         self.cover(addr, len);
         self.push(Step::Map {
             addr,
             len,
             write: prot.writable(),
+            shared: flags.has(MapFlags::SHARED),
+        })
+    }
+
+    fn memfd_create(&mut self, _: u32, fd: u32) -> Result<(), Unsupported> {
+        self.push(Step::MemfdCreate { fd: checked_fd(fd)? })
+    }
+
+    fn ftruncate(&mut self, _: u32, fd: u32, len: u64) -> Result<(), Unsupported> {
+        self.push(Step::Ftruncate {
+            fd: checked_fd(fd)?,
+            len,
+        })
+    }
+
+    fn mmap_fd(
+        &mut self,
+        _: u32,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        fd: u32,
+        offset: u64,
+    ) -> Result<(), Unsupported> {
+        self.cover(addr, len);
+        self.push(Step::MapFd {
+            addr,
+            len,
+            write: prot.writable(),
+            shared: flags.has(MapFlags::SHARED),
+            fd: checked_fd(fd)?,
+            offset,
+        })
+    }
+
+    fn close(&mut self, _: u32, fd: u32) -> Result<(), Unsupported> {
+        self.push(Step::Close { fd: checked_fd(fd)? })
+    }
+
+    fn punch_hole(&mut self, _: u32, fd: u32, offset: u64, len: u64) -> Result<(), Unsupported> {
+        self.push(Step::PunchHole {
+            fd: checked_fd(fd)?,
+            offset,
+            len,
         })
     }
 
@@ -253,6 +300,15 @@ impl EventHandler for Planner {
 
     fn memory_online_movable(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
         Err(Unsupported::Hotplug)
+    }
+}
+
+/// A program descriptor a native run can hold.
+fn checked_fd(fd: u32) -> Result<u32, Unsupported> {
+    if (fd as usize) < native::MAX_FDS {
+        Ok(fd)
+    } else {
+        Err(Unsupported::Fd(fd))
     }
 }
 

@@ -98,6 +98,19 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "madv-nohugepage-middle",
         include_str!("../scenarios/madv-nohugepage-middle.trace"),
     ),
+    ("memfd-fork", include_str!("../scenarios/memfd-fork.trace")),
+    ("memfd-pmd-split", include_str!("../scenarios/memfd-pmd-split.trace")),
+    ("memfd-punch-hole", include_str!("../scenarios/memfd-punch-hole.trace")),
+    (
+        "memfd-shared-anon-64k",
+        include_str!("../scenarios/memfd-shared-anon-64k.trace"),
+    ),
+    ("memfd-truncate", include_str!("../scenarios/memfd-truncate.trace")),
+    (
+        "memfd-unaligned-offset",
+        include_str!("../scenarios/memfd-unaligned-offset.trace"),
+    ),
+    ("memfd-write", include_str!("../scenarios/memfd-write.trace")),
     (
         "misaligned-32k-start",
         include_str!("../scenarios/misaligned-32k-start.trace"),
@@ -151,6 +164,32 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ("read-then-write", include_str!("../scenarios/read-then-write.trace")),
     ("reverse-touch", include_str!("../scenarios/reverse-touch.trace")),
     ("scattered-writes", include_str!("../scenarios/scattered-writes.trace")),
+    (
+        "shmem-anon-advise",
+        include_str!("../scenarios/shmem-anon-advise.trace"),
+    ),
+    ("shmem-anon-fork", include_str!("../scenarios/shmem-anon-fork.trace")),
+    (
+        "shmem-anon-mprotect",
+        include_str!("../scenarios/shmem-anon-mprotect.trace"),
+    ),
+    (
+        "shmem-anon-munmap-part",
+        include_str!("../scenarios/shmem-anon-munmap-part.trace"),
+    ),
+    (
+        "shmem-anon-read-first",
+        include_str!("../scenarios/shmem-anon-read-first.trace"),
+    ),
+    (
+        "shmem-anon-unaligned",
+        include_str!("../scenarios/shmem-anon-unaligned.trace"),
+    ),
+    (
+        "shmem-anon-within-size",
+        include_str!("../scenarios/shmem-anon-within-size.trace"),
+    ),
+    ("shmem-anon-write", include_str!("../scenarios/shmem-anon-write.trace")),
     ("underused-thp", include_str!("../scenarios/underused-thp.trace")),
     (
         "vma-end-inside-pmd",

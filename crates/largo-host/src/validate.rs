@@ -29,10 +29,14 @@ pub const MTHP_STATS: &[&str] = &[
     "split_deferred",
     "nr_anon",
     "nr_anon_partially_mapped",
+    "shmem_alloc",
+    "shmem_fallback",
+    "shmem_fallback_charge",
 ];
 
-/// /proc/vmstat events compared. `thp_zero_page_alloc` is left out: the
-/// huge zero folio is global and the host's may exist already. The
+/// /proc/vmstat items compared: events, and the shmem gauges (their
+/// change over the run). `thp_zero_page_alloc` is left out: the huge zero
+/// folio is global and the host's may exist already. The
 /// direct compaction counts must agree too (none of the scenarios leaves
 /// either side short of free 2 MiB blocks, so both must stay at 0).
 pub const VMSTAT_EVENTS: &[&str] = &[
@@ -46,6 +50,13 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_underused_split_page",
     "thp_collapse_alloc",
     "thp_collapse_alloc_failed",
+    "thp_file_alloc",
+    "thp_file_fallback",
+    "thp_file_fallback_charge",
+    "thp_file_mapped",
+    "nr_shmem",
+    "nr_shmem_hugepages",
+    "nr_shmem_pmdmapped",
     "compact_stall",
     "compact_success",
     "compact_fail",

@@ -587,7 +587,7 @@ fn an_exec_page_is_order_0_whatever_the_thp_settings() {
 }
 
 #[test]
-fn file_and_shared_mappings_hold_address_space_without_pages() {
+fn file_mappings_hold_address_space_without_pages_and_shared_ones_get_shmem() {
     use largo_mm::vm::types::VmaBacking;
     use largo_mm::vm::SegvCode;
     let mut m = machine(&[]);
@@ -606,14 +606,17 @@ fn file_and_shared_mappings_hold_address_space_without_pages() {
     let shared = mmap(&mut m, base + 64 * KIB, rw, MapFlags::SHARED | MapFlags::ANONYMOUS);
     let anon = mmap(&mut m, base + 128 * KIB, rw, MapFlags::PRIVATE | MapFlags::ANONYMOUS);
     let faults = vmstat_value(&m, "pgfault");
-    // Reads of the file and writes of shmem are allowed but not modelled;
-    // a write to the read-only file mapping and an access outside every
-    // mapping are what the program would get: SIGSEGV.
+    // Reads of the file are allowed but not modelled; a write to the
+    // read-only file mapping and an access outside every mapping are what
+    // the program would get: SIGSEGV.
     assert_eq!(access(&mut m, file, false), Access::NotModelled);
-    assert_eq!(access(&mut m, shared + PAGE, true), Access::NotModelled);
     assert_eq!(access(&mut m, file, true), Access::Segv(SegvCode::AccErr));
     assert_eq!(access(&mut m, base + 256 * KIB, false), Access::Segv(SegvCode::MapErr));
     assert_eq!(vmstat_value(&m, "pgfault"), faults, "no modelled fault");
+    // The shared anonymous mapping is shmem: a write allocates a page of
+    // its inode's page cache.
+    assert_eq!(access(&mut m, shared + PAGE, true), Access::Faulted);
+    assert_eq!(vmstat_value(&m, "nr_shmem"), 1);
     assert_eq!(access(&mut m, anon, true), Access::Faulted);
     // Three VMAs, never merged across backings; /proc/PID/maps says 's'.
     let maps = m.vm().maps(pid).unwrap();
@@ -635,12 +638,18 @@ fn file_and_shared_mappings_hold_address_space_without_pages() {
     assert_eq!(access(&mut m, file, true), Access::NotModelled);
     let child = m.with_vm(0, |vm, ctx| vm.fork(ctx, pid)).unwrap();
     assert_eq!(m.vm().maps(child).unwrap().len(), maps.len());
+    // The child faults the parent's shmem page back in: nothing new.
     assert_eq!(
-        m.with_vm(0, |vm, ctx| vm.access(ctx, child, shared, true)).unwrap(),
-        Access::NotModelled
+        m.with_vm(0, |vm, ctx| vm.access(ctx, child, shared + PAGE, true))
+            .unwrap(),
+        Access::Faulted
     );
+    assert_eq!(vmstat_value(&m, "nr_shmem"), 1);
     m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, base, 128 * KIB)).unwrap();
     assert_eq!(access(&mut m, shared, false), Access::Segv(SegvCode::MapErr));
+    assert_eq!(vmstat_value(&m, "nr_shmem"), 1, "the child's VMA keeps the inode");
+    m.with_vm(0, |vm, ctx| vm.exit(ctx, child)).unwrap();
+    assert_eq!(vmstat_value(&m, "nr_shmem"), 0, "the last VMA gone, the inode goes");
     m.check().unwrap();
     m.vm().check_invariants(m.page_alloc()).unwrap();
 }
@@ -709,5 +718,94 @@ fn madv_collapse_needs_a_writable_entry_and_allowed_thps() {
     p.write(small, PAGE);
     let err = p.try_madvise(small, MIB, Advice::Collapse).unwrap_err();
     assert_eq!(err.errno(), -22, "{err}");
+    p.check();
+}
+
+fn shmem_knob(kb: u64) -> String {
+    format!("transparent_hugepage/hugepages-{kb}kB/shmem_enabled")
+}
+
+/// Shared anonymous memory under per-size shmem_enabled: a write
+/// allocates the folio of the largest allowed size and maps it whole; a
+/// read allocates too (no zero page); a start not aligned to the size
+/// gets no folio of it.
+#[test]
+fn shared_anonymous_memory_takes_shmem_folios_mapped_whole() {
+    let mut m = machine(&[(&shmem_knob(64), "always")]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let rw = Prot::READ | Prot::WRITE;
+    let shared = MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    let base = 0x7f00_0000_0000u64;
+    let mut p = Proc { m: &mut m, pid };
+    p.m.with_vm(0, |vm, ctx| vm.mmap(ctx, pid, base, MIB, rw, shared))
+        .unwrap();
+    assert_eq!(p.write(base, 512 * KIB), 8, "one fault per 64K folio");
+    assert_eq!(
+        p.read(base + 512 * KIB, 512 * KIB),
+        8,
+        "reads allocate and map whole folios"
+    );
+    assert_eq!(p.mthp(64, MthpStat::ShmemAlloc), 16);
+    assert_eq!(p.stat("nr_shmem"), 256);
+    assert_eq!(p.stat("nr_mapped"), 256);
+    assert_eq!(p.stat("nr_anon_pages"), 0);
+    // Misaligned by one page: no 64K folio fits the file offset.
+    let odd = base + 4 * MIB + PAGE;
+    p.m.with_vm(0, |vm, ctx| vm.mmap(ctx, pid, odd, 256 * KIB, rw, shared))
+        .unwrap();
+    assert_eq!(p.write(odd, 256 * KIB), 64);
+    assert_eq!(p.mthp(64, MthpStat::ShmemAlloc), 16);
+    p.check();
+    p.m.vm().check_invariants(p.m.page_alloc()).unwrap();
+    p.exit(pid);
+    assert_eq!(p.stat("nr_shmem"), 0);
+    assert_eq!(p.stat("nr_mapped"), 0);
+}
+
+/// A memfd: at order 0 a read maps the cached neighbours of the page in
+/// the 64 KiB fault-around window; a PMD-sized folio is mapped by a PMD
+/// only where the file offset is PMD-aligned in the VMA; punching a hole
+/// frees the whole folios in it; the last close of an unmapped memfd
+/// frees its page cache.
+#[test]
+fn memfd_fault_around_pmd_mapping_and_hole_punching() {
+    let mut m = machine(&[]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let rw = Prot::READ | Prot::WRITE;
+    let base = 0x7f00_0000_0000u64;
+    let fixed = MapFlags::SHARED | MapFlags::FIXED;
+    m.with_vm(0, |vm, ctx| -> Result<(), VmError> {
+        vm.memfd_create(ctx, pid, 3)?;
+        vm.ftruncate(ctx, pid, 3, 4 * MIB)?;
+        vm.mmap_fd(ctx, pid, base, 4 * MIB, rw, fixed, 3, 0)?;
+        vm.mmap_fd(ctx, pid, base + 8 * MIB, 4 * MIB, rw, fixed, 3, 0)?;
+        Ok(())
+    })
+    .unwrap();
+    let mut p = Proc { m: &mut m, pid };
+    assert_eq!(p.write(base, 64 * KIB), 16, "order 0: one fault a page");
+    assert_eq!(p.read(base + 8 * MIB, 64 * KIB), 1, "fault-around maps the other 15");
+    assert_eq!(p.stat("nr_shmem"), 16);
+    // PMD folios (the top level `always` makes the PMD size, inherit, allowed).
+    p.m.set_knob("transparent_hugepage/shmem_enabled", "always").unwrap();
+    assert_eq!(p.write(base + 2 * MIB, 2 * MIB), 1);
+    assert_eq!(p.stat("thp_file_alloc"), 1);
+    assert_eq!(p.stat("thp_file_mapped"), 1);
+    assert_eq!(
+        p.read(base + 8 * MIB + 2 * MIB, 2 * MIB),
+        1,
+        "fault-around maps the PMD"
+    );
+    assert_eq!(p.stat("thp_file_mapped"), 2);
+    assert_eq!(meminfo_kb(p.m, "ShmemPmdMapped"), 2048);
+    p.m.with_vm(0, |vm, ctx| vm.punch_hole(ctx, pid, 3, 2 * MIB, 2 * MIB))
+        .unwrap();
+    assert_eq!(p.stat("nr_shmem"), 16);
+    assert_eq!(meminfo_kb(p.m, "ShmemHugePages"), 0);
+    p.m.vm().check_invariants(p.m.page_alloc()).unwrap();
+    p.m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, base, 16 * MIB)).unwrap();
+    assert_eq!(p.stat("nr_shmem"), 16, "the descriptor keeps the inode");
+    p.m.with_vm(0, |vm, ctx| vm.close(ctx, pid, 3)).unwrap();
+    assert_eq!(p.stat("nr_shmem"), 0);
     p.check();
 }

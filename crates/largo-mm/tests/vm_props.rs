@@ -33,9 +33,18 @@ enum Op {
         write: bool,
         populate: bool,
         noreserve: bool,
-        /// 0: private anonymous; 1: a private file mapping; 2: shared
-        /// anonymous (both hold address space, their pages not modelled).
+        /// 0: private anonymous; 1: a private file mapping (address
+        /// space only); 2: shared anonymous (shmem).
         backing: u8,
+    },
+    /// A memfd of `pages` mapped shared; its descriptor stays open or
+    /// not, and a hole may be punched at `punch` (pages from, count).
+    Memfd {
+        task: usize,
+        pages: u64,
+        keep_fd: bool,
+        punch: Option<(u64, u64)>,
+        shrink_to: Option<u64>,
     },
     Munmap {
         task: usize,
@@ -149,6 +158,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(task, pages, write, populate, noreserve, backing)| Op::Mmap { task, pages, write, populate, noreserve, backing }),
         5 => (task, range()).prop_map(|(task, range)| Op::Munmap { task, range }),
         3 => (task, range(), any::<bool>()).prop_map(|(task, range, write)| Op::Mprotect { task, range, write }),
+        3 => (task, 1u64..1200, any::<bool>(), proptest::option::of((0u64..1200, 1u64..600)), proptest::option::of(0u64..1200))
+            .prop_map(|(task, pages, keep_fd, punch, shrink_to)| Op::Memfd { task, pages, keep_fd, punch, shrink_to }),
         3 => (task, range(), 1u64..1100, any::<bool>())
             .prop_map(|(task, range, new_pages, may_move)| Op::Mremap { task, range, new_pages, may_move }),
         6 => (task, range(), 0..ADVICE.len()).prop_map(|(task, range, advice)| Op::Madvise { task, range, advice }),
@@ -333,6 +344,36 @@ impl Runner {
                 let _ = self
                     .m
                     .with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, 0, pages * page, prot, flags));
+            }
+            Op::Memfd {
+                task,
+                pages,
+                keep_fd,
+                punch,
+                shrink_to,
+            } => {
+                let Some(pid) = self.task(task) else { return };
+                let cpu = self.cpu(pid);
+                let fd = 3 + (self.pids.len() as u32 % 8);
+                let flags = MapFlags::SHARED;
+                let _ = self.m.with_vm(cpu, |vm, ctx| -> Result<(), largo_mm::vm::VmError> {
+                    vm.memfd_create(ctx, pid, fd)?;
+                    vm.ftruncate(ctx, pid, fd, pages * page)?;
+                    let addr = vm.mmap_fd(ctx, pid, 0, pages * page, Prot::READ | Prot::WRITE, flags, fd, 0)?;
+                    for i in (0..pages).step_by(3) {
+                        vm.access(ctx, pid, addr + i * page, i % 2 == 0)?;
+                    }
+                    if let Some((first, n)) = punch {
+                        vm.punch_hole(ctx, pid, fd, first * page, n * page)?;
+                    }
+                    if let Some(to) = shrink_to {
+                        vm.ftruncate(ctx, pid, fd, to * page)?;
+                    }
+                    if !keep_fd {
+                        vm.close(ctx, pid, fd)?;
+                    }
+                    Ok(())
+                });
             }
             Op::Munmap { task, range } => {
                 let Some(pid) = self.task(task) else { return };

@@ -22,6 +22,59 @@ pub enum HostAdvice {
     Collapse,
 }
 
+/// What a [`Window::map_with`] mapping maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapSource {
+    Anonymous {
+        shared: bool,
+    },
+    /// A file descriptor of this process (a memfd), from byte `offset`.
+    Fd {
+        fd: i32,
+        offset: u64,
+        shared: bool,
+    },
+}
+
+/// `memfd_create(name, 0)`: a new shmem file's descriptor.
+pub fn memfd_create() -> Result<i32, HostError> {
+    // SAFETY: a system call with a static NUL-terminated name.
+    let fd = unsafe { libc::memfd_create(c"largo".as_ptr(), 0) };
+    if fd < 0 {
+        return Err(sys("memfd_create"));
+    }
+    Ok(fd)
+}
+
+/// `ftruncate(fd, len)`.
+pub fn ftruncate(fd: i32, len: u64) -> Result<(), HostError> {
+    // SAFETY: a system call on a descriptor; no memory is passed.
+    if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+        return Err(sys("ftruncate"));
+    }
+    Ok(())
+}
+
+/// `fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len)`.
+pub fn punch_hole(fd: i32, offset: u64, len: u64) -> Result<(), HostError> {
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: a system call on a descriptor; the pages it drops belong to
+    // a memfd whose mappings no Rust reference covers.
+    if unsafe { libc::fallocate(fd, mode, offset as libc::off_t, len as libc::off_t) } != 0 {
+        return Err(sys("fallocate"));
+    }
+    Ok(())
+}
+
+/// `close(fd)`.
+pub fn close_fd(fd: i32) -> Result<(), HostError> {
+    // SAFETY: closes a descriptor this module opened (memfd_create).
+    if unsafe { libc::close(fd) } != 0 {
+        return Err(sys("close"));
+    }
+    Ok(())
+}
+
 /// `MADV_COLLAPSE` from include/uapi/asm-generic/mman-common.h.
 const MADV_COLLAPSE: libc::c_int = 25;
 
@@ -148,8 +201,23 @@ impl Window {
     /// `mmap(addr, len, PROT_READ[|PROT_WRITE], MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED)`
     /// inside the window.
     pub fn map(&mut self, addr: u64, len: u64, write: bool) -> Result<(), HostError> {
+        self.map_with(addr, len, write, MapSource::Anonymous { shared: false })
+    }
+
+    /// `mmap(addr, len, PROT_READ[|PROT_WRITE], MAP_FIXED | ...)` of
+    /// anonymous memory (private or shared) or of a descriptor, inside
+    /// the window.
+    pub fn map_with(&mut self, addr: u64, len: u64, write: bool, source: MapSource) -> Result<(), HostError> {
         self.check_inside(addr, len)?;
         let prot = libc::PROT_READ | if write { libc::PROT_WRITE } else { 0 };
+        let (flags, fd, offset) = match source {
+            MapSource::Anonymous { shared: false } => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0),
+            MapSource::Anonymous { shared: true } => (libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0),
+            MapSource::Fd { fd, offset, shared } => {
+                let kind = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+                (kind, fd, offset as libc::off_t)
+            }
+        };
         // SAFETY: the range lies in this window, which only ever holds the
         // reservation and mappings made here; replacing them affects no
         // memory Rust code refers to. Checked for MAP_FAILED.
@@ -158,9 +226,9 @@ impl Window {
                 addr as *mut libc::c_void,
                 len as usize,
                 prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                -1,
-                0,
+                flags | libc::MAP_FIXED,
+                fd,
+                offset,
             )
         };
         if p == libc::MAP_FAILED {

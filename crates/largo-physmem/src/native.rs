@@ -12,8 +12,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::host::{
-    fork_and_stop, fork_and_wait, host_page_size, prctl_thp_disable, prefault_stack, write_file_no_alloc, ChildExit,
-    Forked, HostAdvice, HostError, UserWork, Window,
+    close_fd, fork_and_stop, fork_and_wait, ftruncate, host_page_size, memfd_create, prctl_thp_disable, prefault_stack,
+    punch_hole, write_file_no_alloc, ChildExit, Forked, HostAdvice, HostError, MapSource, UserWork, Window,
 };
 
 /// Stack depth prefaulted before forking, so the child faults no new stack page.
@@ -27,6 +27,33 @@ pub enum Step {
         addr: u64,
         len: u64,
         write: bool,
+        /// MAP_SHARED|MAP_ANONYMOUS instead of MAP_PRIVATE|MAP_ANONYMOUS.
+        shared: bool,
+    },
+    /// `memfd_create` as the program's descriptor `fd` (below [`MAX_FDS`]).
+    MemfdCreate {
+        fd: u32,
+    },
+    Ftruncate {
+        fd: u32,
+        len: u64,
+    },
+    /// `mmap` of the program's descriptor `fd` from byte `offset`.
+    MapFd {
+        addr: u64,
+        len: u64,
+        write: bool,
+        shared: bool,
+        fd: u32,
+        offset: u64,
+    },
+    Close {
+        fd: u32,
+    },
+    PunchHole {
+        fd: u32,
+        offset: u64,
+        len: u64,
     },
     Unmap {
         addr: u64,
@@ -154,6 +181,12 @@ pub enum End<'a> {
     },
 }
 
+/// Program descriptors a native run can hold (`Step::MemfdCreate`).
+pub const MAX_FDS: usize = 64;
+
+/// The program's descriptors -> this process's (-1: none).
+type FdTable = [i32; MAX_FDS];
+
 /// Exit status of a child whose snapshot could not be written.
 pub const SNAPSHOT_FAILED: i32 = 99;
 /// A child failing at step `i` exits with `STEP_FAILED + min(i, 100)`.
@@ -167,7 +200,7 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: En
     let page = host_page_size();
     let stop = matches!(end, End::SnapshotAndStop { .. });
     let body = move || {
-        if let Err(index) = exec(steps, window, place, page) {
+        if let Err(index) = exec(steps, window, place, page, &mut [-1; MAX_FDS]) {
             return STEP_FAILED + index.min(100) as i32;
         }
         if let End::SnapshotAndStop { snapshot, to } = end {
@@ -201,11 +234,37 @@ const DROP_CACHES: &CStr = c"/proc/sys/vm/drop_caches";
 
 /// Executes one process's steps (in its forked child). Returns the index
 /// of the failing step.
-fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64) -> Result<(), usize> {
+fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, fds: &mut FdTable) -> Result<(), usize> {
     let at = |a: u64| a.wrapping_add(place.delta);
     for (i, step) in steps.iter().enumerate() {
         let ok = match *step {
-            Step::Map { addr, len, write } => w.map(at(addr), len, write).is_ok(),
+            Step::Map {
+                addr,
+                len,
+                write,
+                shared,
+            } => w
+                .map_with(at(addr), len, write, MapSource::Anonymous { shared })
+                .is_ok(),
+            Step::MemfdCreate { fd } => memfd_create().map(|host| fds[fd as usize] = host).is_ok(),
+            Step::Ftruncate { fd, len } => ftruncate(fds[fd as usize], len).is_ok(),
+            Step::MapFd {
+                addr,
+                len,
+                write,
+                shared,
+                fd,
+                offset,
+            } => {
+                let source = MapSource::Fd {
+                    fd: fds[fd as usize],
+                    offset,
+                    shared,
+                };
+                w.map_with(at(addr), len, write, source).is_ok()
+            }
+            Step::Close { fd } => close_fd(std::mem::replace(&mut fds[fd as usize], -1)).is_ok(),
+            Step::PunchHole { fd, offset, len } => punch_hole(fds[fd as usize], offset, len).is_ok(),
             Step::Unmap { addr, len } => w.unmap(at(addr), len).is_ok(),
             Step::Remap {
                 old,
@@ -229,7 +288,8 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64) -> Result<(
             Step::Fork(ref child) => {
                 prefault_stack(STACK_PREFAULT_BYTES);
                 // SAFETY: the grandchild runs `exec` too (see `run_forked`).
-                let exit = unsafe { fork_and_wait(|| i32::from(exec(child, w, place, page).is_err())) };
+                let mut child_fds = *fds;
+                let exit = unsafe { fork_and_wait(|| i32::from(exec(child, w, place, page, &mut child_fds).is_err())) };
                 exit.is_ok_and(|e| e.code == Some(0))
             }
             Step::ThpDisable(mode) => prctl_thp_disable(mode).is_ok(),
@@ -266,6 +326,7 @@ mod tests {
                 addr: base,
                 len: 64 << 10,
                 write: true,
+                shared: false,
             },
             Step::Touch {
                 addr: base,

@@ -375,6 +375,13 @@ plain_number!(
     "NODE"
 );
 
+plain_number!(
+    /// A file descriptor of the traced process.
+    Fd,
+    u32,
+    "FD"
+);
+
 /// Another process's pid (a clone's child).
 pub struct ChildPid;
 

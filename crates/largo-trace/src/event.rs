@@ -4,8 +4,8 @@
 //! their codecs (see `macros.rs` for what the table generates).
 
 use crate::codec::{
-    Access as AccessCodec, Addr, Advice as AdviceCodec, Block, CacheMode, ChildPid, Len, MmapFlags, Name, Named, Node,
-    Ns, Perms, ProtBits,
+    Access as AccessCodec, Addr, Advice as AdviceCodec, Block, CacheMode, ChildPid, Fd, Len, MmapFlags, Name, Named,
+    Node, Ns, Perms, ProtBits,
 };
 use crate::error::RecordError;
 use crate::macros::define_events;
@@ -283,6 +283,24 @@ define_events! {
     MemoryRemove = 24, memory_remove(pid) { block: u64 as Block },
     /// `echo online_movable > .../memoryBLOCK/state`.
     MemoryOnlineMovable = 25, memory_online_movable(pid) { block: u64 as Block },
+    /// `memfd_create` returned `fd`: a new, empty shmem file.
+    MemfdCreate = 26, memfd_create(pid) { fd: u32 as Fd },
+    /// `ftruncate(fd, len)` of a shmem file.
+    Ftruncate = 27, ftruncate(pid) { fd: u32 as Fd, len: u64 as Len },
+    /// `mmap` of `len` bytes of the shmem file `fd` from byte `offset`,
+    /// and where the kernel placed it.
+    MmapFd = 28, mmap_fd(pid) {
+        addr: u64 as Addr,
+        len: u64 as Len,
+        prot: Prot as ProtBits,
+        flags: MapFlags as MmapFlags,
+        fd: u32 as Fd,
+        offset: u64 as Len,
+    },
+    /// `close(fd)`.
+    Close = 29, close(pid) { fd: u32 as Fd },
+    /// `fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len)`.
+    PunchHole = 30, punch_hole(pid) { fd: u32 as Fd, offset: u64 as Len, len: u64 as Len },
 }
 
 impl Event {

@@ -45,9 +45,14 @@ impl AdviceKind {
 /// One step of a task's script.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
-    /// `mmap(NULL, len, PROT_READ[|PROT_WRITE], MAP_PRIVATE|MAP_ANONYMOUS)`;
-    /// the address goes to `slot`.
-    Mmap { slot: Slot, len: u64, write: bool },
+    /// `mmap(NULL, len, PROT_READ[|PROT_WRITE], MAP_PRIVATE|MAP_ANONYMOUS)`
+    /// (MAP_SHARED with `shared`: shmem); the address goes to `slot`.
+    Mmap {
+        slot: Slot,
+        len: u64,
+        write: bool,
+        shared: bool,
+    },
     /// `munmap(slot + offset, len)`.
     Munmap { slot: Slot, offset: u64, len: u64 },
     /// One access per `stride` bytes of `[slot + offset, + len)`, in `order`.
@@ -92,6 +97,7 @@ pub enum ResolvedOp {
         addr: u64,
         len: u64,
         write: bool,
+        shared: bool,
     },
     Munmap {
         addr: u64,
@@ -155,12 +161,17 @@ fn emit(ops: &[ResolvedOp], pid: u32, page_size: u64, next_pid: &mut u32, out: &
     use largo_trace::{Event, MapFlags as TF, Prot as TP};
     for op in ops {
         match *op {
-            ResolvedOp::Mmap { addr, len, write } => out.push(Event::Mmap {
+            ResolvedOp::Mmap {
+                addr,
+                len,
+                write,
+                shared,
+            } => out.push(Event::Mmap {
                 pid,
                 addr,
                 len,
                 prot: TP(TP::READ | if write { TP::WRITE } else { 0 }),
-                flags: TF(TF::PRIVATE | TF::ANONYMOUS),
+                flags: TF(if shared { TF::SHARED } else { TF::PRIVATE } | TF::ANONYMOUS),
             }),
             ResolvedOp::Munmap { addr, len } => out.push(Event::Munmap { pid, addr, len }),
             ResolvedOp::Madvise { addr, len, advice } => out.push(Event::Madvise {

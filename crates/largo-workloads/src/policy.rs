@@ -5,8 +5,12 @@
 /// A POLICY value or flag text that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
-    #[error("'{spec}': unknown mode '{mode}': expected always, inherit, madvise or never")]
-    UnknownMode { spec: String, mode: String },
+    #[error("'{spec}': unknown mode '{mode}': expected {expected}")]
+    UnknownMode {
+        spec: String,
+        mode: String,
+        expected: &'static str,
+    },
     #[error("'{spec}': {source}")]
     BadSize {
         spec: String,
@@ -16,7 +20,7 @@ pub enum PolicyError {
     NotAFolioSize { size: String },
     #[error("'{0}': no size given, e.g. 16K,64K")]
     NoSize(String),
-    #[error("'{0}' is not a policy flag (--thp, --thp-enabled, --set)")]
+    #[error("'{0}' is not a policy flag (--thp, --thp-enabled, --shmem, --shmem-enabled, --set)")]
     NotAPolicyFlag(String),
     #[error("{0} needs a value")]
     NeedsValue(String),
@@ -28,12 +32,33 @@ pub enum PolicyError {
 /// `16K,64K` (always), `2M=madvise`. Sizes are checked against the
 /// machine when the knobs are applied.
 pub fn thp_knobs(spec: &str) -> Result<Vec<(String, String)>, PolicyError> {
+    sized_knobs(spec, "enabled", &["always", "inherit", "madvise", "never"])
+}
+
+/// The per-size `shmem_enabled` writes of a `SIZES[=MODE]` value
+/// (`--shmem`): `64K` (always), `2M=within_size`.
+pub fn shmem_knobs(spec: &str) -> Result<Vec<(String, String)>, PolicyError> {
+    sized_knobs(
+        spec,
+        "shmem_enabled",
+        &["always", "inherit", "within_size", "advise", "never"],
+    )
+}
+
+/// `hugepages-<size>kB/<file>` writes of `SIZES[=MODE]`.
+fn sized_knobs(spec: &str, file: &str, modes: &'static [&'static str]) -> Result<Vec<(String, String)>, PolicyError> {
     let (sizes, mode) = spec.split_once('=').unwrap_or((spec, "always"));
     let mode = mode.trim();
-    if !["always", "inherit", "madvise", "never"].contains(&mode) {
+    if !modes.contains(&mode) {
+        let expected = if modes.len() == 4 {
+            "always, inherit, madvise or never"
+        } else {
+            "always, inherit, within_size, advise or never"
+        };
         return Err(PolicyError::UnknownMode {
             spec: spec.to_string(),
             mode: mode.to_string(),
+            expected,
         });
     }
     let mut out = Vec::new();
@@ -46,7 +71,7 @@ pub fn thp_knobs(spec: &str) -> Result<Vec<(String, String)>, PolicyError> {
             return Err(PolicyError::NotAFolioSize { size: size.to_string() });
         }
         out.push((
-            format!("transparent_hugepage/hugepages-{}kB/enabled", bytes >> 10),
+            format!("transparent_hugepage/hugepages-{}kB/{file}", bytes >> 10),
             mode.to_string(),
         ));
     }
@@ -58,7 +83,8 @@ pub fn thp_knobs(spec: &str) -> Result<Vec<(String, String)>, PolicyError> {
 
 /// The knob writes of POLICY flags as text, separated by spaces (the
 /// `@config` lines of scenario files): `--thp SIZES[=MODE]`,
-/// `--thp-enabled MODE`, `--set KNOB=VALUE`.
+/// `--thp-enabled MODE`, `--shmem SIZES[=MODE]`, `--shmem-enabled MODE`,
+/// `--set KNOB=VALUE`.
 pub fn policy_knobs(flags: &str) -> Result<Vec<(String, String)>, PolicyError> {
     let mut out = Vec::new();
     let mut it = flags.split_whitespace();
@@ -76,6 +102,8 @@ pub fn policy_knobs(flags: &str) -> Result<Vec<(String, String)>, PolicyError> {
         match name {
             "--thp" => out.extend(thp_knobs(&value()?)?),
             "--thp-enabled" => out.push(("transparent_hugepage/enabled".into(), value()?)),
+            "--shmem" => out.extend(shmem_knobs(&value()?)?),
+            "--shmem-enabled" => out.push(("transparent_hugepage/shmem_enabled".into(), value()?)),
             "--set" => {
                 let v = value()?;
                 let (k, val) = v.split_once('=').ok_or_else(|| PolicyError::MalformedSet(v.clone()))?;

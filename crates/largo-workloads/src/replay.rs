@@ -216,6 +216,13 @@ impl Replayer<'_> {
                 self.segv(tpid, addr, write, code);
                 return true;
             }
+            Ok(Access::Sigbus) => {
+                self.fail(
+                    "access",
+                    format!("SIGBUS at {addr:#x} (pid {tpid}): beyond the end of a shmem file"),
+                );
+                return true;
+            }
             Ok(Access::Oom) | Err(_) => {}
         }
         false
@@ -288,9 +295,10 @@ impl EventHandler for Replayer<'_> {
             .map_err(EventError::BrkStart)
     }
 
-    /// A private anonymous mapping the model cannot make ends the replay
-    /// (what follows would be meaningless); a file or shared one only
-    /// holds address space, so its failure is noted and the trace goes on.
+    /// An anonymous mapping (private, or shared: shmem) the model cannot
+    /// make ends the replay (what follows would be meaningless); a file
+    /// one only holds address space, so its failure is noted and the
+    /// trace goes on.
     fn mmap(
         &mut self,
         _pid: TracePid,
@@ -301,12 +309,62 @@ impl EventHandler for Replayer<'_> {
     ) -> Result<(), EventError> {
         let f = map_flags(flags);
         let r = self.vm(|vm, ctx, pid| vm.mmap(ctx, pid, addr, len, prot(p), f));
-        if flags.private_anonymous() {
+        if flags.has(TraceMapFlags::ANONYMOUS) && !flags.has(TraceMapFlags::HUGETLB) {
             return r.map(|_| ()).map_err(|source| EventError::Mmap { addr, len, source });
         }
         self.stats.skipped_mappings += 1;
         if let Err(e) = r {
             self.fail("mmap", e);
+        }
+        Ok(())
+    }
+
+    fn memfd_create(&mut self, _pid: TracePid, fd: u32) -> Result<(), EventError> {
+        if let Err(e) = self.vm(|vm, ctx, pid| vm.memfd_create(ctx, pid, fd)) {
+            self.fail("memfd_create", e);
+        }
+        Ok(())
+    }
+
+    fn ftruncate(&mut self, _pid: TracePid, fd: u32, len: u64) -> Result<(), EventError> {
+        if let Err(e) = self.vm(|vm, ctx, pid| vm.ftruncate(ctx, pid, fd, len)) {
+            self.fail("ftruncate", e);
+        }
+        Ok(())
+    }
+
+    /// A shared mapping of a memfd is modelled (its failure ends the
+    /// replay, as an anonymous one's does); a private one holds address
+    /// space only.
+    #[allow(clippy::too_many_arguments)]
+    fn mmap_fd(
+        &mut self,
+        _pid: TracePid,
+        addr: u64,
+        len: u64,
+        p: TraceProt,
+        flags: TraceMapFlags,
+        fd: u32,
+        offset: u64,
+    ) -> Result<(), EventError> {
+        let f = map_flags(flags);
+        let r = self.vm(|vm, ctx, pid| vm.mmap_fd(ctx, pid, addr, len, prot(p), f, fd, offset));
+        if !flags.has(TraceMapFlags::SHARED) {
+            self.stats.skipped_mappings += 1;
+        }
+        r.map(|_| ()).map_err(|source| EventError::Mmap { addr, len, source })
+    }
+
+    fn close(&mut self, _pid: TracePid, fd: u32) -> Result<(), EventError> {
+        if let Err(e) = self.vm(|vm, ctx, pid| vm.close(ctx, pid, fd)) {
+            self.fail("close", e);
+        }
+        Ok(())
+    }
+
+    fn punch_hole(&mut self, _pid: TracePid, fd: u32, offset: u64, len: u64) -> Result<(), EventError> {
+        if let Err(e) = self.vm(|vm, ctx, pid| vm.punch_hole(ctx, pid, fd, offset, len)) {
+            self.fail("fallocate", e);
         }
         Ok(())
     }

@@ -251,9 +251,15 @@ impl Scheduler {
         };
         let slot_addr = |t: &Task, slot: usize| t.slots.get(slot).copied().flatten();
         match op {
-            Op::Mmap { slot, len, write } => {
+            Op::Mmap {
+                slot,
+                len,
+                write,
+                shared,
+            } => {
                 let prot = if write { Prot::READ | Prot::WRITE } else { Prot::READ };
-                let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                let kind = if shared { MapFlags::SHARED } else { MapFlags::PRIVATE };
+                let flags = kind | MapFlags::ANONYMOUS;
                 let result = m.with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, 0, len, prot, flags));
                 let t = &mut self.tasks[i];
                 if t.slots.len() <= slot {
@@ -262,7 +268,15 @@ impl Scheduler {
                 match result {
                     Ok(addr) => {
                         t.slots[slot] = Some(addr);
-                        self.log(i, ResolvedOp::Mmap { addr, len, write });
+                        self.log(
+                            i,
+                            ResolvedOp::Mmap {
+                                addr,
+                                len,
+                                write,
+                                shared,
+                            },
+                        );
                     }
                     Err(e) => {
                         t.slots[slot] = None;
@@ -403,7 +417,7 @@ impl Scheduler {
                         stop = true;
                         break;
                     }
-                    Err(_) => {
+                    Err(_) | Ok(Access::Sigbus) => {
                         stop = true;
                         break;
                     }

@@ -4,11 +4,13 @@
 //! every knob.
 
 mod registry;
+mod shmem;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 pub use registry::{KnobDef, KnobPath, REGISTRY, TRIGGER_CHOICES};
+pub use shmem::{ShmemEnabled, ShmemKnobs, ShmemSizeEnabled, SHMEM_ENABLED_CHOICES, SHMEM_SIZE_CHOICES};
 
 /// Top-level `transparent_hugepage/enabled`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +62,8 @@ pub struct ThpKnobs {
     /// same size in the same page table; otherwise it is declined
     /// (`anon_fault_declined`). Off by default.
     pub anon_beside_full: bool,
+    /// The shmem THP settings.
+    pub shmem: ShmemKnobs,
 }
 
 impl ThpKnobs {
@@ -83,6 +87,7 @@ impl ThpKnobs {
             shrink_underused: true,
             max_ptes_none: (1 << pmd_order) - 1,
             anon_beside_full: false,
+            shmem: ShmemKnobs::defaults(pmd_order),
         }
     }
 
@@ -96,13 +101,26 @@ impl ThpKnobs {
         self.enabled != ThpEnabled::Never
     }
 
-    /// `hugepage_pmd_enabled` (no shmem or file THP in the model): PMD
-    /// THP can be used by some VMA.
+    /// `hugepage_pmd_enabled`: PMD THP can be used by some anonymous VMA
+    /// or by shmem (`shmem_hpage_pmd_enabled`).
     pub fn pmd_enabled(&self) -> bool {
-        match self.per_size[&self.pmd_order] {
+        let anon = match self.per_size[&self.pmd_order] {
             ThpSizeEnabled::Always | ThpSizeEnabled::Madvise => true,
             ThpSizeEnabled::Inherit => self.global_enabled(),
             ThpSizeEnabled::Never => false,
+        };
+        anon || self.shmem_pmd_enabled()
+    }
+
+    /// `shmem_hpage_pmd_enabled`.
+    pub fn shmem_pmd_enabled(&self) -> bool {
+        if self.shmem.enabled == ShmemEnabled::Deny {
+            return false;
+        }
+        match self.shmem.per_size[&self.pmd_order] {
+            ShmemSizeEnabled::Always | ShmemSizeEnabled::Advise | ShmemSizeEnabled::WithinSize => true,
+            ShmemSizeEnabled::Inherit => self.shmem.enabled != ShmemEnabled::Never,
+            ShmemSizeEnabled::Never => false,
         }
     }
 }

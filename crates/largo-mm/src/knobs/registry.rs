@@ -4,8 +4,8 @@
 //! `--set` come from this table: adding a knob is one entry.
 
 use super::{
-    parse_choice, parse_int, size_dir, sysfs_choice, KnobError, KnobInfo, THP_DEFRAG_CHOICES, THP_ENABLED_CHOICES,
-    THP_SIZE_CHOICES,
+    parse_choice, parse_int, size_dir, sysfs_choice, KnobError, KnobInfo, ShmemEnabled, ShmemSizeEnabled,
+    SHMEM_ENABLED_CHOICES, SHMEM_SIZE_CHOICES, THP_DEFRAG_CHOICES, THP_ENABLED_CHOICES, THP_SIZE_CHOICES,
 };
 use crate::machine::Machine;
 use crate::page_alloc::pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
@@ -20,6 +20,9 @@ pub enum KnobPath {
     /// `transparent_hugepage/hugepages-<size>kB/enabled`, one per
     /// anonymous mTHP order of the machine (2..=PMD order).
     PerAnonSize,
+    /// `transparent_hugepage/hugepages-<size>kB/shmem_enabled`, one per
+    /// file THP order of the machine (1..=PMD order).
+    PerShmemSize,
 }
 
 /// Reads a knob as the kernel prints it (`order` for per-size knobs).
@@ -230,6 +233,44 @@ pub const REGISTRY: &[KnobDef] = &[
             Ok(())
         },
     ),
+    knob(
+        "transparent_hugepage/shmem_enabled",
+        "shmem THP policy of the internal mount (memfd, shared anonymous memory); `inherit` shmem sizes follow it",
+        |m, _| sysfs_choice(&SHMEM_ENABLED_CHOICES, m.thp().shmem.enabled),
+        |m, _, p, v| {
+            let huge = parse_choice(p, v, &SHMEM_ENABLED_CHOICES)?;
+            // shmem_parse_huge: `force` may not override non-PMD inherit sizes.
+            let pmd = 1u64 << m.geometry().pmd_order;
+            if huge == ShmemEnabled::Force && m.thp().shmem.orders(ShmemSizeEnabled::Inherit) != pmd {
+                return Err(KnobError::BadValue {
+                    path: p.into(),
+                    value: v.into(),
+                    expected: "a value other than force while a non-PMD size is inherit".into(),
+                });
+            }
+            m.thp_mut().shmem.enabled = huge;
+            Ok(())
+        },
+    ),
+    KnobDef {
+        path: KnobPath::PerShmemSize,
+        help: "anonymous shmem mTHP size mode",
+        get: |m, order| sysfs_choice(&SHMEM_SIZE_CHOICES, m.thp().shmem.per_size[&order]),
+        set: |m, order, p, v| {
+            let mode = parse_choice(p, v, &SHMEM_SIZE_CHOICES)?;
+            // thpsize_shmem_enabled_store: only the PMD size may inherit `force`.
+            let forced = m.thp().shmem.enabled == ShmemEnabled::Force;
+            if mode == ShmemSizeEnabled::Inherit && forced && order != m.geometry().pmd_order {
+                return Err(KnobError::BadValue {
+                    path: p.into(),
+                    value: v.into(),
+                    expected: "a value other than inherit while shmem_enabled is force".into(),
+                });
+            }
+            m.thp_mut().shmem.per_size.insert(order, mode);
+            Ok(())
+        },
+    },
     KnobDef {
         path: KnobPath::PerAnonSize,
         help: "anonymous mTHP size mode",
@@ -264,12 +305,22 @@ impl Machine {
         geo.anon_orders().find(|&order| size_dir(geo.page_shift, order) == dir)
     }
 
+    /// The order of a `transparent_hugepage/hugepages-<size>kB/shmem_enabled` path.
+    fn shmem_size_order(&self, path: &str) -> Option<u32> {
+        let dir = path
+            .strip_prefix("transparent_hugepage/")?
+            .strip_suffix("/shmem_enabled")?;
+        let geo = self.geometry();
+        (1..=geo.pmd_order).find(|&order| size_dir(geo.page_shift, order) == dir)
+    }
+
     /// The definition of the knob at `path` (and its order, for a
     /// per-size knob).
     fn knob_def(&self, path: &str) -> Option<(&'static KnobDef, u32)> {
         REGISTRY.iter().find_map(|k| match k.path {
             KnobPath::Fixed(p) => (p == path).then_some((k, 0)),
             KnobPath::PerAnonSize => self.thp_size_order(path).map(|order| (k, order)),
+            KnobPath::PerShmemSize => self.shmem_size_order(path).map(|order| (k, order)),
         })
     }
 
@@ -301,6 +352,18 @@ impl Machine {
                         .map(|&o| {
                             (
                                 format!("transparent_hugepage/{}/enabled", size_dir(geo.page_shift, o)),
+                                o,
+                            )
+                        })
+                        .collect(),
+                    KnobPath::PerShmemSize => self
+                        .thp()
+                        .shmem
+                        .per_size
+                        .keys()
+                        .map(|&o| {
+                            (
+                                format!("transparent_hugepage/{}/shmem_enabled", size_dir(geo.page_shift, o)),
                                 o,
                             )
                         })
@@ -370,7 +433,7 @@ mod tests {
         fn any_knob_write_is_applied_or_refused(
             path in proptest::sample::select(REGISTRY.iter().filter_map(|k| match k.path {
                 KnobPath::Fixed(p) => Some(p.to_string()),
-                KnobPath::PerAnonSize => None,
+                KnobPath::PerAnonSize | KnobPath::PerShmemSize => None,
             }).chain(["transparent_hugepage/hugepages-64kB/enabled".to_string(), "vm/x".to_string()]).collect::<Vec<_>>()),
             value in "-?[0-9]{1,12}|always|never|madvise|inherit|defer\\+madvise|seed|\\PC{0,8}",
         ) {

@@ -46,8 +46,10 @@ impl Vm {
         let mut per_folio: HashMap<usize, FolioCount> = HashMap::new();
         let mut tables_seen = 0usize;
         let mut mapped_once: HashMap<u64, ()> = HashMap::new();
+        let mut shmem = super::shmem::ShmemRecount::default();
         for (mm_id, mm) in self.mms.iter() {
             let mut rss = 0u64;
+            let mut rss_shmem = 0u64;
             let mut tables = vec![(mm.pgd, self.pt.shape.levels - 1, 0u64)];
             while let Some((table, level, base)) = tables.pop() {
                 tables_seen += 1;
@@ -79,6 +81,10 @@ impl Vm {
                     let vma = mm.vma_at(addr, &self.vmas);
                     ensure!(vma.is_some(), "mm {mm_id}: {addr:#x} is mapped outside every VMA");
                     let vma = vma.unwrap();
+                    if self.is_shmem_vma(vma) {
+                        rss_shmem += self.check_shmem_leaf(pa, vma, addr, *e, level, &mut shmem)?;
+                        continue;
+                    }
                     ensure!(
                         self.vmas[vma].is_anonymous(),
                         "mm {mm_id}: {addr:#x} is mapped in a {:?} VMA, whose pages are not modelled",
@@ -140,6 +146,11 @@ impl Vm {
                 "mm {mm_id}: MM_ANONPAGES {} but {rss} pages mapped",
                 mm.rss_anon
             );
+            ensure!(
+                rss_shmem == mm.rss_shmem,
+                "mm {mm_id}: MM_SHMEMPAGES {} but {rss_shmem} pages mapped",
+                mm.rss_shmem
+            );
         }
         ensure!(
             tables_seen + self.deposits.len() == self.pt.pages.len(),
@@ -149,6 +160,7 @@ impl Vm {
             self.deposits.len()
         );
         self.check_folios(pa, &per_page, &per_folio)?;
+        self.check_shmem(pa, &shmem)?;
         self.check_counters(pa, &mapped_once)
     }
 
@@ -277,6 +289,10 @@ impl Vm {
                 self.deferred[nid].len,
                 queued[nid]
             );
+        }
+        for f in self.shmem.folios.iter().map(|(_, f)| f) {
+            let zi = pa.page_zone_index(f.pfn).expect("shmem folio in a zone");
+            lru[zi].inactive_anon += f.nr_pages() as i64;
         }
         for (zi, (&got, want)) in self.zone_lru.iter().zip(&lru).enumerate() {
             ensure!(

@@ -21,6 +21,8 @@ pub(crate) enum Fault {
     Fallback,
     /// `VM_FAULT_OOM`.
     Oom,
+    /// `VM_FAULT_SIGBUS`.
+    Sigbus,
 }
 
 /// The fault being handled (`struct vm_fault`): who, where, what access.
@@ -77,7 +79,8 @@ impl Vm {
         if (write && !flags.contains(VmFlags::WRITE)) || !flags.accessible() {
             return Ok(Access::Segv(SegvCode::AccErr));
         }
-        if !self.vmas[vma].is_anonymous() {
+        let shmem = self.is_shmem_vma(vma);
+        if !self.vmas[vma].is_anonymous() && !shmem {
             return Ok(Access::NotModelled);
         }
         ctx.pa.events.count(VmEvent::Pgfault, 1);
@@ -88,13 +91,18 @@ impl Vm {
             write,
             small_only,
         };
-        let result = self.handle_mm_fault(ctx, &vmf);
+        let result = if shmem {
+            self.handle_shmem_fault(ctx, &vmf)
+        } else {
+            self.handle_mm_fault(ctx, &vmf)
+        };
         self.run_pending_kswapd(ctx);
         match result {
             Fault::Oom => {
                 self.out_of_memory(ctx, pid);
                 Ok(Access::Oom)
             }
+            Fault::Sigbus => Ok(Access::Sigbus),
             _ => {
                 self.user_store(ctx, mm, addr, write);
                 Ok(Access::Faulted)

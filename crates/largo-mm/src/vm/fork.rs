@@ -10,7 +10,10 @@ use super::{Ctx, Vm};
 impl Vm {
     /// `fork`: a new process with a copy of `pid`'s address space. Private
     /// anonymous pages are shared copy-on-write: both sides' PTEs and PMDs
-    /// are write-protected and the pages stop being exclusive.
+    /// are write-protected and the pages stop being exclusive. Shared
+    /// (shmem) VMAs have no anon_vma, so their page tables are not copied
+    /// (`vma_needs_copy`): the child faults the page cache in again. The
+    /// child gets a copy of the descriptor table.
     pub fn fork(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<Pid, VmError> {
         let parent = self.task_mm(pid)?;
         let child = self.new_mm(ctx)?;
@@ -20,7 +23,10 @@ impl Vm {
             c.start_brk = p.start_brk;
             c.brk = p.brk;
             c.thp_disable = p.thp_disable;
+            c.files = p.files.clone();
         }
+        let files = self.mms[child].files.clone();
+        self.shmem_dup_fds(&files);
         let parent_vmas: Vec<VmaId> = self.mms[parent].vmas.values().copied().collect();
         for src in parent_vmas {
             let dst = self.dup_vma(src, child);
@@ -186,15 +192,23 @@ impl Vm {
             let (s, e) = (self.vmas[id].start, self.vmas[id].end);
             self.zap_range(ctx, id, s, e);
         }
+        let mut files: Vec<usize> = Vec::new();
         for id in ids {
+            files.extend(self.vmas[id].shmem);
             self.remove_vma(id);
         }
+        for inode in files {
+            self.shmem_put_if_unused(ctx, inode);
+        }
+        let fds = std::mem::take(&mut self.mms[mm].files);
+        self.shmem_close_all(ctx, fds);
         self.free_pgtables(ctx, mm, 0, self.pt.shape.task_size, 0, 0);
         let pgd = self.mms[mm].pgd;
         self.free_table(ctx, mm, pgd);
         self.mm_put_huge_zero_folio(mm);
         self.committed_pages -= self.mms[mm].committed_pages as i64;
         debug_assert_eq!(self.mms[mm].rss_anon, 0, "exit_mmap left anonymous pages mapped");
+        debug_assert_eq!(self.mms[mm].rss_shmem, 0, "exit_mmap left shmem pages mapped");
         self.mms.remove(mm);
     }
 }

@@ -137,6 +137,11 @@ impl Vm {
     pub(crate) fn split_huge_pmd(&mut self, ctx: &mut Ctx, mm: MmId, pmd: Slot) {
         ctx.pa.events.count(VmEvent::ThpSplitPmd, 1);
         let entry = self.pt.entry(pmd);
+        if !entry.is_special() && self.shmem_key_of_pfn(ctx.pa, entry.pfn()).is_some() {
+            // A file PMD is not remapped by PTEs: it goes, and its pages
+            // refault.
+            return self.zap_shmem_pmd(ctx, mm, pmd);
+        }
         let pgtable = self
             .deposits
             .remove(&pmd)

@@ -29,6 +29,11 @@ pub struct Mm {
     pub huge_zero_ref: bool,
     /// `MM_ANONPAGES`.
     pub rss_anon: u64,
+    /// `MM_SHMEMPAGES`.
+    pub rss_shmem: u64,
+    /// Open descriptors of shmem files: fd -> shmem inode (the process's
+    /// file table; threads share it with the mm).
+    pub files: BTreeMap<u32, usize>,
     /// `mm->pgtables_bytes` in pages.
     pub nr_pgtables: u64,
     /// Pages accounted to `vm_committed_as`.

@@ -46,6 +46,7 @@ impl Vm {
             pgoff,
             flags,
             backing,
+            shmem: None,
             anon_vma: None,
             chain: Vec::new(),
         });
@@ -234,8 +235,9 @@ impl Vm {
         self.unmapped_area_topdown(mm, len, base).ok_or(no_mem)
     }
 
-    /// `mmap`. Returns the address. Private anonymous memory is modelled;
-    /// file and shared mappings take their place in the address space
+    /// `mmap`. Returns the address. Private anonymous memory and shared
+    /// anonymous memory (a new shmem inode, `shmem_zero_setup`) are
+    /// modelled; file mappings take their place in the address space
     /// without pages (see [`VmaBacking`]).
     pub fn mmap(
         &mut self,
@@ -246,12 +248,32 @@ impl Vm {
         prot: Prot,
         flags: MapFlags,
     ) -> Result<u64, VmError> {
+        self.mmap_file(ctx, pid, addr, len, prot, flags, None)
+    }
+
+    /// `mmap` of `file` = (shmem inode, page offset) when given (a shared
+    /// mapping of a memfd), else of anonymous memory or an unmodelled file.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mmap_file(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        file: Option<(usize, u64)>,
+    ) -> Result<u64, VmError> {
         self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
         if flags.contains(MapFlags::SHARED) == flags.contains(MapFlags::PRIVATE) {
             return Err(VmError::Invalid("mmap needs one of MAP_PRIVATE and MAP_SHARED"));
         }
-        let backing = VmaBacking::of_mmap(flags);
+        let backing = if file.is_some() {
+            VmaBacking::Shmem
+        } else {
+            VmaBacking::of_mmap(flags)
+        };
         if len == 0 {
             return Err(VmError::Invalid("zero length"));
         }
@@ -288,7 +310,14 @@ impl Vm {
             vm_flags |= VmFlags::ACCOUNT;
             self.account(mm, (len >> self.page_shift()) as i64);
         }
-        let id = self.insert_vma_backed(mm, addr, addr + len, addr >> self.page_shift(), vm_flags, backing);
+        // A shared anonymous mapping is page 0 onwards of a new inode of its size.
+        let file = match (backing, file) {
+            (VmaBacking::Shmem, None) => Some((self.shmem_zero_setup(len), 0)),
+            (_, file) => file,
+        };
+        let pgoff = file.map_or(addr >> self.page_shift(), |(_, pgoff)| pgoff);
+        let id = self.insert_vma_backed(mm, addr, addr + len, pgoff, vm_flags, backing);
+        self.vmas[id].shmem = file.map(|(inode, _)| inode);
         self.try_merge(id);
         if flags.contains(MapFlags::POPULATE) {
             self.populate(ctx, pid, addr, len, prot.contains(Prot::WRITE))?;
@@ -392,12 +421,17 @@ impl Vm {
             self.zap_range(ctx, id, s, e);
         }
         let (first_start, last_end) = (self.vmas[ids[0]].start, self.vmas[*ids.last().unwrap()].end);
+        let mut files = Vec::new();
         for &id in &ids {
             if self.vmas[id].flags.contains(VmFlags::ACCOUNT) {
                 let pages = (self.vmas[id].end - self.vmas[id].start) >> self.page_shift();
                 self.account(mm, -(pages as i64));
             }
+            files.extend(self.vmas[id].shmem);
             self.remove_vma(id);
+        }
+        for inode in files {
+            self.shmem_put_if_unused(ctx, inode);
         }
         let (prev, next) = self.mms[mm].neighbours(first_start, last_end);
         let floor = prev.map_or(0, |p| self.vmas[p].end);
@@ -491,7 +525,10 @@ impl Vm {
                     let e = self.pt.get(table, index);
                     if e.present() {
                         let page = ctx.pa.memmap.page(e.pfn());
-                        let exclusive = !e.is_special() && page.flags().contains(PageFlags::ANON_EXCLUSIVE);
+                        // Exclusive anon pages, or any page of a shared mapping
+                        // (`can_change_shared_pte_writable`), if dirty.
+                        let exclusive = !e.is_special()
+                            && (page.flags().contains(PageFlags::ANON_EXCLUSIVE) || self.is_shmem_vma(id));
                         let new = if !writable {
                             e.without(Pte::WRITE)
                         } else if exclusive && e.has(Pte::DIRTY) {
@@ -530,6 +567,9 @@ impl Vm {
         let vma = self.mms[mm]
             .vma_at(old_addr, &self.vmas)
             .ok_or(VmError::Fault(old_addr))?;
+        if self.is_shmem_vma(vma) {
+            return Err(VmError::NotSupported("mremap of a shmem mapping"));
+        }
         let task_size = self.pt.shape.task_size;
         if old_addr.checked_add(old_len).is_none_or(|e| e > self.vmas[vma].end) {
             return Err(VmError::Fault(old_addr.saturating_add(old_len)));

@@ -11,6 +11,8 @@
 //! - `huge.rs`: the PMD paths (THP faults, the huge zero page, PMD splits)
 //! - `zap.rs`: unmapping ranges; `mmap.rs`: mmap, munmap, mprotect, mremap, brk;
 //!   `maps.rs`: the address space as `/proc/PID/maps` shows it
+//! - `shmem/`: shared anonymous memory and memfds (shmem inodes, page
+//!   cache, the shmem fault with fault-around, file rmap)
 //! - `madvise.rs`, `fork.rs`, `split.rs` (folio split, deferred split),
 //!   `reclaim.rs` (shrinkers, lazyfree, kswapd, drop_caches, OOM)
 //! - `stats.rs`: per-size mTHP stats and node counters; `check.rs`: invariants;
@@ -31,6 +33,7 @@ mod order;
 pub mod pgtable;
 pub(crate) mod reclaim;
 mod rmap;
+pub mod shmem;
 mod split;
 pub mod stats;
 mod thpmaps;
@@ -129,6 +132,8 @@ pub struct Vm {
     pub(crate) vmas: Slab<Vma>,
     pub(crate) anon_vmas: Slab<AnonVma>,
     pub(crate) folios: Slab<AnonFolio>,
+    /// Shmem inodes and their page cache folios.
+    pub(crate) shmem: shmem::ShmemFs,
     pub(crate) tasks: BTreeMap<Pid, Task>,
     next_pid: Pid,
     next_mm_id: u32,
@@ -166,6 +171,7 @@ impl Vm {
             vmas: Slab::new(),
             anon_vmas: Slab::new(),
             folios: Slab::new(),
+            shmem: shmem::ShmemFs::default(),
             tasks: BTreeMap::new(),
             next_pid: 1,
             next_mm_id: 1,
@@ -382,6 +388,8 @@ impl Vm {
             thp_disable: ThpDisable::Off,
             huge_zero_ref: false,
             rss_anon: 0,
+            rss_shmem: 0,
+            files: BTreeMap::new(),
             nr_pgtables: 0,
             committed_pages: 0,
             users: 1,

@@ -301,23 +301,9 @@ impl Vm {
         }
         self.lru_del(ctx.pa, pfn, self.folios[key].lazyfree, 1 << order);
         self.mthp.add(order, MthpStat::NrAnon, -1);
-        for p in pfn..pfn + (1 << order) {
-            let page = ctx.pa.memmap.page_mut(p);
-            if p == pfn {
-                page.remove_flags(!PageFlags::HEAD);
-                page.set_mapcount(0);
-                page.set_private(0);
-            } else {
-                page.clear();
-            }
-        }
         self.folios.remove(key);
         self.put_anon_vma_folio(anon_vma);
-        let head = ctx.pa.memmap.page_mut(pfn);
-        head.set_refcount(1);
-        ctx.pa
-            .free_folio(ctx.cpu, Folio { pfn: Pfn(pfn), order })
-            .unwrap_or_else(|e| unreachable!("anon folio {pfn:#x} not freeable: {e}"));
+        free_user_folio(ctx, pfn, order);
     }
 
     /// Pages leave the LRU list they are on (lazyfree ones sit on the file LRU).
@@ -412,4 +398,23 @@ impl Vm {
         }
         out
     }
+}
+
+/// The pages of a user folio whose last reference went: per-page state
+/// cleared (the head keeps only PG_head), then freed to the allocator.
+pub(crate) fn free_user_folio(ctx: &mut Ctx, pfn: u64, order: u32) {
+    for p in pfn..pfn + (1 << order) {
+        let page = ctx.pa.memmap.page_mut(p);
+        if p == pfn {
+            page.remove_flags(!PageFlags::HEAD);
+            page.set_mapcount(0);
+            page.set_private(0);
+        } else {
+            page.clear();
+        }
+    }
+    ctx.pa.memmap.page_mut(pfn).set_refcount(1);
+    ctx.pa
+        .free_folio(ctx.cpu, Folio { pfn: Pfn(pfn), order })
+        .unwrap_or_else(|e| unreachable!("user folio {pfn:#x} not freeable: {e}"));
 }

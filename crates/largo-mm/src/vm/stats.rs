@@ -110,6 +110,15 @@ pub struct NodeVmStat {
     pub anon_thps: i64,
     /// `NR_PAGETABLE` (nr_page_table_pages, meminfo PageTables).
     pub pagetable: i64,
+    /// `NR_SHMEM` (nr_shmem, meminfo Shmem): pages in shmem page caches;
+    /// also all of `NR_FILE_PAGES` in the model.
+    pub shmem: i64,
+    /// `NR_SHMEM_THPS` in pages (nr_shmem_hugepages, ShmemHugePages).
+    pub shmem_thps: i64,
+    /// `NR_SHMEM_PMDMAPPED` in pages (nr_shmem_pmdmapped, ShmemPmdMapped).
+    pub shmem_pmdmapped: i64,
+    /// `NR_FILE_MAPPED` (nr_mapped, meminfo Mapped): shmem pages mapped.
+    pub file_mapped: i64,
 }
 
 /// Pages on a zone's LRU lists (`NR_ZONE_INACTIVE_ANON`, ...; the node's

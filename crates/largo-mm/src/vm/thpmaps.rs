@@ -45,6 +45,9 @@ impl Vm {
             ..ThpMaps::default()
         };
         for (_, vma) in self.vmas.iter() {
+            if !vma.is_anonymous() {
+                continue;
+            }
             let root = self.mms[vma.mm].pgd;
             let mut seen: HashMap<usize, Seen> = HashMap::new();
             let mut addr = vma.start;

@@ -122,17 +122,19 @@ pub enum ThpDisable {
 }
 
 /// What backs a VMA (`vma_is_anonymous`, `vm_file`, shmem's `vm_ops`).
-/// Only private anonymous memory is modelled; the other kinds hold their
-/// place in the address space (placement, merging, guard gaps, SIGSEGV
-/// for accesses outside any mapping or against its protection) but their
-/// pages are not modelled: an access to them is [`Access::NotModelled`].
+/// Private anonymous memory and shared shmem mappings are modelled; the
+/// other kinds hold their place in the address space (placement, merging,
+/// guard gaps, SIGSEGV for accesses outside any mapping or against its
+/// protection) but their pages are not modelled: an access to them is
+/// [`Access::NotModelled`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum VmaBacking {
     /// Private anonymous memory (the stack and the brk heap too).
     Anon,
     /// A file mapping (private or shared).
     File,
-    /// Shared anonymous memory (`MAP_SHARED | MAP_ANONYMOUS`: shmem).
+    /// A shared mapping of a shmem inode: shared anonymous memory
+    /// (`MAP_SHARED | MAP_ANONYMOUS`) or a memfd (`vma_is_shmem`).
     Shmem,
     /// vdso, vvar, vsyscall and other special mappings.
     Special,
@@ -185,6 +187,8 @@ pub enum Access {
     NotModelled,
     /// Memory ran out and the OOM killer picked a victim (maybe this task).
     Oom,
+    /// The task would get SIGBUS: a shmem page beyond the file's end.
+    Sigbus,
 }
 
 /// An error of a memory syscall, with the errno the kernel returns.
@@ -206,6 +210,8 @@ pub enum VmError {
     NotSupported(&'static str),
     #[error("ENODEV: node {0} has no memory")]
     NoNode(i32),
+    #[error("EBADF: no open shmem file at descriptor {0}")]
+    BadFd(u32),
 }
 
 impl VmError {
@@ -220,6 +226,7 @@ impl VmError {
             VmError::NoTask(_) => -3,
             VmError::NotSupported(_) => -95,
             VmError::NoNode(_) => -19,
+            VmError::BadFd(_) => -9,
         }
     }
 }

@@ -12,8 +12,10 @@ pub struct Vma {
     /// address at creation >> PAGE_SHIFT, kept across mremap.
     pub pgoff: u64,
     pub flags: VmFlags,
-    /// What backs it; only `Anon` VMAs get pages.
+    /// What backs it; `Anon` and `Shmem` VMAs get pages.
     pub backing: VmaBacking,
+    /// The shmem inode a `Shmem` VMA maps (`vm_file`).
+    pub shmem: Option<usize>,
     /// The anon_vma new folios of this VMA get (`vma->anon_vma`).
     pub anon_vma: Option<AnonVmaId>,
     /// Every anon_vma this VMA is chained to (`anon_vma_chain`): its own

@@ -10,6 +10,9 @@ impl Vm {
     /// a time (`folio_pte_batch`), PMD mappings zapped whole or split
     /// first when the range covers only part of them. Page tables stay.
     pub(crate) fn zap_range(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) {
+        if self.is_shmem_vma(vma) {
+            return self.zap_shmem_range(ctx, vma, start, end);
+        }
         let mm = self.vmas[vma].mm;
         let mut addr = start;
         while addr < end {

@@ -37,6 +37,7 @@ fn write_and_free(len: u64, page_size: u64) -> [Op; 3] {
             slot: 0,
             len,
             write: true,
+            shared: false,
         },
         touch_seq(len, page_size, true),
         Op::Munmap {
@@ -194,6 +195,7 @@ pub const FRAGMENT: WorkloadDef = WorkloadDef {
                 slot: 1,
                 len: fill,
                 write: true,
+                shared: false,
             },
             // Base pages only, so that freeing every other one fragments.
             Op::Madvise {

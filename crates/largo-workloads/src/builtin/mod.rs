@@ -49,7 +49,7 @@ pub fn catalog() -> &'static [WorkloadDef] {
     &CATALOG
 }
 
-static CATALOG: [WorkloadDef; 14] = [
+static CATALOG: [WorkloadDef; 15] = [
     willitscale::PAGE_FAULT1,
     willitscale::MALLOC1,
     willitscale::MMAP1,
@@ -58,6 +58,7 @@ static CATALOG: [WorkloadDef; 14] = [
     vmscalability::ANON_R_SEQ,
     vmscalability::ANON_RW_SEQ,
     vmscalability::ANON_COW_SEQ,
+    vmscalability::SHMEM_W_SEQ,
     lifecycle::SPARSE,
     lifecycle::MEMHOG,
     lifecycle::CHURN,
@@ -145,6 +146,7 @@ fn map_region(spec: &WorkloadSpec, len: u64) -> Vec<Op> {
         slot: 0,
         len,
         write: true,
+        shared: false,
     }];
     if spec.params.get("hugepage").copied().unwrap_or(0) != 0 {
         ops.push(Op::Madvise {

@@ -87,6 +87,23 @@ fn touch_all(spec: &WorkloadSpec, ctx: &BuildCtx, write: bool, order: TouchOrder
     ops
 }
 
+pub const SHMEM_W_SEQ: WorkloadDef = WorkloadDef {
+    name: "shmem-w-seq",
+    summary: "write every page of SIZE of shared anonymous memory (shmem) in address order; folio sizes from --shmem",
+    params: &SIZE_PARAM,
+    default_suite: false,
+    build: shmem_w_seq,
+};
+
+/// anon-w-seq on a shared mapping.
+fn shmem_w_seq(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
+    let mut ops = touch_all(spec, ctx, true, TouchOrder::Sequential);
+    if let Some(Op::Mmap { shared, .. }) = ops.first_mut() {
+        *shared = true;
+    }
+    ops
+}
+
 fn anon_cow_seq(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     let len = spec.get("size");
     let mut ops = map_region(spec, len);

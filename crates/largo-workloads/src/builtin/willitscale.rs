@@ -60,6 +60,7 @@ fn malloc1(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
             slot: 0,
             len,
             write: true,
+            shared: false,
         });
         ops.push(touch_seq(1, ctx.page_size, true));
         ops.push(Op::Munmap {
@@ -89,6 +90,7 @@ fn mmap1(spec: &WorkloadSpec, _ctx: &BuildCtx) -> Vec<Op> {
                     slot: 0,
                     len,
                     write: true,
+                    shared: false,
                 },
                 Op::Munmap {
                     slot: 0,

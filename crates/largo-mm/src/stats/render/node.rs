@@ -4,8 +4,9 @@
 use crate::Machine;
 
 /// One per-node item of node `nid` (`node_page_state`); `None` for items
-/// the model does not keep. `nr_anon_transparent_hugepages` is in units of
-/// PMD-sized pages, as /proc prints it.
+/// the model does not keep. `nr_anon_transparent_hugepages`,
+/// `nr_shmem_hugepages` and `nr_shmem_pmdmapped` are in units of PMD-sized
+/// pages, as /proc prints them.
 pub fn node_item(m: &Machine, nid: usize, name: &str) -> Option<u64> {
     let vm = m.vm();
     let s = vm.node_stats()[nid];
@@ -22,6 +23,10 @@ pub fn node_item(m: &Machine, nid: usize, name: &str) -> Option<u64> {
         "nr_anon_pages" => s.anon_mapped,
         "nr_anon_transparent_hugepages" => s.anon_thps >> m.geometry().pmd_order,
         "nr_page_table_pages" => s.pagetable,
+        "nr_shmem" | "nr_file_pages" => s.shmem,
+        "nr_shmem_hugepages" => s.shmem_thps >> m.geometry().pmd_order,
+        "nr_shmem_pmdmapped" => s.shmem_pmdmapped >> m.geometry().pmd_order,
+        "nr_mapped" => s.file_mapped,
         _ => return None,
     };
     Some(value.max(0) as u64)

@@ -1,0 +1,317 @@
+//! Shared memory (mm/shmem.c, v6.18): shmem inodes with their page cache,
+//! for shared anonymous mappings (`shmem_zero_setup`) and memfds
+//! (`memfd_create` on the internal tmpfs mount), and the system calls on
+//! them: ftruncate, close, mmap of a descriptor, hole punching.
+//!
+//! - `mod.rs`: inodes, folios, descriptors, truncation and eviction
+//! - `order.rs`: which folio orders a shmem allocation may use
+//! - `fault.rs`: `shmem_fault`, fault-around, `finish_fault`, `do_set_pmd`
+//! - `rmap.rs`: file rmap counts and unmapping shmem ranges
+//! - `check.rs`: shmem invariants
+//!
+//! A shmem folio's head page carries PG_swapbacked and not PG_anon; its
+//! private word holds its key in [`ShmemFs::folios`] + 1, as an anon
+//! folio's does in the anon folio table.
+
+mod check;
+mod fault;
+mod order;
+mod rmap;
+
+pub(crate) use check::ShmemRecount;
+
+use std::collections::BTreeMap;
+
+use slab::Slab;
+
+use super::types::{MapFlags, Pid, Prot, VmError, VmaBacking};
+use super::{Ctx, Vm};
+use crate::memmap::{Folio, PageFlags};
+
+/// A shmem inode (`struct shmem_inode_info` + its `address_space`).
+#[derive(Clone, Debug)]
+pub struct ShmemInode {
+    /// `i_size`.
+    pub size_bytes: u64,
+    /// The page cache: each folio's first index -> its key. Invariant:
+    /// the folios' index ranges do not overlap and each is aligned to
+    /// its size.
+    pub cache: BTreeMap<u64, usize>,
+    /// No name links to it (shared anonymous memory, a memfd):
+    /// `shmem_mmap` gives its mappings `shmem_anon_vm_ops`, so they are
+    /// anonymous shmem (`vma_is_anon_shmem`) and their folio sizes come
+    /// from the per-size `shmem_enabled`. A named tmpfs file's would come
+    /// from its mount's `huge=` alone.
+    pub unlinked: bool,
+    /// Open descriptors (across every process) referring to it.
+    pub nr_fds: u32,
+}
+
+/// A folio in a shmem page cache.
+#[derive(Clone, Debug)]
+pub struct ShmemFolio {
+    pub pfn: u64,
+    pub order: u32,
+    pub inode: usize,
+    /// `folio->index`.
+    pub index: u64,
+    /// PMD mappings (`_entire_mapcount`).
+    pub entire_mapcount: i32,
+    /// Pages mapped by at least one PTE (`_nr_pages_mapped`).
+    pub nr_pages_mapped: i32,
+}
+
+impl ShmemFolio {
+    pub fn nr_pages(&self) -> u64 {
+        1 << self.order
+    }
+}
+
+/// Every shmem inode and folio of the machine.
+#[derive(Clone, Debug, Default)]
+pub struct ShmemFs {
+    pub inodes: Slab<ShmemInode>,
+    pub folios: Slab<ShmemFolio>,
+}
+
+impl Vm {
+    /// The shmem folio whose page `pfn` is, if it is one.
+    pub(crate) fn shmem_key_of_pfn(&self, pa: &crate::page_alloc::PageAlloc, pfn: u64) -> Option<usize> {
+        let head = pa.memmap.folio_head(pfn)?;
+        let page = pa.memmap.page(head);
+        let f = page.flags();
+        (!f.contains(PageFlags::ANON) && f.contains(PageFlags::SWAPBACKED) && page.private() > 0)
+            .then(|| page.private() as usize - 1)
+    }
+
+    /// A new shmem inode of `size_bytes`.
+    fn new_shmem_inode(&mut self, size_bytes: u64, unlinked: bool) -> usize {
+        self.shmem.inodes.insert(ShmemInode {
+            size_bytes,
+            cache: BTreeMap::new(),
+            unlinked,
+            nr_fds: 0,
+        })
+    }
+
+    /// `memfd_create`: a new empty, unlinked shmem file at descriptor `fd`
+    /// of the process (a descriptor already there is closed first, as
+    /// dup2 would).
+    pub fn memfd_create(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        if self.mms[mm].files.contains_key(&fd) {
+            self.close(ctx, pid, fd)?;
+        }
+        let inode = self.new_shmem_inode(0, true);
+        self.shmem.inodes[inode].nr_fds = 1;
+        self.mms[mm].files.insert(fd, inode);
+        Ok(())
+    }
+
+    fn fd_inode(&self, pid: Pid, fd: u32) -> Result<usize, VmError> {
+        let mm = self.task_mm(pid)?;
+        self.mms[mm].files.get(&fd).copied().ok_or(VmError::BadFd(fd))
+    }
+
+    /// `close(fd)`: the inode goes once nothing refers to it.
+    pub fn close(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32) -> Result<(), VmError> {
+        let mm = self.task_mm(pid)?;
+        let inode = self.mms[mm].files.remove(&fd).ok_or(VmError::BadFd(fd))?;
+        self.shmem.inodes[inode].nr_fds -= 1;
+        self.shmem_put_if_unused(ctx, inode);
+        Ok(())
+    }
+
+    /// `ftruncate(fd, len)` (`shmem_setattr`): a shrink unmaps and frees
+    /// the folios wholly beyond the new end.
+    pub fn ftruncate(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32, len: u64) -> Result<(), VmError> {
+        let inode = self.fd_inode(pid, fd)?;
+        let old = self.shmem.inodes[inode].size_bytes;
+        self.shmem.inodes[inode].size_bytes = len;
+        if len < old {
+            let first = len.div_ceil(self.page_size());
+            self.unmap_mapping_range(ctx, inode, first, u64::MAX);
+            self.shmem_truncate_range(ctx, inode, first, u64::MAX);
+        }
+        Ok(())
+    }
+
+    /// `fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+    /// len)`: the mappings of the whole pages in the range are zapped and
+    /// the folios lying wholly inside it freed.
+    pub fn punch_hole(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32, offset: u64, len: u64) -> Result<(), VmError> {
+        let inode = self.fd_inode(pid, fd)?;
+        if len == 0 {
+            return Err(VmError::Invalid("fallocate of zero bytes"));
+        }
+        let first = offset.div_ceil(self.page_size());
+        let end = offset.saturating_add(len) >> self.page_shift();
+        if first < end {
+            self.unmap_mapping_range(ctx, inode, first, end);
+            self.shmem_truncate_range(ctx, inode, first, end);
+        }
+        Ok(())
+    }
+
+    /// `mmap` of the shmem file at `fd`: shared mappings map its page
+    /// cache; a private one holds its place without pages (as file
+    /// mappings do).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmap_fd(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        flags: MapFlags,
+        fd: u32,
+        offset: u64,
+    ) -> Result<u64, VmError> {
+        let inode = self.fd_inode(pid, fd)?;
+        if offset & (self.page_size() - 1) != 0 {
+            return Err(VmError::Invalid("mmap offset not page-aligned"));
+        }
+        let file = flags
+            .contains(MapFlags::SHARED)
+            .then_some((inode, offset >> self.page_shift()));
+        self.mmap_file(ctx, pid, addr, len, prot, flags - MapFlags::ANONYMOUS, file)
+    }
+
+    /// The shmem inode of a new shared anonymous mapping of `len` bytes
+    /// (`shmem_zero_setup`).
+    pub(crate) fn shmem_zero_setup(&mut self, len: u64) -> usize {
+        self.new_shmem_inode(len, true)
+    }
+
+    /// Drops the inode once no descriptor and no VMA refers to it
+    /// (`shmem_evict_inode`): its whole page cache is freed.
+    pub(crate) fn shmem_put_if_unused(&mut self, ctx: &mut Ctx, inode: usize) {
+        if !self.shmem.inodes.contains(inode) || self.shmem.inodes[inode].nr_fds > 0 {
+            return;
+        }
+        if self.vmas.iter().any(|(_, v)| v.shmem == Some(inode)) {
+            return;
+        }
+        self.shmem_truncate_range(ctx, inode, 0, u64::MAX);
+        self.shmem.inodes.remove(inode);
+    }
+
+    /// The shmem inodes of `fds` get one more descriptor each (fork).
+    pub(crate) fn shmem_dup_fds(&mut self, fds: &BTreeMap<u32, usize>) {
+        for &inode in fds.values() {
+            self.shmem.inodes[inode].nr_fds += 1;
+        }
+    }
+
+    /// Every descriptor of an exiting address space is closed.
+    pub(crate) fn shmem_close_all(&mut self, ctx: &mut Ctx, fds: BTreeMap<u32, usize>) {
+        for inode in fds.into_values() {
+            self.shmem.inodes[inode].nr_fds -= 1;
+            self.shmem_put_if_unused(ctx, inode);
+        }
+    }
+
+    /// `shmem_undo_range` for the folios lying wholly in `[first, end)`
+    /// (page indices): off the page cache, freed when unmapped. A large
+    /// folio only partly inside stays whole (the kernel zeroes the part
+    /// and tries to split it).
+    pub(crate) fn shmem_truncate_range(&mut self, ctx: &mut Ctx, inode: usize, first: u64, end: u64) {
+        let keys: Vec<(u64, usize)> = self.shmem.inodes[inode]
+            .cache
+            .range(..end)
+            .map(|(&i, &k)| (i, k))
+            .filter(|&(i, k)| i >= first && i + self.shmem.folios[k].nr_pages() <= end)
+            .collect();
+        for (index, key) in keys {
+            self.shmem.inodes[inode].cache.remove(&index);
+            self.shmem_cache_stats(ctx, key, -1);
+            let nr = self.shmem.folios[key].nr_pages() as u32;
+            self.shmem_folio_put_refs(ctx, key, nr);
+        }
+    }
+
+    /// The node counters of a folio entering (+1) or leaving (-1) a shmem
+    /// page cache (`shmem_update_stats`) and its LRU list.
+    fn shmem_cache_stats(&mut self, ctx: &mut Ctx, key: usize, sign: i64) {
+        let (pfn, order) = (self.shmem.folios[key].pfn, self.shmem.folios[key].order);
+        let nr = (1i64 << order) * sign;
+        let nid = self.node_of(ctx.pa, pfn);
+        let pmd_order = self.pmd_order();
+        let s = &mut self.node_stat[nid];
+        s.shmem += nr;
+        if order == pmd_order {
+            s.shmem_thps += nr;
+        }
+        self.lru_add(ctx.pa, pfn, false, nr);
+    }
+
+    /// `folio_put_refs` for a shmem folio; the last reference frees it.
+    pub(crate) fn shmem_folio_put_refs(&mut self, ctx: &mut Ctx, key: usize, n: u32) {
+        let pfn = self.shmem.folios[key].pfn;
+        let page = ctx.pa.memmap.page_mut(pfn);
+        let rc = page.refcount() - n;
+        page.set_refcount(rc);
+        if rc > 0 {
+            return;
+        }
+        let order = self.shmem.folios[key].order;
+        self.shmem.folios.remove(key);
+        super::rmap::free_user_folio(ctx, pfn, order);
+    }
+
+    /// A new folio enters the page cache of `inode` at `index`
+    /// (`shmem_add_to_page_cache`): one reference per page for the cache
+    /// on top of the caller's.
+    pub(crate) fn shmem_add_to_page_cache(&mut self, ctx: &mut Ctx, folio: Folio, inode: usize, index: u64) -> usize {
+        let key = self.shmem.folios.insert(ShmemFolio {
+            pfn: folio.pfn.0,
+            order: folio.order,
+            inode,
+            index,
+            entire_mapcount: 0,
+            nr_pages_mapped: 0,
+        });
+        self.shmem.inodes[inode].cache.insert(index, key);
+        let head = ctx.pa.memmap.page_mut(folio.pfn.0);
+        head.insert_flags(PageFlags::SWAPBACKED | PageFlags::LRU | PageFlags::UPTODATE);
+        head.set_private(key as u32 + 1);
+        head.set_refcount(1 + folio.nr_pages() as u32);
+        self.shmem_cache_stats(ctx, key, 1);
+        key
+    }
+
+    /// The folio of `inode`'s page cache holding page `index`.
+    pub(crate) fn shmem_lookup(&self, inode: usize, index: u64) -> Option<usize> {
+        let (&first, &key) = self.shmem.inodes[inode].cache.range(..=index).next_back()?;
+        (index < first + self.shmem.folios[key].nr_pages()).then_some(key)
+    }
+
+    /// `unmap_mapping_range`: every shared mapping of pages `[first, end)`
+    /// of `inode` is zapped.
+    pub(crate) fn unmap_mapping_range(&mut self, ctx: &mut Ctx, inode: usize, first: u64, end: u64) {
+        let shift = self.page_shift();
+        let vmas: Vec<usize> = self
+            .vmas
+            .iter()
+            .filter(|(_, v)| v.shmem == Some(inode))
+            .map(|(id, _)| id)
+            .collect();
+        for id in vmas {
+            let v = &self.vmas[id];
+            let vma_first = v.pgoff;
+            let vma_end = v.pgoff + ((v.end - v.start) >> shift);
+            let (lo, hi) = (first.max(vma_first), end.min(vma_end));
+            if lo < hi {
+                let start = v.start + ((lo - vma_first) << shift);
+                let stop = v.start + ((hi - vma_first) << shift);
+                self.zap_range(ctx, id, start, stop);
+            }
+        }
+    }
+
+    /// Whether a VMA maps shmem pages.
+    pub(crate) fn is_shmem_vma(&self, vma: usize) -> bool {
+        self.vmas[vma].backing == VmaBacking::Shmem
+    }
+}

@@ -1,0 +1,146 @@
+//! File rmap counts of shmem folios (mm/rmap.c v6.18
+//! `folio_add_file_rmap_ptes/pmd`, `folio_remove_rmap_ptes/pmd` for a
+//! non-anonymous folio: NR_FILE_MAPPED and NR_SHMEM_PMDMAPPED, no
+//! deferred split) and unmapping shmem ranges (`zap_pte_range`,
+//! `zap_huge_pmd`, and `__split_huge_pmd_locked`, which for a file PMD
+//! only zaps it: the pages refault).
+
+use super::super::pgtable::{Pte, Slot};
+use super::super::types::{MmId, VmaId};
+use super::super::{Ctx, Vm};
+use crate::page_alloc::PageAlloc;
+use crate::stats::VmEvent;
+
+impl Vm {
+    /// `folio_add_file_rmap_ptes`: pages mapped for the first time count
+    /// in NR_FILE_MAPPED unless a PMD maps the folio already.
+    pub(crate) fn add_file_rmap_ptes(&mut self, pa: &mut PageAlloc, key: usize, first_pfn: u64, nr: u64) {
+        self.work.rmap_calls += 1;
+        self.work.rmap_pages += nr;
+        let mut first = 0;
+        for p in first_pfn..first_pfn + nr {
+            let page = pa.memmap.page_mut(p);
+            let mc = page.mapcount();
+            page.set_mapcount(mc + 1);
+            first += i32::from(mc == 0);
+        }
+        let nid = self.node_of(pa, first_pfn);
+        let f = &mut self.shmem.folios[key];
+        f.nr_pages_mapped += first;
+        if f.entire_mapcount == 0 {
+            self.node_stat[nid].file_mapped += first as i64;
+        }
+    }
+
+    /// `folio_remove_rmap_ptes` for a shmem folio.
+    pub(crate) fn remove_file_rmap_ptes(&mut self, pa: &mut PageAlloc, key: usize, first_pfn: u64, nr: u64) {
+        self.work.rmap_calls += 1;
+        self.work.rmap_pages += nr;
+        let mut last = 0;
+        for p in first_pfn..first_pfn + nr {
+            let page = pa.memmap.page_mut(p);
+            let mc = page.mapcount() - 1;
+            page.set_mapcount(mc);
+            last += i32::from(mc == 0);
+        }
+        let nid = self.node_of(pa, first_pfn);
+        let f = &mut self.shmem.folios[key];
+        f.nr_pages_mapped -= last;
+        if f.entire_mapcount == 0 {
+            self.node_stat[nid].file_mapped -= last as i64;
+        }
+    }
+
+    /// `folio_add_file_rmap_pmd`: the first PMD mapping counts the pages
+    /// not already mapped by PTEs, and the folio in NR_SHMEM_PMDMAPPED.
+    pub(crate) fn add_file_rmap_pmd(&mut self, pa: &mut PageAlloc, key: usize) {
+        self.work.rmap_calls += 1;
+        self.work.rmap_pages += 1;
+        let nid = self.node_of(pa, self.shmem.folios[key].pfn);
+        let f = &mut self.shmem.folios[key];
+        f.entire_mapcount += 1;
+        if f.entire_mapcount == 1 {
+            let nr = f.nr_pages() as i64;
+            let s = &mut self.node_stat[nid];
+            s.file_mapped += nr - f.nr_pages_mapped as i64;
+            s.shmem_pmdmapped += nr;
+        }
+    }
+
+    /// `folio_remove_rmap_pmd` for a shmem folio.
+    pub(crate) fn remove_file_rmap_pmd(&mut self, pa: &mut PageAlloc, key: usize) {
+        self.work.rmap_calls += 1;
+        self.work.rmap_pages += 1;
+        let nid = self.node_of(pa, self.shmem.folios[key].pfn);
+        let f = &mut self.shmem.folios[key];
+        f.entire_mapcount -= 1;
+        if f.entire_mapcount == 0 {
+            let nr = f.nr_pages() as i64;
+            let s = &mut self.node_stat[nid];
+            s.file_mapped -= nr - f.nr_pages_mapped as i64;
+            s.shmem_pmdmapped -= nr;
+        }
+    }
+
+    /// Unmaps `[start, end)` of a shmem VMA: PMD mappings wholly inside go
+    /// whole, those across an edge are split (zapped), PTEs a folio batch
+    /// at a time. Page tables stay.
+    pub(crate) fn zap_shmem_range(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) {
+        let mm = self.vmas[vma].mm;
+        let mut addr = start;
+        while addr < end {
+            let next = self.pmd_addr_end(addr, end);
+            if let Some(pmd) = self.pmd_slot(mm, addr) {
+                let entry = self.pt.entry(pmd);
+                if entry.present() && entry.is_huge() {
+                    if next - addr != self.pmd_size() {
+                        ctx.pa.events.count(VmEvent::ThpSplitPmd, 1);
+                    }
+                    self.zap_shmem_pmd(ctx, mm, pmd);
+                } else if entry.is_table() {
+                    self.zap_shmem_ptes(ctx, mm, entry.table_idx(), addr, next);
+                }
+            }
+            addr = next;
+        }
+    }
+
+    /// `zap_huge_pmd` (and `__split_huge_pmd_locked`) of a shmem PMD.
+    pub(crate) fn zap_shmem_pmd(&mut self, ctx: &mut Ctx, mm: MmId, pmd: Slot) {
+        let entry = self.pt.entry(pmd);
+        self.pt.set_slot(pmd, Pte::NONE);
+        let key = self
+            .shmem_key_of_pfn(ctx.pa, entry.pfn())
+            .expect("a shmem PMD maps a shmem folio");
+        self.remove_file_rmap_pmd(ctx.pa, key);
+        self.mms[mm].rss_shmem -= 1 << self.pmd_order();
+        self.shmem_folio_put_refs(ctx, key, 1);
+    }
+
+    /// `zap_pte_range` of shmem pages within one PTE table.
+    fn zap_shmem_ptes(&mut self, ctx: &mut Ctx, mm: MmId, table: usize, start: u64, end: u64) {
+        let first = self.pt.shape.index(0, start);
+        let limit = first + ((end - start) >> self.page_shift()) as usize;
+        let mut i = first;
+        while i < limit {
+            let pte = self.pt.get(table, i);
+            if pte.is_none() {
+                i += 1;
+                continue;
+            }
+            let pfn = pte.pfn();
+            let key = self
+                .shmem_key_of_pfn(ctx.pa, pfn)
+                .expect("a shmem PTE maps a shmem folio");
+            let f = &self.shmem.folios[key];
+            let nr = self.pt.folio_pte_batch(table, i, limit, pfn, f.pfn + f.nr_pages());
+            for j in i..i + nr {
+                self.pt.set(table, j, Pte::NONE);
+            }
+            self.remove_file_rmap_ptes(ctx.pa, key, pfn, nr as u64);
+            self.mms[mm].rss_shmem -= nr as u64;
+            self.shmem_folio_put_refs(ctx, key, nr as u32);
+            i += nr;
+        }
+    }
+}
