@@ -112,13 +112,25 @@ const STAT_REFRESH: &str = "/proc/sys/vm/stat_refresh";
 impl RawCapture {
     /// Lists the files and prepares the buffers.
     pub fn prepare() -> RawCapture {
-        // Reading stat_refresh first (root) folds every cpu's pending
-        // vmstat deltas into the totals, so gauges such as nr_shmem are
-        // exact at the capture rather than off by the per-cpu thresholds.
-        let mut files = vec![
-            (std::path::PathBuf::from(STAT_REFRESH), "stat_refresh".to_string()),
-            (std::path::PathBuf::from("/proc/vmstat"), "vmstat".to_string()),
-        ];
+        Self::prepare_with(false)
+    }
+
+    /// With `exact_gauges`, the capture reads stat_refresh first (root):
+    /// it folds every cpu's pending vmstat deltas into the totals, so
+    /// gauges such as nr_shmem are exact rather than off by the per-cpu
+    /// thresholds. It waits for work on every cpu, which gives a woken
+    /// khugepaged milliseconds to run before the counters are read, so
+    /// it is asked for only where gauges are compared (shmem).
+    pub fn prepare_with(exact_gauges: bool) -> RawCapture {
+        let mut files = Vec::new();
+        if exact_gauges {
+            files.push((std::path::PathBuf::from(STAT_REFRESH), "stat_refresh".to_string()));
+        }
+        files.push((std::path::PathBuf::from("/proc/vmstat"), "vmstat".to_string()));
+        for name in ["pages_collapsed", "full_scans"] {
+            let path = std::path::Path::new(THP_DIR).join("khugepaged").join(name);
+            files.push((path, format!("khugepaged {name}")));
+        }
         if let Ok(dirs) = fs::read_dir(THP_DIR) {
             for d in dirs.flatten() {
                 let name = d.file_name().to_string_lossy().to_string();
@@ -155,7 +167,12 @@ impl RawCapture {
         for (key, bytes) in self.keys.iter().zip(contents) {
             let text = String::from_utf8_lossy(bytes.as_ref());
             if key == "vmstat" {
-                c.vmstat = parse_vmstat(&text);
+                c.vmstat.extend(parse_vmstat(&text));
+            } else if let Some(name) = key.strip_prefix("khugepaged ") {
+                // Kept beside the vmstat items as `khugepaged/NAME`.
+                if let Ok(v) = text.trim().parse() {
+                    c.vmstat.insert(format!("khugepaged/{name}"), v);
+                }
             } else if let Some((size, stat)) = key.split_once(' ') {
                 if let Ok(v) = text.trim().parse() {
                     c.mthp.entry(size.to_string()).or_default().insert(stat.to_string(), v);

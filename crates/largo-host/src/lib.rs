@@ -25,6 +25,7 @@ pub mod program;
 pub mod record;
 pub mod reporting_check;
 pub mod scenario;
+pub mod sentinel;
 pub mod skip;
 pub mod stats;
 pub mod validate;

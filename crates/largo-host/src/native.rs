@@ -53,6 +53,9 @@ pub use largo_physmem::native::Step;
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub roots: Vec<Vec<Step>>,
+    /// The trace maps shmem (shared anonymous memory or a memfd): its
+    /// counters are read with exact gauges.
+    pub shmem: bool,
     pub lo: u64,
     pub hi: u64,
 }
@@ -81,6 +84,7 @@ pub enum Unsupported {
 /// Builds a plan, event by event (the trace's [`EventHandler`]).
 struct Planner {
     roots: Vec<Vec<Step>>,
+    shmem: bool,
     /// (pid, steps) of the processes running now, innermost last.
     stack: Vec<(u32, Vec<Step>)>,
     lo: u64,
@@ -141,6 +145,7 @@ impl EventHandler for Planner {
             return Err(Unsupported::NotAnonymous);
         }
         self.cover(addr, len);
+        self.shmem |= flags.has(MapFlags::SHARED);
         self.push(Step::Map {
             addr,
             len,
@@ -150,6 +155,7 @@ impl EventHandler for Planner {
     }
 
     fn memfd_create(&mut self, _: u32, fd: u32) -> Result<(), Unsupported> {
+        self.shmem = true;
         self.push(Step::MemfdCreate { fd: checked_fd(fd)? })
     }
 
@@ -274,6 +280,15 @@ impl EventHandler for Planner {
         Ok(())
     }
 
+    fn khugepaged_wake(&mut self, _: u32) -> Result<(), Unsupported> {
+        self.push(Step::KhugepagedWake)
+    }
+
+    /// A sleep is (khugepaged works meanwhile).
+    fn sleep(&mut self, _: u32, ns: u64) -> Result<(), Unsupported> {
+        self.push(Step::Sleep { ns })
+    }
+
     fn exec_page(&mut self, _: u32, _: u64) -> Result<(), Unsupported> {
         Err(Unsupported::ProgramImage)
     }
@@ -317,6 +332,7 @@ fn checked_fd(fd: u32) -> Result<u32, Unsupported> {
 pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
     let mut p = Planner {
         roots: Vec::new(),
+        shmem: false,
         stack: Vec::new(),
         lo: u64::MAX,
         hi: 0,
@@ -335,7 +351,12 @@ pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
         p.pop();
     }
     let (lo, hi) = if p.lo > p.hi { (0, 0) } else { (p.lo, p.hi) };
-    Ok(Plan { roots: p.roots, lo, hi })
+    Ok(Plan {
+        roots: p.roots,
+        shmem: p.shmem,
+        lo,
+        hi,
+    })
 }
 
 /// The window for a plan and the trace-to-host address offset.
@@ -387,7 +408,7 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
     );
     for (r, steps) in plan.roots.iter().enumerate() {
         let result_file = std::env::temp_dir().join(format!("largo-counters-{}-{r}", std::process::id()));
-        let mut capture = RawCapture::prepare();
+        let mut capture = RawCapture::prepare_with(plan.shmem);
         // Read last thing before the fork, so nothing of this process
         // counts after it; the child reads its "after" into the same
         // prepared buffers, allocating nothing.

@@ -75,6 +75,22 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/huge-zero-then-write.trace"),
     ),
     (
+        "khugepaged-collapse",
+        include_str!("../scenarios/khugepaged-collapse.trace"),
+    ),
+    (
+        "khugepaged-max-ptes-none",
+        include_str!("../scenarios/khugepaged-max-ptes-none.trace"),
+    ),
+    (
+        "khugepaged-shared-after-fork",
+        include_str!("../scenarios/khugepaged-shared-after-fork.trace"),
+    ),
+    (
+        "khugepaged-zero-pages",
+        include_str!("../scenarios/khugepaged-zero-pages.trace"),
+    ),
+    (
         "madv-dontneed-holes",
         include_str!("../scenarios/madv-dontneed-holes.trace"),
     ),

@@ -50,6 +50,8 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_underused_split_page",
     "thp_collapse_alloc",
     "thp_collapse_alloc_failed",
+    "thp_scan_exceed_none_pte",
+    "thp_scan_exceed_share_pte",
     "thp_file_alloc",
     "thp_file_fallback",
     "thp_file_fallback_charge",
@@ -61,6 +63,10 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "compact_success",
     "compact_fail",
 ];
+
+/// `pages_to_scan` in validation runs, unless a configuration sets it.
+pub const VALIDATION_PAGES_TO_SCAN: u64 = 1 << 22;
+const PAGES_TO_SCAN: &str = "transparent_hugepage/khugepaged/pages_to_scan";
 
 /// Tries of the host side before a difference is reported. Another
 /// process faulting at the same time can only add to the host's global
@@ -211,7 +217,18 @@ pub fn validate_workload(
 /// lock for the host runs.
 pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, ValidateError> {
     let mut m = Machine::new(config.clone())?;
+    // One khugepaged wake scans every registered mm on both sides: the
+    // host's native processes are copies of this one, whose own memory
+    // would otherwise use up the default `pages_to_scan` before the
+    // trace's ranges (a configuration may still set it).
+    let default_budget = (1u64 << m.geometry().pmd_order) * 8;
+    if m.thp().khugepaged.pages_to_scan == default_budget {
+        m.set_knob(PAGES_TO_SCAN, &VALIDATION_PAGES_TO_SCAN.to_string())
+            .unwrap_or_else(|e| unreachable!("pages_to_scan takes {VALIDATION_PAGES_TO_SCAN}: {e}"));
+    }
     let knobs = host_knobs(&m)?;
+    // The host keeps a sentinel on khugepaged's list (see `sentinel.rs`).
+    m.with_vm(0, |vm, _| vm.khugepaged.external_mm = true);
     let opts = ReplayOptions {
         snapshot_at: Some(first_root_exit(events).unwrap_or(events.len())),
         ..ReplayOptions::default()
@@ -223,6 +240,7 @@ pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, 
     let plan = native::plan(events)?;
     let mut guard = KnobGuard::acquire()?;
     guard.set_all(&knobs)?;
+    let sentinel = crate::sentinel::Sentinel::start(m.geometry().pmd_size_bytes())?;
     let mut attempts = 0;
     let validation = loop {
         attempts += 1;
@@ -232,6 +250,7 @@ pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, 
             break v;
         }
     };
+    drop(sentinel);
     guard.restore()?;
     Ok(Validation {
         model: Some(out.run.counters),
@@ -255,13 +274,20 @@ fn host_once(
     let after = first.and_then(|r| r.counters.clone()).unwrap_or_default();
     let d = after.minus(&before);
     let mut rows = Vec::new();
-    for e in VMSTAT_EVENTS {
+    // Gauges are exact only when the capture refreshed them (plans that
+    // map shmem); elsewhere they are 0 on the model and left out.
+    for e in VMSTAT_EVENTS.iter().filter(|e| plan.shmem || !e.starts_with("nr_")) {
         rows.push(Row {
             counter: format!("vmstat/{e}"),
             model: c.vmstat(e) as i64,
             host: d.vmstat(e),
         });
     }
+    rows.push(Row {
+        counter: "khugepaged/pages_collapsed".into(),
+        model: c.khugepaged.pages_collapsed as i64,
+        host: d.vmstat("khugepaged/pages_collapsed"),
+    });
     for size in c.mthp.keys() {
         for s in MTHP_STATS {
             rows.push(Row {

@@ -284,6 +284,18 @@ impl Machine {
         f(&mut self.vm, &mut ctx)
     }
 
+    /// Runs khugepaged now if a registration woke it and it has not run
+    /// yet. A woken khugepaged starts scanning some milliseconds later
+    /// (`lru_add_drain_all` first, at nice 19): not within the
+    /// registering task's burst of work but when that task next gives up
+    /// its cpu for long: it sleeps (`advance_time`), waits for a child it
+    /// forked, or runs drop_caches; callers mark those points.
+    pub fn run_woken_khugepaged(&mut self) {
+        if self.vm.khugepaged.wake_now {
+            self.advance_time(0);
+        }
+    }
+
     /// Allocates a folio for `cpu`; `__GFP_ZERO` clears it through the
     /// backing. Pending kswapd work runs before returning.
     pub fn alloc_pages(&mut self, cpu: usize, gfp: Gfp, order: u32) -> Result<Option<Folio>, AllocError> {

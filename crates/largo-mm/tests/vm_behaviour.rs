@@ -809,3 +809,41 @@ fn memfd_fault_around_pmd_mapping_and_hole_punching() {
     assert_eq!(p.stat("nr_shmem"), 0);
     p.check();
 }
+
+/// khugepaged: an mm whose VMA gets MADV_HUGEPAGE joins the list and the
+/// idle thread scans at the next chance; each qualifying PMD range is
+/// collapsed (`pages_collapsed`), `pages_to_scan` limits a wake, the next
+/// scan comes `scan_sleep_millisecs` later, and a range with more empty
+/// entries than `max_ptes_none` is left (`thp_scan_exceed_none_pte`).
+#[test]
+fn khugepaged_collapses_registered_ranges_on_simulated_time() {
+    let pmd_pages = 512u64;
+    let mut m = machine(&[
+        ("transparent_hugepage/khugepaged/pages_to_scan", &pmd_pages.to_string()),
+        ("transparent_hugepage/khugepaged/max_ptes_none", "255"),
+    ]);
+    let mut p = Proc::spawn(&mut m);
+    let base = p.mmap(8 * MIB);
+    let aligned = base.next_multiple_of(2 * MIB);
+    // Two full ranges and one a quarter full (384 empty entries).
+    p.write(aligned, 4 * MIB);
+    p.write(aligned + 4 * MIB, 512 * KIB);
+    assert_eq!(p.stat("thp_fault_alloc"), 0, "no VM_HUGEPAGE yet: 4K faults");
+    p.madvise(base, 8 * MIB, Advice::HugePage);
+    let collapsed = |p: &Proc| p.m.vm().khugepaged.pages_collapsed;
+    assert_eq!(collapsed(&p), 0, "nothing scans until time passes");
+    p.m.advance_time(0);
+    assert_eq!(collapsed(&p), 1, "one wake scans pages_to_scan = one range");
+    p.m.advance_time(9_999_000_000);
+    assert_eq!(collapsed(&p), 1, "the next scan is scan_sleep_millisecs later");
+    p.m.advance_time(1_000_000);
+    assert_eq!(collapsed(&p), 2);
+    p.m.advance_time(60_000_000_000);
+    assert_eq!(collapsed(&p), 2, "the quarter-full range stays");
+    assert!(p.stat("thp_scan_exceed_none_pte") >= 1);
+    assert_eq!(p.stat("thp_collapse_alloc"), 2);
+    assert_eq!(p.mthp(2048, MthpStat::NrAnon), 2);
+    assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 4096);
+    p.check();
+    p.m.vm().check_invariants(p.m.page_alloc()).unwrap();
+}

@@ -37,6 +37,12 @@ enum Op {
         /// space only); 2: shared anonymous (shmem).
         backing: u8,
     },
+    /// Time passes (khugepaged, kcompactd, reporting run when due);
+    /// `wake` first wakes khugepaged as a scan_sleep_millisecs write does.
+    Sleep {
+        ms: u64,
+        wake: bool,
+    },
     /// A memfd of `pages` mapped shared; its descriptor stays open or
     /// not, and a hole may be punched at `punch` (pages from, count).
     Memfd {
@@ -158,6 +164,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(task, pages, write, populate, noreserve, backing)| Op::Mmap { task, pages, write, populate, noreserve, backing }),
         5 => (task, range()).prop_map(|(task, range)| Op::Munmap { task, range }),
         3 => (task, range(), any::<bool>()).prop_map(|(task, range, write)| Op::Mprotect { task, range, write }),
+        3 => (0u64..30_000, any::<bool>()).prop_map(|(ms, wake)| Op::Sleep { ms, wake }),
         3 => (task, 1u64..1200, any::<bool>(), proptest::option::of((0u64..1200, 1u64..600)), proptest::option::of(0u64..1200))
             .prop_map(|(task, pages, keep_fd, punch, shrink_to)| Op::Memfd { task, pages, keep_fd, punch, shrink_to }),
         3 => (task, range(), 1u64..1100, any::<bool>())
@@ -344,6 +351,12 @@ impl Runner {
                 let _ = self
                     .m
                     .with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, 0, pages * page, prot, flags));
+            }
+            Op::Sleep { ms, wake } => {
+                if wake {
+                    self.m.with_vm(0, |vm, _| vm.khugepaged_wake());
+                }
+                self.m.advance_time(ms * 1_000_000);
             }
             Op::Memfd {
                 task,

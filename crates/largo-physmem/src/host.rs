@@ -36,6 +36,17 @@ pub enum MapSource {
     },
 }
 
+/// `madvise(addr, len, advice)` on this process's own mappings outside
+/// any window (MADV_NOHUGEPAGE: no effect on their contents).
+pub(crate) fn madvise_raw(addr: u64, len: u64, advice: libc::c_int) -> Result<(), HostError> {
+    // SAFETY: advice that changes no memory contents (only VMA flags), on
+    // ranges of this process's address space.
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len as usize, advice) } != 0 {
+        return Err(sys("madvise"));
+    }
+    Ok(())
+}
+
 /// `memfd_create(name, 0)`: a new shmem file's descriptor.
 pub fn memfd_create() -> Result<i32, HostError> {
     // SAFETY: a system call with a static NUL-terminated name.

@@ -55,6 +55,12 @@ pub enum Step {
         offset: u64,
         len: u64,
     },
+    /// `nanosleep` of `ns`.
+    Sleep {
+        ns: u64,
+    },
+    /// Writes khugepaged's `scan_sleep_millisecs` back, which wakes it.
+    KhugepagedWake,
     Unmap {
         addr: u64,
         len: u64,
@@ -173,6 +179,8 @@ impl FileSnapshot {
 pub enum End<'a> {
     /// It exits after its steps.
     Exit,
+    /// It stops after its steps, until resumed or dropped.
+    Stop,
     /// It captures `snapshot`, writes it to `to`, and stops for its
     /// parent to read its state.
     SnapshotAndStop {
@@ -198,8 +206,14 @@ pub const STEP_FAILED: i32 = 100;
 pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: End) -> Result<Forked, HostError> {
     prefault_stack(STACK_PREFAULT_BYTES);
     let page = host_page_size();
-    let stop = matches!(end, End::SnapshotAndStop { .. });
+    let stop = matches!(end, End::SnapshotAndStop { .. } | End::Stop);
+    let own = own_mappings_outside(window.base(), window.base() + window.size());
     let body = move || {
+        // This process's own memory (a copy of the parent's) takes no
+        // THP and is no work for khugepaged: only the program's is.
+        for &(start, end) in &own {
+            let _ = crate::host::madvise_raw(start, end - start, libc::MADV_NOHUGEPAGE);
+        }
         if let Err(index) = exec(steps, window, place, page, &mut [-1; MAX_FDS]) {
             return STEP_FAILED + index.min(100) as i32;
         }
@@ -222,6 +236,19 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: En
     }
 }
 
+/// The mappings of this process (/proc/self/maps) outside `[lo, hi)`,
+/// read before a fork.
+fn own_mappings_outside(lo: u64, hi: u64) -> Vec<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let (s, e) = line.split_whitespace().next()?.split_once('-')?;
+            Some((u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?))
+        })
+        .filter(|&(s, e)| e <= lo || s >= hi)
+        .collect()
+}
+
 /// [`run_forked`] for a program that just exits.
 pub fn run_to_exit(window: &mut Window, steps: &[Step], place: Placement) -> Result<ChildExit, HostError> {
     match run_forked(window, steps, place, End::Exit)? {
@@ -231,6 +258,21 @@ pub fn run_to_exit(window: &mut Window, steps: &[Step], place: Placement) -> Res
 }
 
 const DROP_CACHES: &CStr = c"/proc/sys/vm/drop_caches";
+const SCAN_SLEEP: &CStr = c"/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs";
+
+/// Reads `scan_sleep_millisecs` and writes it back (no allocation: from
+/// a forked child): the store wakes khugepaged at once.
+fn khugepaged_wake() -> bool {
+    let mut buf = [0u8; 32];
+    let path = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs");
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(n) = f.read(&mut buf) else {
+        return false;
+    };
+    write_file_no_alloc(SCAN_SLEEP, buf[..n].trim_ascii_end())
+}
 
 /// Executes one process's steps (in its forked child). Returns the index
 /// of the failing step.
@@ -265,6 +307,11 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, fds: &mut F
             }
             Step::Close { fd } => close_fd(std::mem::replace(&mut fds[fd as usize], -1)).is_ok(),
             Step::PunchHole { fd, offset, len } => punch_hole(fds[fd as usize], offset, len).is_ok(),
+            Step::KhugepagedWake => khugepaged_wake(),
+            Step::Sleep { ns } => {
+                std::thread::sleep(std::time::Duration::from_nanos(ns));
+                true
+            }
             Step::Unmap { addr, len } => w.unmap(at(addr), len).is_ok(),
             Step::Remap {
                 old,

@@ -301,6 +301,12 @@ define_events! {
     Close = 29, close(pid) { fd: u32 as Fd },
     /// `fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len)`.
     PunchHole = 30, punch_hole(pid) { fd: u32 as Fd, offset: u64 as Len, len: u64 as Len },
+    /// The process sleeps `ns` (`nanosleep`): time passes for the
+    /// machine's background work (khugepaged) and is slept natively.
+    Sleep = 31, sleep(pid) { ns: u64 as Ns },
+    /// `echo $(cat F) > F` for F = khugepaged/scan_sleep_millisecs: the
+    /// write wakes khugepaged, which scans at once.
+    KhugepagedWake = 32, khugepaged_wake(pid) {},
 }
 
 impl Event {

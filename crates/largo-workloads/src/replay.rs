@@ -450,6 +450,10 @@ impl EventHandler for Replayer<'_> {
         };
         match created {
             Ok(c) => {
+                if kind == CloneKind::Process {
+                    // The parent gives its cpu to the child: a woken khugepaged runs.
+                    self.m.run_woken_khugepaged();
+                }
                 let cpu = self.cpu();
                 self.tasks.insert(child, Task { pid: c, cpu });
                 self.last = None;
@@ -475,9 +479,21 @@ impl EventHandler for Replayer<'_> {
         Ok(())
     }
 
+    /// drop_caches is milliseconds of kernel work: a woken khugepaged runs
+    /// meanwhile, before the shrinkers reach the THPs.
     fn drop_caches(&mut self, _pid: TracePid, mode: u8) -> Result<(), EventError> {
+        self.m.run_woken_khugepaged();
         self.vm(|vm, ctx, _| vm.drop_caches(ctx, mode as u32));
         Ok(())
+    }
+
+    fn khugepaged_wake(&mut self, _pid: TracePid) -> Result<(), EventError> {
+        self.vm(|vm, _, _| vm.khugepaged_wake());
+        Ok(())
+    }
+
+    fn sleep(&mut self, _pid: TracePid, ns: u64) -> Result<(), EventError> {
+        self.tick(ns)
     }
 
     fn tick(&mut self, ns: u64) -> Result<(), EventError> {

@@ -51,6 +51,15 @@ pub struct ReportWork {
     pub host_refault_pages: u64,
 }
 
+/// khugepaged's read-only sysfs counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KhugepagedCounts {
+    /// PMD ranges khugepaged collapsed.
+    pub pages_collapsed: u64,
+    /// Passes over every registered mm.
+    pub full_scans: u64,
+}
+
 /// Every counter of a machine at one moment.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Counters {
@@ -61,6 +70,8 @@ pub struct Counters {
     pub mthp: BTreeMap<String, BTreeMap<&'static str, i64>>,
     /// /proc/meminfo in kB (counts for the `HugePages_` lines).
     pub meminfo: BTreeMap<&'static str, u64>,
+    /// `transparent_hugepage/khugepaged/{pages_collapsed,full_scans}`.
+    pub khugepaged: KhugepagedCounts,
     pub buddyinfo: Vec<BuddyinfoLine>,
     /// Successful allocations by size (`"4kB"`, `"64kB"`, ...).
     pub allocs: BTreeMap<String, u64>,
@@ -121,10 +132,15 @@ impl Counters {
                 }
             },
         };
+        let k = &m.vm().khugepaged;
         Counters {
             vmstat,
             mthp,
             meminfo,
+            khugepaged: KhugepagedCounts {
+                pages_collapsed: k.pages_collapsed,
+                full_scans: k.full_scans,
+            },
             buddyinfo,
             allocs,
             locks: Locks {

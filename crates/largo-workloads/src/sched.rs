@@ -324,6 +324,7 @@ impl Scheduler {
             }
             Op::Fork { child } => match m.with_vm(cpu, |vm, ctx| vm.fork(ctx, pid)) {
                 Ok(child_pid) => {
+                    m.run_woken_khugepaged();
                     let slots = self.tasks[i].slots.clone();
                     let c = self.add_task(child_pid, child, slots, Some(i));
                     let (l, cl) = (self.tasks[i].log, self.tasks[c].log);
@@ -339,6 +340,7 @@ impl Scheduler {
                 }
             }
             Op::DropCaches { mode } => {
+                m.run_woken_khugepaged();
                 m.with_vm(cpu, |vm, ctx| vm.drop_caches(ctx, mode));
                 self.log(i, ResolvedOp::DropCaches { mode });
             }

@@ -3,12 +3,14 @@
 //! parsers and printers of knob values, and ([`registry`]) the table of
 //! every knob.
 
+mod khugepaged;
 mod registry;
 mod shmem;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use khugepaged::KhugepagedKnobs;
 pub use registry::{KnobDef, KnobPath, REGISTRY, TRIGGER_CHOICES};
 pub use shmem::{ShmemEnabled, ShmemKnobs, ShmemSizeEnabled, SHMEM_ENABLED_CHOICES, SHMEM_SIZE_CHOICES};
 
@@ -64,6 +66,8 @@ pub struct ThpKnobs {
     pub anon_beside_full: bool,
     /// The shmem THP settings.
     pub shmem: ShmemKnobs,
+    /// The khugepaged tunables.
+    pub khugepaged: KhugepagedKnobs,
 }
 
 impl ThpKnobs {
@@ -88,6 +92,7 @@ impl ThpKnobs {
             max_ptes_none: (1 << pmd_order) - 1,
             anon_beside_full: false,
             shmem: ShmemKnobs::defaults(pmd_order),
+            khugepaged: KhugepagedKnobs::defaults(pmd_order),
         }
     }
 

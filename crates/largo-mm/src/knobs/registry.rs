@@ -187,11 +187,67 @@ pub const REGISTRY: &[KnobDef] = &[
     ),
     knob(
         "transparent_hugepage/khugepaged/max_ptes_none",
-        "zero-filled pages a THP may hold before the shrinker splits it",
+        "empty or zero entries a range may hold for khugepaged to collapse it; zero-filled pages a THP may hold before the shrinker splits it",
         |m, _| m.thp().max_ptes_none.to_string(),
         |m, _, p, v| {
             let max = (1u64 << m.geometry().pmd_order) - 1;
             m.thp_mut().max_ptes_none = parse_int(p, v, 0, max)? as u32;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/khugepaged/scan_sleep_millisecs",
+        "khugepaged's pause between scans, ms",
+        |m, _| m.thp().khugepaged.scan_sleep_ms.to_string(),
+        |m, _, p, v| {
+            m.thp_mut().khugepaged.scan_sleep_ms = parse_int(p, v, 0, u32::MAX as u64)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/khugepaged/alloc_sleep_millisecs",
+        "khugepaged's pause after a failed THP allocation, ms",
+        |m, _| m.thp().khugepaged.alloc_sleep_ms.to_string(),
+        |m, _, p, v| {
+            m.thp_mut().khugepaged.alloc_sleep_ms = parse_int(p, v, 0, u32::MAX as u64)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/khugepaged/pages_to_scan",
+        "pages khugepaged scans per wake (a PMD range counts its pages)",
+        |m, _| m.thp().khugepaged.pages_to_scan.to_string(),
+        |m, _, p, v| {
+            m.thp_mut().khugepaged.pages_to_scan = parse_int(p, v, 1, u32::MAX as u64)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/khugepaged/max_ptes_swap",
+        "swap entries a range may hold and still be collapsed by khugepaged",
+        |m, _| m.thp().khugepaged.max_ptes_swap.to_string(),
+        |m, _, p, v| {
+            let max = (1u64 << m.geometry().pmd_order) - 1;
+            m.thp_mut().khugepaged.max_ptes_swap = parse_int(p, v, 0, max)? as u32;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/khugepaged/max_ptes_shared",
+        "pages mapped by other processes a range may hold and still be collapsed",
+        |m, _| m.thp().khugepaged.max_ptes_shared.to_string(),
+        |m, _, p, v| {
+            let max = (1u64 << m.geometry().pmd_order) - 1;
+            m.thp_mut().khugepaged.max_ptes_shared = parse_int(p, v, 0, max)? as u32;
+            Ok(())
+        },
+    ),
+    knob(
+        "transparent_hugepage/khugepaged/defrag",
+        "khugepaged's THP allocations may reclaim and compact",
+        |m, _| bit(m.thp().khugepaged.defrag),
+        |m, _, p, v| {
+            m.thp_mut().khugepaged.defrag = parse_bool(p, v)?;
             Ok(())
         },
     ),

@@ -22,19 +22,29 @@ impl Machine {
     }
 
     /// Lets `ns` of simulated time pass: delayed work that falls due
-    /// (the reporting pass, kcompactd's timer) runs at its time, in order.
+    /// (khugepaged woken by a registration, the reporting pass,
+    /// kcompactd's timer, khugepaged's next scan) runs at its time, in
+    /// order (ties in that order).
     pub fn advance_time(&mut self, ns: u64) {
-        let target = self.now_ns().saturating_add(ns);
+        let now = self.now_ns();
+        let target = now.saturating_add(ns);
+        if self.vm.khugepaged.wake_now {
+            self.vm.khugepaged.due_ns = Some(now);
+            self.vm.khugepaged.wake_now = false;
+        }
         loop {
             let report = self.page_alloc.reporting().due_ns.filter(|&d| d <= target);
             let kcompactd = Some(self.page_alloc.compaction.kcompactd_due()).filter(|&d| d <= target);
-            let due = match (report, kcompactd) {
-                (None, None) => break,
-                (a, b) => a.unwrap_or(u64::MAX).min(b.unwrap_or(u64::MAX)),
+            let khugepaged = self.vm.khugepaged.due_ns.filter(|&d| d <= target);
+            let Some(due) = [khugepaged, report, kcompactd].into_iter().flatten().min() else {
+                break;
             };
             let r = self.page_alloc.reporting_mut();
             r.now_ns = r.now_ns.max(due);
-            if report == Some(due) {
+            if khugepaged == Some(due) {
+                self.vm.khugepaged.due_ns = None;
+                self.with_vm(0, |vm, ctx| vm.khugepaged_run(ctx, due));
+            } else if report == Some(due) {
                 self.page_alloc
                     .reporter()
                     .page_reporting_process(self.report_sink.as_mut(), self.backing.as_mut());

@@ -1,24 +1,27 @@
-//! MADV_COLLAPSE of anonymous memory (mm/khugepaged.c, v6.18:
-//! `madvise_collapse`, `hpage_collapse_scan_pmd`, `collapse_huge_page`):
-//! each PMD-aligned range of the advised range becomes one PMD-mapped
-//! folio, its present pages copied and its empty or zero-page entries
-//! zeroed, whatever the sysfs THP settings say.
+//! Collapsing a PMD range of anonymous memory into one PMD-mapped folio
+//! (mm/khugepaged.c, v6.18: `hpage_collapse_scan_pmd`,
+//! `collapse_huge_page`), for MADV_COLLAPSE (`madvise_collapse`, here)
+//! and for khugepaged (`khugepaged.rs`): the present pages are copied and
+//! the empty or zero-page entries zeroed.
 //!
-//! Unlike khugepaged, MADV_COLLAPSE ignores `max_ptes_none`,
+//! MADV_COLLAPSE ignores the sysfs settings, `max_ptes_none`,
 //! `max_ptes_shared` and the referenced test; what stops it is a range
 //! without a page table, with no writable entry, with a page pinned by
 //! more references than mappings, or a failed PMD-folio allocation.
+//! khugepaged also needs at most `max_ptes_none` empty or zero entries,
+//! at most `max_ptes_shared` pages that may be mapped by another process,
+//! and at least one young entry.
 
 use super::pgtable::{Pte, Slot};
 use super::types::{VmError, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
-use crate::page_alloc::gfp::GFP_TRANSHUGE;
+use crate::page_alloc::gfp::{Gfp, GFP_TRANSHUGE, GFP_TRANSHUGE_LIGHT};
 use crate::stats::VmEvent;
 
 /// The outcome of one PMD range (a subset of the kernel's `scan_result`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scan {
+pub(crate) enum Scan {
     Succeed,
     /// Already mapped by a PMD (a THP or the huge zero page).
     PmdMapped,
@@ -31,6 +34,19 @@ enum Scan {
     /// A page with references beyond its mappings.
     PageCount,
     AllocFail,
+    /// khugepaged: more empty or zero entries than `max_ptes_none`.
+    ExceedNonePte,
+    /// khugepaged: more maybe-shared pages than `max_ptes_shared`.
+    ExceedSharedPte,
+    /// khugepaged: no young entry.
+    LackReferencedPage,
+}
+
+/// Who collapses (`struct collapse_control`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Collapser {
+    Madvise,
+    Khugepaged,
 }
 
 impl Scan {
@@ -69,7 +85,7 @@ impl Vm {
         let (mut thps, mut last_fail) = (0u64, None);
         let mut addr = hstart;
         while addr < hend {
-            let result = self.collapse_scan_pmd(ctx, vma, addr);
+            let result = self.collapse_scan_pmd(ctx, vma, addr, Collapser::Madvise);
             match result {
                 Scan::Succeed | Scan::PmdMapped => thps += 1,
                 r => last_fail = Some(r),
@@ -87,9 +103,9 @@ impl Vm {
         }
     }
 
-    /// `hpage_collapse_scan_pmd` for MADV_COLLAPSE, then
-    /// `collapse_huge_page` if the range qualifies.
-    fn collapse_scan_pmd(&mut self, ctx: &mut Ctx, vma: VmaId, haddr: u64) -> Scan {
+    /// `hpage_collapse_scan_pmd`, then `collapse_huge_page` if the range
+    /// qualifies.
+    pub(crate) fn collapse_scan_pmd(&mut self, ctx: &mut Ctx, vma: VmaId, haddr: u64, cc: Collapser) -> Scan {
         let mm = self.vmas[vma].mm;
         if !self.suitable_order(vma, haddr, self.pmd_order()) {
             return Scan::PmdNull;
@@ -105,33 +121,75 @@ impl Vm {
             return Scan::PmdMapped;
         }
         let table = entry.table_idx();
+        let result = self.scan_ptes(ctx, table, haddr, cc);
+        if result != Scan::Succeed {
+            return result;
+        }
+        let gfp = match cc {
+            Collapser::Khugepaged if !self.thp.khugepaged.defrag => GFP_TRANSHUGE_LIGHT,
+            _ => GFP_TRANSHUGE,
+        };
+        self.collapse_huge_page(ctx, vma, pmd, table, haddr, gfp)
+    }
+
+    /// The PTE walk of `hpage_collapse_scan_pmd`.
+    fn scan_ptes(&self, ctx: &mut Ctx, table: usize, haddr: u64, cc: Collapser) -> Scan {
+        let khugepaged = cc == Collapser::Khugepaged;
+        let knobs = (self.thp.max_ptes_none, self.thp.khugepaged.max_ptes_shared);
         let first = self.pt.shape.index(0, haddr);
         let nr = 1usize << self.pmd_order();
-        let mut writable = false;
+        let (mut none_or_zero, mut shared, mut referenced, mut writable) = (0u32, 0u32, 0u32, false);
         for i in first..first + nr {
             let pte = self.pt.get(table, i);
             if pte.is_none() || pte.is_special() {
-                continue; // none, or the zero page
+                none_or_zero += 1;
+                if khugepaged && none_or_zero > knobs.0 {
+                    ctx.pa.events.count(VmEvent::ThpScanExceedNonePte, 1);
+                    return Scan::ExceedNonePte;
+                }
+                continue;
             }
             writable |= pte.writable();
             let key = self.folio_key_of_pfn(ctx.pa, pte.pfn()).expect("mapped anonymous page");
+            if self.folio_maybe_mapped_shared(ctx.pa, key) {
+                shared += 1;
+                if khugepaged && shared > knobs.1 {
+                    ctx.pa.events.count(VmEvent::ThpScanExceedSharePte, 1);
+                    return Scan::ExceedSharedPte;
+                }
+            }
             if self.folio_refcount(ctx.pa, key) as i32 != self.folio_mapcount(ctx.pa, key) {
                 return Scan::PageCount;
             }
+            referenced += u32::from(pte.has(Pte::YOUNG));
         }
-        if !writable {
-            return Scan::PageRo;
+        if khugepaged && referenced == 0 {
+            Scan::LackReferencedPage
+        } else if !writable {
+            Scan::PageRo
+        } else {
+            Scan::Succeed
         }
-        self.collapse_huge_page(ctx, vma, pmd, table, haddr)
     }
 
-    /// `collapse_huge_page`: a PMD-sized folio (GFP_TRANSHUGE: direct
-    /// reclaim and compaction allowed), each page copied from the one its
-    /// entry maps or zeroed, the old pages unmapped and released, the PTE
-    /// table deposited under the new PMD mapping.
-    fn collapse_huge_page(&mut self, ctx: &mut Ctx, vma: VmaId, pmd: Slot, table: usize, haddr: u64) -> Scan {
+    /// `folio_maybe_mapped_shared`.
+    fn folio_maybe_mapped_shared(&self, pa: &crate::page_alloc::PageAlloc, key: usize) -> bool {
+        let meta = &self.folios[key];
+        if meta.is_large() {
+            meta.maybe_mapped_shared
+        } else {
+            pa.memmap.page(meta.pfn).mapcount() > 1
+        }
+    }
+
+    /// `collapse_huge_page`: a PMD-sized folio (`gfp`: GFP_TRANSHUGE for
+    /// MADV_COLLAPSE and khugepaged's `defrag`, else GFP_TRANSHUGE_LIGHT),
+    /// each page copied from the one its entry maps or zeroed, the old
+    /// pages unmapped and released, the PTE table deposited under the new
+    /// PMD mapping.
+    fn collapse_huge_page(&mut self, ctx: &mut Ctx, vma: VmaId, pmd: Slot, table: usize, haddr: u64, gfp: Gfp) -> Scan {
         let mm = self.vmas[vma].mm;
-        let Some(folio) = self.alloc_folio(ctx, GFP_TRANSHUGE, self.pmd_order()) else {
+        let Some(folio) = self.alloc_folio(ctx, gfp, self.pmd_order()) else {
             ctx.pa.events.count(VmEvent::ThpCollapseAllocFailed, 1);
             return Scan::AllocFail;
         };

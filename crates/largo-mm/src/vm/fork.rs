@@ -40,6 +40,10 @@ impl Vm {
                 return Err(VmError::NoMem("fork ran out of memory copying page tables"));
             }
         }
+        // khugepaged_fork: the child of a registered mm is registered.
+        if self.mms[parent].khugepaged {
+            self.khugepaged_enter(child);
+        }
         let pid = self.new_task(child, None);
         self.run_pending_kswapd(ctx);
         Ok(pid)
@@ -200,6 +204,7 @@ impl Vm {
         for inode in files {
             self.shmem_put_if_unused(ctx, inode);
         }
+        self.khugepaged_exit(mm);
         let fds = std::mem::take(&mut self.mms[mm].files);
         self.shmem_close_all(ctx, fds);
         self.free_pgtables(ctx, mm, 0, self.pt.shape.task_size, 0, 0);

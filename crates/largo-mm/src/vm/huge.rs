@@ -21,6 +21,7 @@ impl Vm {
             return Fault::Fallback;
         }
         self.anon_vma_prepare(vmf.vma);
+        self.khugepaged_enter_vma(vmf.vma);
         if !vmf.write && self.thp.use_zero_page {
             let Some(pgtable) = self.alloc_table(ctx, vmf.mm, 0) else {
                 return Fault::Oom;

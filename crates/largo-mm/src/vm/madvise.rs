@@ -47,6 +47,14 @@ impl Vm {
         if matches!(advice, Advice::HugePage | Advice::NoHugePage) {
             self.merge_all(&ids);
         }
+        if advice == Advice::HugePage {
+            // hugepage_madvise -> khugepaged_enter_vma.
+            for id in ids {
+                if self.vmas.contains(id) {
+                    self.khugepaged_enter_vma(id);
+                }
+            }
+        }
         if hole || covered < end {
             return Err(VmError::NoMem("range not fully mapped"));
         }

@@ -34,6 +34,8 @@ pub struct Mm {
     /// Open descriptors of shmem files: fd -> shmem inode (the process's
     /// file table; threads share it with the mm).
     pub files: BTreeMap<u32, usize>,
+    /// `MMF_VM_HUGEPAGE`: on khugepaged's list.
+    pub khugepaged: bool,
     /// `mm->pgtables_bytes` in pages.
     pub nr_pgtables: u64,
     /// Pages accounted to `vm_committed_as`.

@@ -13,6 +13,8 @@
 //!   `maps.rs`: the address space as `/proc/PID/maps` shows it
 //! - `shmem/`: shared anonymous memory and memfds (shmem inodes, page
 //!   cache, the shmem fault with fault-around, file rmap)
+//! - `collapse.rs`, `khugepaged.rs`: PMD collapse by MADV_COLLAPSE and
+//!   by the khugepaged scanner on simulated time
 //! - `madvise.rs`, `fork.rs`, `split.rs` (folio split, deferred split),
 //!   `reclaim.rs` (shrinkers, lazyfree, kswapd, drop_caches, OOM)
 //! - `stats.rs`: per-size mTHP stats and node counters; `check.rs`: invariants;
@@ -24,6 +26,7 @@ mod fault;
 pub mod folio;
 mod fork;
 mod huge;
+pub mod khugepaged;
 mod madvise;
 pub mod maps;
 pub mod migrate;
@@ -134,6 +137,8 @@ pub struct Vm {
     pub(crate) folios: Slab<AnonFolio>,
     /// Shmem inodes and their page cache folios.
     pub(crate) shmem: shmem::ShmemFs,
+    /// khugepaged's mm list, scan position and counters.
+    pub khugepaged: khugepaged::Khugepaged,
     pub(crate) tasks: BTreeMap<Pid, Task>,
     next_pid: Pid,
     next_mm_id: u32,
@@ -172,6 +177,7 @@ impl Vm {
             anon_vmas: Slab::new(),
             folios: Slab::new(),
             shmem: shmem::ShmemFs::default(),
+            khugepaged: khugepaged::Khugepaged::default(),
             tasks: BTreeMap::new(),
             next_pid: 1,
             next_mm_id: 1,
@@ -390,6 +396,7 @@ impl Vm {
             rss_anon: 0,
             rss_shmem: 0,
             files: BTreeMap::new(),
+            khugepaged: false,
             nr_pgtables: 0,
             committed_pages: 0,
             users: 1,
