@@ -9,10 +9,12 @@
 #   scripts/recorded-programs.sh record NAME       # record NAME again (root)
 #
 # NAME is lua-build, sqlite-cc, python-compileall, xz-compress,
-# xz-compress-mt, sort-words or python-json (default: all of them). The
-# last four read inputs generated here from fixed seeds (CORPUS, default
-# /tmp/largo-corpus): 6 MiB of pseudo-random bytes in base64 (8.5 MB), 3
-# million pseudo-random words (27 MB), and a pure-Python JSON job.
+# xz-compress-mt, sort-words, python-json or python-shm-workers (default:
+# all of them). The last five read inputs generated here from fixed seeds
+# (CORPUS, default /tmp/largo-corpus): 6 MiB of pseudo-random bytes in
+# base64 (8.5 MB), 3 million pseudo-random words (27 MB), a pure-Python
+# JSON job, and four forked workers filling one 64 MiB shared anonymous
+# buffer.
 # PYTHON names the interpreter of python-compileall (recorded with CPython
 # 3.11.7 built by pyenv); the compilers are the host's gcc (recorded with
 # Debian gcc 12.2.0). A program's page faults follow its exact binary and
@@ -23,7 +25,7 @@ TRACES="$ROOT/crates/largo-workloads/traces"
 PYTHON="${PYTHON:-/root/.pyenv/versions/3.11.7/bin/python3.11}"
 LARGO="${LARGO:-$ROOT/target/release/largo}"
 CORPUS="${CORPUS:-/tmp/largo-corpus}"
-ALL="lua-build sqlite-cc python-compileall xz-compress xz-compress-mt sort-words python-json"
+ALL="lua-build sqlite-cc python-compileall xz-compress xz-compress-mt sort-words python-json python-shm-workers"
 LUA_FILES="lapi.c lauxlib.c lbaselib.c lcode.c lcorolib.c lctype.c ldblib.c ldebug.c ldo.c ldump.c lfunc.c lgc.c linit.c liolib.c llex.c lmathlib.c lmem.c loadlib.c lobject.c lopcodes.c loslib.c lparser.c lstate.c lstring.c lstrlib.c ltable.c ltablib.c ltm.c lundump.c lutf8lib.c lvm.c lzio.c"
 
 inputs() {
@@ -95,6 +97,25 @@ back = json.loads(text)
 back.sort(key=lambda row: row["name"])
 print(len(text), back[0]["id"])
 """)
+with open(f"{d}/shm_workers.py", "w") as f:
+    f.write("""import mmap, os
+SIZE = 64 << 20
+buf = mmap.mmap(-1, SIZE)
+quarter = SIZE // 4
+pids = []
+for w in range(4):
+    pid = os.fork()
+    if pid == 0:
+        view = memoryview(buf)[w * quarter:(w + 1) * quarter]
+        chunk = bytes([w + 1]) * 4096
+        for off in range(0, quarter, 4096):
+            view[off:off + 4096] = chunk
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+print(sum(buf[i] for i in range(0, SIZE, 4096)))
+""")
 PY
 }
 
@@ -113,6 +134,8 @@ run_in() {
             cd "$CORPUS" && shift && "$@" -- env -i PATH=/usr/bin:/bin LC_ALL=C sort --parallel=1 -S 256M -o words.sorted words.txt ;;
         python-json)
             cd "$CORPUS" && shift && "$@" -- env -i PATH=/usr/bin:/bin PYTHONHASHSEED=0 "$PYTHON" work.py ;;
+        python-shm-workers)
+            cd "$CORPUS" && shift && "$@" -- env -i PATH=/usr/bin:/bin PYTHONHASHSEED=0 "$PYTHON" shm_workers.py ;;
         *) echo "unknown program '$1': $ALL" >&2; exit 2 ;;
     esac
 }

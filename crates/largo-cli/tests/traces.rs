@@ -38,6 +38,18 @@ fn a_recorded_program_replays_with_the_hosts_allocation_counts() {
 }
 
 #[test]
+fn a_recorded_shared_memory_program_replays_with_the_hosts_shmem_counts() {
+    // `largo validate trace` measured these on the host (2026-11-24):
+    // 1024 64 KiB and 32 2 MiB shmem folios for the 64 MiB buffer.
+    let j = &json_lines(&["replay", "python-shm-workers", "--shmem", "64K", "--json"])[0];
+    assert_eq!(j["mthp"]["64kB"]["shmem_alloc"], 1024);
+    assert_eq!(j["mthp"]["64kB"]["anon_fault_alloc"], 0);
+    let j = &json_lines(&["replay", "python-shm-workers", "--shmem", "2M", "--json"])[0];
+    assert_eq!(j["mthp"]["2048kB"]["shmem_alloc"], 32);
+    assert_eq!(j["vmstat"]["thp_file_alloc"], 32);
+}
+
+#[test]
 fn run_without_arguments_includes_the_recorded_programs_at_4k_pages_only() {
     let out = stdout(&["run"]);
     for name in ["lua-build", "sqlite-cc", "python-compileall"] {
@@ -56,6 +68,8 @@ fn run_without_arguments_includes_the_recorded_programs_at_4k_pages_only() {
             "{note}"
         );
     }
+    // A program kept out of the default suite (its time is unchanged).
+    assert!(!out.lines().any(|l| l == "python-shm-workers"));
 }
 
 #[test]

@@ -22,10 +22,15 @@ use crate::validate::{host_knobs, ValidateError};
 pub const TOLERANCE: f64 = 0.03;
 pub const MIN_SLACK: i64 = 3;
 
+/// Per-size stats compared: anonymous and shmem folio allocations.
+pub const PROGRAM_STATS: [&str; 2] = ["anon_fault_alloc", "shmem_alloc"];
+
 /// One size's allocations on both sides.
 #[derive(Clone, Debug, Serialize)]
 pub struct SizeRow {
     pub size: String,
+    /// `anon_fault_alloc` or `shmem_alloc`.
+    pub stat: &'static str,
     pub largo: i64,
     pub host: i64,
 }
@@ -96,15 +101,17 @@ pub fn validate_programs(
             let all_ns = runs.iter().map(|r| r.1).collect();
             runs.sort_by_key(|r| r.1);
             let (d, sys, exit) = runs.swap_remove(runs.len() / 2);
-            let rows = out
-                .run
-                .counters
-                .mthp
-                .keys()
-                .map(|size| SizeRow {
-                    size: size.clone(),
-                    largo: out.run.counters.mthp(size, "anon_fault_alloc"),
-                    host: d.mthp(size, "anon_fault_alloc"),
+            let c = &out.run.counters;
+            let d = &d;
+            let rows = PROGRAM_STATS
+                .iter()
+                .flat_map(|&stat| {
+                    c.mthp.keys().map(move |size| SizeRow {
+                        size: size.clone(),
+                        stat,
+                        largo: c.mthp(size, stat),
+                        host: d.mthp(size, stat),
+                    })
                 })
                 .collect();
             ProgramValidation {

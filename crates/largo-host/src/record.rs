@@ -339,16 +339,37 @@ pub fn interrupt() {
 }
 
 /// The knob writes that turn every THP size off: the top level and each
-/// `hugepages-*` size the host has.
+/// `hugepages-*` size the host has. Shmem keeps its PMD size only where
+/// MADV_HUGEPAGE asks (top level `advise`, the PMD size `inherit`, others
+/// `never`): its faults are order 0 as well, but the kernel still aligns
+/// shared mappings of 2M and more to 2M (`shmem_get_unmapped_area`), as
+/// it does wherever shmem THPs are on, so the recorded addresses suit
+/// every shmem size a replay may enable.
 pub fn thp_off() -> Result<Vec<(String, String)>, RecordError> {
     let mut thp_off = vec![("transparent_hugepage/enabled".to_string(), "never".to_string())];
-    for e in std::fs::read_dir("/sys/kernel/mm/transparent_hugepage")
+    let dir = std::path::Path::new("/sys/kernel/mm/transparent_hugepage");
+    if dir.join("shmem_enabled").exists() {
+        thp_off.push(("transparent_hugepage/shmem_enabled".into(), "advise".into()));
+    }
+    let pmd_kb = std::fs::read_to_string(dir.join("hpage_pmd_size"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map(|bytes| bytes >> 10);
+    for e in std::fs::read_dir(dir)
         .map_err(|e| RecordError::Io("sysfs".into(), e))?
         .flatten()
     {
         let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with("hugepages-") && e.path().join("enabled").exists() {
+        if !name.starts_with("hugepages-") {
+            continue;
+        }
+        if e.path().join("enabled").exists() {
             thp_off.push((format!("transparent_hugepage/{name}/enabled"), "never".into()));
+        }
+        if e.path().join("shmem_enabled").exists() {
+            let pmd = pmd_kb.is_some_and(|kb| name == format!("hugepages-{kb}kB"));
+            let mode = if pmd { "inherit" } else { "never" };
+            thp_off.push((format!("transparent_hugepage/{name}/shmem_enabled"), mode.into()));
         }
     }
     Ok(thp_off)

@@ -18,6 +18,8 @@ pub struct Recorded {
     /// Files the command reads, which must exist for a native run
     /// (`scripts/recorded-programs.sh inputs` prepares them).
     pub inputs: &'static [&'static str],
+    /// In `largo run`'s default suite.
+    pub default_suite: bool,
     /// The trace file (binary, gzip-compressed).
     bytes: &'static [u8],
 }
@@ -85,6 +87,7 @@ pub const RECORDED: &[Recorded] = &[
         ],
         inputs: &["/tmp/luabuild/lvm.c"],
         summary: "gcc -O2 -c of the 32 C files of Lua 5.4.7 (crates.io lua-src 547.1.0): 65 program images",
+        default_suite: true,
         bytes: include_bytes!("../traces/lua-build.ltb.gz"),
     },
     Recorded {
@@ -93,6 +96,7 @@ pub const RECORDED: &[Recorded] = &[
         argv: &["gcc", "-O0", "-c", "/tmp/sqlite3.c", "-o", "/tmp/sqlite3.o"],
         inputs: &["/tmp/sqlite3.c"],
         summary: "gcc -O0 -c sqlite3.c, the 9 MB SQLite amalgamation (crates.io libsqlite3-sys 0.30.1)",
+        default_suite: true,
         bytes: include_bytes!("../traces/sqlite-cc.ltb.gz"),
     },
     Recorded {
@@ -114,6 +118,7 @@ pub const RECORDED: &[Recorded] = &[
         ],
         inputs: &[PYTHON, "/tmp/pystd"],
         summary: "CPython 3.11.7 byte-compiling its own standard library (python -m compileall -f)",
+        default_suite: true,
         bytes: include_bytes!("../traces/python-compileall.ltb.gz"),
     },
     Recorded {
@@ -132,6 +137,7 @@ pub const RECORDED: &[Recorded] = &[
             "b64.txt",
         ],
         inputs: &["/tmp/largo-corpus/b64.txt"],
+        default_suite: true,
         bytes: include_bytes!("../traces/xz-compress.ltb.gz"),
     },
     Recorded {
@@ -153,6 +159,7 @@ pub const RECORDED: &[Recorded] = &[
             "b64.txt",
         ],
         inputs: &["/tmp/largo-corpus/b64.txt"],
+        default_suite: true,
         bytes: include_bytes!("../traces/xz-compress-mt.ltb.gz"),
     },
     Recorded {
@@ -173,6 +180,7 @@ pub const RECORDED: &[Recorded] = &[
             "words.txt",
         ],
         inputs: &["/tmp/largo-corpus/words.txt"],
+        default_suite: true,
         bytes: include_bytes!("../traces/sort-words.ltb.gz"),
     },
     Recorded {
@@ -181,7 +189,25 @@ pub const RECORDED: &[Recorded] = &[
         cwd: CORPUS,
         argv: &["env", "-i", "PATH=/usr/bin:/bin", "PYTHONHASHSEED=0", PYTHON, "work.py"],
         inputs: &[PYTHON, "/tmp/largo-corpus/work.py"],
+        default_suite: true,
         bytes: include_bytes!("../traces/python-json.ltb.gz"),
+    },
+    Recorded {
+        name: "python-shm-workers",
+        summary:
+            "CPython 3.11.7: four forked workers fill one 64 MiB shared anonymous buffer (mmap(-1)), the parent sums it",
+        cwd: CORPUS,
+        argv: &[
+            "env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+            "PYTHONHASHSEED=0",
+            PYTHON,
+            "shm_workers.py",
+        ],
+        inputs: &[PYTHON, "/tmp/largo-corpus/shm_workers.py"],
+        default_suite: false,
+        bytes: include_bytes!("../traces/python-shm-workers.ltb.gz"),
     },
 ];
 

@@ -107,7 +107,7 @@ impl Workload {
     }
 
     /// The default suite: the built-in workloads marked for it, then the
-    /// shipped recorded programs.
+    /// shipped recorded programs marked for it.
     pub fn default_suite() -> Vec<Workload> {
         let builtins = builtin::catalog()
             .iter()
@@ -116,11 +116,14 @@ impl Workload {
                 def: d,
                 spec: d.parse(d.name).expect("defaults parse"),
             });
-        let recorded = crate::recorded::RECORDED.iter().map(|r| Workload::Trace {
-            name: r.name.to_string(),
-            trace: Arc::new(r.trace()),
-            source: TraceSource::Recorded(r),
-        });
+        let recorded = crate::recorded::RECORDED
+            .iter()
+            .filter(|r| r.default_suite)
+            .map(|r| Workload::Trace {
+                name: r.name.to_string(),
+                trace: Arc::new(r.trace()),
+                source: TraceSource::Recorded(r),
+            });
         builtins.chain(recorded).collect()
     }
 

@@ -43,7 +43,7 @@ pub fn run(args: &TraceValidateArgs) -> Result<()> {
     out.flush()?;
     if !all_within {
         bail!(
-            "anon_fault_alloc differs beyond {:.0}% (or {MIN_SLACK} allocations) for some size",
+            "anon_fault_alloc or shmem_alloc differs beyond {:.0}% (or {MIN_SLACK} allocations) for some size",
             TOLERANCE * 100.0
         );
     }
@@ -188,7 +188,7 @@ fn report(name: &str, results: &[(String, ProgramValidation)], profile: &Profile
             "config": config,
             "within_tolerance": v.within(),
             "tolerance": TOLERANCE,
-            "anon_fault_alloc": v.rows,
+            "per_size": v.rows,
             "host_kernel_ms": k.host_ns.mean / 1e6,
             "host_kernel_ci_ms": finite(k.host_ns.ci95 / 1e6),
             "host_kernel_runs_ns": v.host_kernel_runs_ns,
@@ -266,7 +266,7 @@ fn summary_table(rows: &[(&str, KernelRow)]) -> Grid {
 
 fn verdict(config: &str, v: &ProgramValidation) -> String {
     format!(
-        "{config}: {} (replayed {} events, {} accesses, {} faults outside anonymous memory; host exit {:?})",
+        "{config}: {} (replayed {} events, {} accesses, {} faults outside modelled memory (file, special); host exit {:?})",
         if v.within() {
             "within tolerance"
         } else {
@@ -279,9 +279,9 @@ fn verdict(config: &str, v: &ProgramValidation) -> String {
     )
 }
 
-/// Per-size anon_fault_alloc, largo and host.
+/// Per-size anon_fault_alloc and shmem_alloc, largo and host.
 fn rows(config: &str, v: &ProgramValidation) -> Grid {
-    let mut g = Grid::new(["config", "size", "largo anon_fault_alloc", "host", "difference"]).right_from(2);
+    let mut g = Grid::new(["config", "size", "stat", "largo", "host", "difference"]).right_from(3);
     for r in v.rows.iter().filter(|r| r.largo != 0 || r.host != 0) {
         let pct = if r.host == 0 {
             0.0
@@ -291,6 +291,7 @@ fn rows(config: &str, v: &ProgramValidation) -> Grid {
         g.row([
             Cell::text(config),
             Cell::text(r.size.clone()),
+            Cell::text(r.stat),
             Cell::text(r.largo.to_string()),
             Cell::text(r.host.to_string()),
             Cell::new(
