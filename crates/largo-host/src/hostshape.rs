@@ -200,8 +200,18 @@ pub fn config_from(
     if let Some(order) = reporting_order {
         knobs.push(("page_reporting/page_reporting_order".into(), order.to_string()));
     }
+    // The kernel image and its early allocations are what DMA32 holds
+    // back (the vmemmap lies in the zone above it); this kernel build's,
+    // not the default's.
+    let kernel_reserved_bytes = zones
+        .iter()
+        .find(|z| z.nid == 0 && z.name == "DMA32" && z.managed_pages > 0)
+        .map(|z| z.present_pages.saturating_sub(z.managed_pages) * 4096)
+        .filter(|&b| b > 0)
+        .unwrap_or(largo_mm::layout::DEFAULT_KERNEL_RESERVED_BYTES);
     Ok(MachineConfig {
         mem_bytes,
+        kernel_reserved_bytes,
         nr_nodes: zones.iter().map(|z| z.nid + 1).max().unwrap_or(1),
         nr_cpus: std::thread::available_parallelism().map_or(2, |n| n.get()),
         knobs,

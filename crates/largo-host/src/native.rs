@@ -13,8 +13,8 @@
 use largo_physmem::host::{host_page_size, ChildExit, Forked, HostAdvice, HostError, UserWork, Window};
 use largo_physmem::native::{self, FileSnapshot};
 use largo_trace::{
-    CloneKind, Event, EventHandler, MapFlags, Prot, ThpDisableMode, VmaKind, MADV_COLLAPSE, MADV_DONTNEED, MADV_FREE,
-    MADV_HUGEPAGE, MADV_NOHUGEPAGE,
+    CloneKind, Event, EventHandler, MapFlags, Prot, ThpDisableMode, VmaKind, MADV_COLD, MADV_COLLAPSE, MADV_DONTNEED,
+    MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_PAGEOUT,
 };
 
 use crate::counters::{HostCounters, RawCapture};
@@ -228,6 +228,8 @@ impl EventHandler for Planner {
             MADV_HUGEPAGE => HostAdvice::HugePage,
             MADV_NOHUGEPAGE => HostAdvice::NoHugePage,
             MADV_COLLAPSE => HostAdvice::Collapse,
+            MADV_COLD => HostAdvice::Cold,
+            MADV_PAGEOUT => HostAdvice::PageOut,
             other => return Err(Unsupported::Advice(other)),
         };
         self.push(Step::Advise { addr, len, advice })

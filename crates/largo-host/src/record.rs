@@ -40,6 +40,14 @@ pub const EVENTS: &[&str] = &[
     "syscalls:sys_exit_brk",
     "syscalls:sys_enter_prctl",
     "syscalls:sys_exit_prctl",
+    "syscalls:sys_enter_memfd_create",
+    "syscalls:sys_exit_memfd_create",
+    "syscalls:sys_enter_ftruncate",
+    "syscalls:sys_exit_ftruncate",
+    "syscalls:sys_enter_fallocate",
+    "syscalls:sys_exit_fallocate",
+    "syscalls:sys_enter_close",
+    "syscalls:sys_exit_close",
     "syscalls:sys_enter_execve",
     "syscalls:sys_exit_execve",
     "syscalls:sys_enter_execveat",
@@ -514,6 +522,7 @@ fn build(
     // touch the new image (the ELF loader clearing the end of the data
     // segments), before its exec event; they go after its layout.
     let mut in_exec: HashMap<u32, Vec<Event>> = HashMap::new();
+    let mut memfds = Memfds::default();
     for raw in lines {
         let Some(l) = parse_line(raw) else { continue };
         if !started {
@@ -571,6 +580,7 @@ fn build(
                     CloneKind::Process
                 };
                 live.insert(child as u32);
+                memfds.inherit(pid, child as u32);
                 events.push(Event::Clone {
                     pid,
                     child: child as u32,
@@ -626,7 +636,7 @@ fn build(
                     |h| u64::from_str_radix(h, 16).ok(),
                 );
                 let ret = ret.unwrap_or(u64::MAX);
-                if let Some(ev) = syscall_event(pid, &p, ret) {
+                if let Some(ev) = memfds.event(pid, &p, ret).or_else(|| syscall_event(pid, &p, ret)) {
                     events.push(ev);
                 }
             }
@@ -658,6 +668,81 @@ fn field_hex(fields: &str, key: &str) -> Option<u64> {
         let (k, v) = p.split_once('=')?;
         (k == key).then(|| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())?
     })
+}
+
+/// `FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE`.
+const PUNCH_HOLE_MODE: u64 = 0x3;
+
+/// The memfds each task has open: their creation, size changes, hole
+/// punching, mappings and closing become the trace's memfd events (other
+/// descriptors' calls are not recorded). A clone copies the table; a
+/// thread's later changes are not shared back (threads rarely pass memfds).
+#[derive(Default)]
+struct Memfds {
+    open: HashMap<u32, std::collections::HashSet<u32>>,
+}
+
+impl Memfds {
+    fn inherit(&mut self, parent: u32, child: u32) {
+        if let Some(fds) = self.open.get(&parent).cloned() {
+            self.open.insert(child, fds);
+        }
+    }
+
+    fn is_memfd(&self, pid: u32, fd: Option<u64>) -> Option<u32> {
+        let fd = u32::try_from(fd?).ok()?;
+        self.open.get(&pid)?.contains(&fd).then_some(fd)
+    }
+
+    /// The event of a finished call on a memfd, if it is one.
+    fn event(&mut self, pid: u32, p: &Pending, ret: u64) -> Option<Event> {
+        if is_error(ret) {
+            return None;
+        }
+        let f = |k: &str| field(&p.fields, k);
+        match p.call.as_str() {
+            "memfd_create" => {
+                let fd = u32::try_from(ret).ok()?;
+                self.open.entry(pid).or_default().insert(fd);
+                Some(Event::MemfdCreate { pid, fd })
+            }
+            "ftruncate" => {
+                let fd = self.is_memfd(pid, f("fd"))?;
+                Some(Event::Ftruncate {
+                    pid,
+                    fd,
+                    len: f("length")?,
+                })
+            }
+            "fallocate" if f("mode")? == PUNCH_HOLE_MODE => {
+                let fd = self.is_memfd(pid, f("fd"))?;
+                Some(Event::PunchHole {
+                    pid,
+                    fd,
+                    offset: f("offset")?,
+                    len: f("len")?,
+                })
+            }
+            "close" => {
+                let fd = self.is_memfd(pid, f("fd"))?;
+                self.open.get_mut(&pid)?.remove(&fd);
+                Some(Event::Close { pid, fd })
+            }
+            "mmap" if f("flags")? & MapFlags::ANONYMOUS as u64 == 0 => {
+                let fd = self.is_memfd(pid, f("fd"))?;
+                Some(Event::MmapFd {
+                    pid,
+                    addr: ret,
+                    len: page_up(f("len")?),
+                    prot: Prot(f("prot")? as u8 & 7),
+                    flags: MapFlags(f("flags")? as u32),
+                    fd,
+                    offset: f("off")?,
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 fn syscall_event(pid: u32, p: &Pending, ret: u64) -> Option<Event> {

@@ -15,11 +15,13 @@ pub mod hotplug;
 pub mod knobs;
 pub mod layout;
 pub mod machine;
+pub mod memcg;
 pub mod memmap;
 pub mod page_alloc;
 pub mod reporting;
 pub mod sparse;
 pub mod stats;
+pub mod swap;
 pub mod vm;
 
 pub use machine::{CheckError, Machine, MachineConfig, MachineError};

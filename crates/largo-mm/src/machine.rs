@@ -43,6 +43,13 @@ pub struct MachineConfig {
     /// Physical memory the machine may grow to by hot-add (QEMU's
     /// `-m ...,maxmem=`); the region above boot RAM has no RAM at boot.
     pub maxmem_bytes: Option<u64>,
+    /// Swap devices swapped on at boot, in priority order (`--swap`).
+    pub swap: Vec<crate::swap::SwapSpec>,
+    /// zswap enabled at boot (`--zswap`).
+    pub zswap: bool,
+    /// The workload's memory cgroup limit (`--memcg-max`): every task the
+    /// workload starts runs in one memcg with this `memory.limit_in_bytes`.
+    pub memcg_max_bytes: Option<u64>,
 }
 
 /// A snapshot of a real machine's zones to shape the free memory after.
@@ -101,6 +108,9 @@ impl Default for MachineConfig {
             shape: None,
             memory_block_bytes: None,
             maxmem_bytes: None,
+            swap: Vec::new(),
+            zswap: false,
+            memcg_max_bytes: None,
         }
     }
 }
@@ -123,6 +133,10 @@ pub enum MachineError {
         "the hot-add limit {maxmem} must exceed the memory size {mem} by a multiple of the memory block size ({block})"
     )]
     Maxmem { maxmem: String, mem: String, block: String },
+    #[error(transparent)]
+    Swap(#[from] crate::swap::SwapError),
+    #[error("a memory cgroup limit of {0} holds no page")]
+    MemcgLimit(String),
 }
 
 /// Either checker's finding.
@@ -185,7 +199,15 @@ impl Machine {
             .find(|(_, kind)| *kind == ReservedKind::Kernel)
             .map(|(r, _)| r.start)
             .ok_or(MachineError::NoKernelImage)?;
-        let vm = Vm::new(geo, layout.nodes.len(), page_alloc.zones().len(), zero_pfn, thp);
+        let vm = Vm::new(
+            geo,
+            layout.nodes.len(),
+            page_alloc.zones().len(),
+            config.nr_cpus,
+            zero_pfn,
+            thp,
+            config.backing == BackingKind::Ram,
+        );
         let knobs = config.knobs.clone();
         let report_sink = crate::reporting::sink_for(config.backing);
         let balloon = config.balloon;
@@ -208,8 +230,21 @@ impl Machine {
                 .reporting_mut()
                 .register(b.order, b.ack_latency_ns, max_pfn, &geo);
         }
+        for spec in machine.config.swap.clone() {
+            machine.vm.swap.swapon(spec)?;
+        }
+        if machine.config.zswap {
+            machine.vm.swap.zswap.set_enabled(true);
+        }
         for (path, value) in &knobs {
             machine.set_knob(path, value)?;
+        }
+        if let Some(bytes) = machine.config.memcg_max_bytes {
+            let pages = bytes / machine.geo.page_size();
+            if pages == 0 {
+                return Err(MachineError::MemcgLimit(format_size(bytes)));
+            }
+            machine.vm.create_workload_memcg(pages);
         }
         if let Some(shape) = machine.config.shape.clone() {
             machine.shaped = machine.page_alloc.shape_free_memory(&shape.zones);
@@ -272,6 +307,11 @@ impl Machine {
 
     pub fn vm(&self) -> &Vm {
         &self.vm
+    }
+
+    /// `lru_add_drain_all`: every cpu's batched folios join the LRU.
+    pub fn lru_add_drain_all(&mut self) {
+        self.vm.lru_add_drain_all(&mut self.page_alloc);
     }
 
     /// Runs a VM operation on `cpu` with the machine's allocator and backing.

@@ -81,6 +81,9 @@ fn an_unmovable_page_fails_offlining_and_leaves_the_machine_as_it_was() {
     let (pid, addr) = anon_task(&mut m, 32 << 20, None);
     let kernel = m.alloc_pages(0, GFP_KERNEL, 0).unwrap().unwrap();
     let table = m.vm().page_table_pfn(pid, addr).unwrap();
+    // Offlining drains the cpus' LRU batches before it isolates (as
+    // `lru_cache_disable` does), refused or not: drain them first.
+    m.lru_add_drain_all();
     for (what, pfn) in [("kernel page", kernel.pfn.0), ("page table", table)] {
         let block = m.memory_block_of(pfn).unwrap();
         let before = snapshot(&m);

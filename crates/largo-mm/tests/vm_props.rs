@@ -7,6 +7,7 @@
 //!
 //! `PROPTEST_CASES=N` changes the number of sequences (default 400).
 
+use largo_mm::swap::SwapSpec;
 use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, ThpDisable};
 use largo_mm::{Machine, MachineConfig};
 use largo_physmem::copy::{BatchCopy, CopyPolicy, MtCopy, Vanilla};
@@ -133,12 +134,14 @@ struct Range {
     pages: u64,
 }
 
-const ADVICE: [Advice; 5] = [
+const ADVICE: [Advice; 7] = [
     Advice::DontNeed,
     Advice::Free,
     Advice::HugePage,
     Advice::NoHugePage,
     Advice::Collapse,
+    Advice::Cold,
+    Advice::PageOut,
 ];
 const PRCTL: [ThpDisable; 3] = [ThpDisable::Off, ThpDisable::Completely, ThpDisable::ExceptAdvised];
 const MODES: [&str; 4] = ["always", "inherit", "madvise", "never"];
@@ -226,14 +229,31 @@ fn knob_write(m: &Machine, path: usize, value: usize) -> (String, String) {
 }
 
 fn machine() -> impl Strategy<Value = MachineConfig> {
-    let x86 = (prop_oneof![Just(32u64), Just(64), Just(96)], 1usize..=3).prop_map(|(mem_mb, cpus)| MachineConfig {
-        memory_block_bytes: Some(2 << 20),
-        maxmem_bytes: Some((mem_mb + 16) << 20),
-        mem_bytes: mem_mb << 20,
-        nr_cpus: cpus,
-        kernel_reserved_bytes: 1 << 20,
-        ..MachineConfig::default()
-    });
+    // Half the x86 machines swap (zram, a disk, or both), some with zswap,
+    // and some run their tasks in a memcg of half their memory.
+    let x86 = (
+        prop_oneof![Just(32u64), Just(64), Just(96)],
+        1usize..=3,
+        0usize..6,
+        any::<bool>(),
+        prop::bool::weighted(0.3),
+    )
+        .prop_map(|(mem_mb, cpus, swap, zswap, memcg)| MachineConfig {
+            memory_block_bytes: Some(2 << 20),
+            maxmem_bytes: Some((mem_mb + 16) << 20),
+            mem_bytes: mem_mb << 20,
+            nr_cpus: cpus,
+            kernel_reserved_bytes: 1 << 20,
+            swap: match swap {
+                0 => vec![SwapSpec::parse("8M").unwrap()],
+                1 => vec![SwapSpec::parse("8M:disk").unwrap()],
+                2 => vec![SwapSpec::parse("6M").unwrap(), SwapSpec::parse("4M:disk").unwrap()],
+                _ => Vec::new(),
+            },
+            zswap: zswap && swap < 3,
+            memcg_max_bytes: memcg.then_some((mem_mb / 2) << 20),
+            ..MachineConfig::default()
+        });
     let arm = (
         prop_oneof![Just(Preset::Arm64_4k), Just(Preset::Arm64_16k), Just(Preset::Arm64_64k)],
         1usize..=2,
@@ -628,6 +648,9 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
     let mut m = Machine::new(config).unwrap();
     for (path, value) in knobs {
         let (p, v) = knob_write(&m, path, value);
+        if std::env::var("VM_PROPS_DEBUG").is_ok() {
+            eprintln!("knob {p} = {v}");
+        }
         m.set_knob(&p, &v).unwrap();
     }
     let free_at_boot = free_pages(&m);
@@ -700,6 +723,18 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
         .all(|s| s.anon_mapped == 0 && s.pagetable == 0 && s.anon_thps == 0));
     prop_assert_eq!(r.m.vm().total_lru(), Default::default());
     prop_assert_eq!(r.m.vm().deferred_split_len(), 0);
+    let swap = &r.m.vm().swap;
+    prop_assert_eq!(swap.free_pages(), swap.total_pages(), "every swap slot comes back");
+    prop_assert_eq!(swap.zswap.stored_pages(), 0);
+    for (id, g) in r.m.vm().memcg.children() {
+        prop_assert_eq!(
+            g.memory.usage,
+            r.m.vm().memcg.stocked(id),
+            "memcg {} holds only its cpu stocks once every task exits",
+            id
+        );
+        prop_assert_eq!(swap.cgroup_pages(id as u16), 0);
+    }
     prop_assert_eq!(
         free_pages(&r.m),
         free_at_boot,

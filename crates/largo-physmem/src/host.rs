@@ -20,6 +20,10 @@ pub enum HostAdvice {
     /// MADV_COLLAPSE (Linux 6.1): its failures (EINVAL for a range with
     /// no page table, ENOMEM, EAGAIN) are outcomes, not errors of a run.
     Collapse,
+    /// MADV_COLD (Linux 5.4).
+    Cold,
+    /// MADV_PAGEOUT (Linux 5.4).
+    PageOut,
 }
 
 /// What a [`Window::map_with`] mapping maps.
@@ -97,6 +101,8 @@ impl HostAdvice {
             HostAdvice::HugePage => libc::MADV_HUGEPAGE,
             HostAdvice::NoHugePage => libc::MADV_NOHUGEPAGE,
             HostAdvice::Collapse => MADV_COLLAPSE,
+            HostAdvice::Cold => libc::MADV_COLD,
+            HostAdvice::PageOut => libc::MADV_PAGEOUT,
         }
     }
 }

@@ -166,6 +166,8 @@ pub const MADV_FREE: u32 = 8;
 pub const MADV_HUGEPAGE: u32 = 14;
 pub const MADV_NOHUGEPAGE: u32 = 15;
 pub const MADV_COLLAPSE: u32 = 25;
+pub const MADV_COLD: u32 = 20;
+pub const MADV_PAGEOUT: u32 = 21;
 
 /// `PR_SET_THP_DISABLE` modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -63,6 +63,7 @@ impl Compactor<'_> {
         if !self.block_in_zone(zi, iso_start, iso_end) {
             return Err(invalid("its pageblocks leave the zone"));
         }
+        reclaim.lru_add_drain_all(self.pa);
         self.pa
             .start_isolate_page_range(iso_start, iso_end, IsolateMode::ContigAlloc)
             .map_err(ContigError::Isolate)?;

@@ -112,6 +112,8 @@ impl Compactor<'_> {
                 return r;
             }
         }
+        // lru_add_drain: this cpu's batched folios are on the LRU now.
+        reclaim.lru_add_drain_all(self.pa);
         self.compact_start(cc);
         if cc.whole_zone {
             self.reset_isolation_suitable(cc.zi);

@@ -56,6 +56,19 @@ fn parse_bool(path: &str, value: &str) -> Result<bool, KnobError> {
     Ok(parse_int(path, value, 0, 1)? == 1)
 }
 
+/// A kernel boolean parameter (`kstrtobool`: y/n, 1/0, on/off, true/false).
+fn parse_kernel_bool(path: &str, value: &str) -> Result<bool, KnobError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "1" | "on" | "true" => Ok(true),
+        "n" | "no" | "0" | "off" | "false" => Ok(false),
+        _ => Err(KnobError::BadValue {
+            path: path.into(),
+            value: value.into(),
+            expected: "Y or N (also 1/0, on/off, true/false)".into(),
+        }),
+    }
+}
+
 /// `page_reporting/trigger` values.
 pub const TRIGGER_CHOICES: [(&str, Trigger); 2] = [("mainline", Trigger::Mainline), ("seed", Trigger::Seed)];
 
@@ -146,6 +159,61 @@ pub const REGISTRY: &[KnobDef] = &[
         |m, _, p, v| {
             let ratios = parse_ratios(p, v)?;
             m.page_alloc_mut().set_lowmem_reserve_ratio(ratios);
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/swappiness",
+        "how readily reclaim swaps anonymous memory rather than dropping file pages (0..200; memcgs copy it when created)",
+        |m, _| m.vm.swappiness.to_string(),
+        |m, _, p, v| {
+            m.vm.swappiness = parse_int(p, v, 0, 200)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "vm/page-cluster",
+        "swap readahead: up to 2^N pages around a swap-in fault",
+        |m, _| m.vm.swap.page_cluster.to_string(),
+        |m, _, p, v| {
+            m.vm.swap.page_cluster = parse_int(p, v, 0, 31)? as u32;
+            Ok(())
+        },
+    ),
+    knob(
+        "swap/vma_ra_enabled",
+        "swap readahead by virtual address (else by swap offset; any rotational swap device forces the latter)",
+        |m, _| m.vm.swap.vma_ra_enabled.to_string(),
+        |m, _, p, v| {
+            m.vm.swap.vma_ra_enabled = parse_kernel_bool(p, v)?;
+            Ok(())
+        },
+    ),
+    knob(
+        "zswap/enabled",
+        "compressed swap cache in front of the swap devices (/sys/module/zswap/parameters); any write sets zswap up, which stops large folios swapping in whole",
+        |m, _| if m.vm.swap.zswap.enabled { "Y" } else { "N" }.to_string(),
+        |m, _, p, v| {
+            let on = parse_kernel_bool(p, v)?;
+            m.vm.swap.zswap.set_enabled(on);
+            Ok(())
+        },
+    ),
+    knob(
+        "zswap/max_pool_percent",
+        "the compressed pool's limit, in percent of RAM",
+        |m, _| m.vm.swap.zswap.max_pool_percent.to_string(),
+        |m, _, p, v| {
+            m.vm.swap.zswap.max_pool_percent = parse_int(p, v, 0, 100)? as u32;
+            Ok(())
+        },
+    ),
+    knob(
+        "zswap/accept_threshold_percent",
+        "a full pool accepts again below this percent of its limit",
+        |m, _| m.vm.swap.zswap.accept_threshold_percent.to_string(),
+        |m, _, p, v| {
+            m.vm.swap.zswap.accept_threshold_percent = parse_int(p, v, 0, 100)? as u32;
             Ok(())
         },
     ),

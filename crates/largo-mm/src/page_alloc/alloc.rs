@@ -26,6 +26,10 @@ pub trait Reclaim {
     /// Frees up to `nr_to_reclaim` pages of node `nid`; returns how many.
     fn reclaim(&mut self, pa: &mut PageAlloc, cpu: usize, nid: usize, nr_to_reclaim: u64, kswapd: bool) -> u64;
 
+    /// `lru_add_drain_all` (`lru_cache_disable`): folios waiting in the
+    /// cpus' LRU batches join the LRU, so isolation sees them movable.
+    fn lru_add_drain_all(&mut self, _pa: &mut PageAlloc) {}
+
     /// `migrate_pages`: moves the movable (LRU) folios headed at `pfns` to
     /// destinations from `target`. Returns the heads that did not move
     /// (the caller puts them back), in the order given.

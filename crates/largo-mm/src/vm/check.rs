@@ -47,7 +47,9 @@ impl Vm {
         let mut tables_seen = 0usize;
         let mut mapped_once: HashMap<u64, ()> = HashMap::new();
         let mut shmem = super::shmem::ShmemRecount::default();
+        let mut swap_refs: HashMap<crate::swap::SwapEntry, u64> = HashMap::new();
         for (mm_id, mm) in self.mms.iter() {
+            let mut swap_ents = 0u64;
             let mut rss = 0u64;
             let mut rss_shmem = 0u64;
             let mut tables = vec![(mm.pgd, self.pt.shape.levels - 1, 0u64)];
@@ -75,6 +77,19 @@ impl Vm {
                     if e.is_table() {
                         ensure!(level > 0, "PTE table {table} holds a table entry");
                         tables.push((e.table_idx(), level - 1, addr));
+                        continue;
+                    }
+                    if e.is_swap() {
+                        ensure!(level == 0, "a swap entry above the PTE level at {addr:#x}");
+                        let entry = e.swap_entry();
+                        ensure!(
+                            (entry.ty as usize) < self.swap.devices.len()
+                                && entry.offset > 0
+                                && entry.offset < self.swap.device(entry).max,
+                            "mm {mm_id}: {addr:#x} holds swap entry {entry:?} of no device"
+                        );
+                        *swap_refs.entry(entry).or_default() += 1;
+                        swap_ents += 1;
                         continue;
                     }
                     ensure!(level <= 1, "leaf above the PMD level at {addr:#x}");
@@ -151,7 +166,14 @@ impl Vm {
                 "mm {mm_id}: MM_SHMEMPAGES {} but {rss_shmem} pages mapped",
                 mm.rss_shmem
             );
+            ensure!(
+                swap_ents == mm.swap_ents,
+                "mm {mm_id}: MM_SWAPENTS {} but {swap_ents} swap entries",
+                mm.swap_ents
+            );
         }
+        self.check_swap(&swap_refs)?;
+        self.check_lru(pa)?;
         ensure!(
             tables_seen + self.deposits.len() == self.pt.pages.len(),
             "{} page tables exist, {} reachable and {} deposited",
@@ -177,20 +199,22 @@ impl Vm {
                 "folio {:#x}: head record points elsewhere",
                 meta.pfn
             );
+            let unmapped = FolioCount::default();
             let c = per_folio.get(&key);
             ensure!(
-                c.is_some(),
-                "anon folio {:#x} of order {} is not mapped",
+                c.is_some() || meta.swap.is_some(),
+                "anon folio {:#x} of order {} is neither mapped nor in the swap cache",
                 meta.pfn,
                 meta.order
             );
-            let c = c.unwrap();
+            let c = c.unwrap_or(&unmapped);
+            let cache_refs = if meta.swap.is_some() { meta.nr_pages() as i64 } else { 0 };
             for p in meta.pfn..meta.pfn + meta.nr_pages() {
                 let want = per_page.get(&p).copied().unwrap_or(0);
                 let got = pa.memmap.page(p).mapcount() as i64;
                 ensure!(got == want, "page {p:#x}: mapcount {got} but {want} PTEs map it");
             }
-            let refs = head.refcount() as i64;
+            let refs = head.refcount() as i64 - cache_refs;
             if meta.order == 0 {
                 ensure!(
                     refs == c.ptes,
@@ -257,11 +281,7 @@ impl Vm {
             }
             nr_anon[meta.order as usize] += 1;
             let zi = pa.page_zone_index(meta.pfn).expect("anon folio in a zone");
-            if meta.lazyfree {
-                lru[zi].inactive_file += meta.nr_pages() as i64;
-            } else {
-                lru[zi].inactive_anon += meta.nr_pages() as i64;
-            }
+            count_lru(&mut lru[zi], meta.lru.list, meta.nr_pages() as i64);
             if pa.memmap.page(meta.pfn).flags().contains(PageFlags::PARTIALLY_MAPPED) {
                 partial[meta.order as usize] += 1;
             }
@@ -292,7 +312,7 @@ impl Vm {
         }
         for f in self.shmem.folios.iter().map(|(_, f)| f) {
             let zi = pa.page_zone_index(f.pfn).expect("shmem folio in a zone");
-            lru[zi].inactive_anon += f.nr_pages() as i64;
+            count_lru(&mut lru[zi], f.lru.list, f.nr_pages() as i64);
         }
         for (zi, (&got, want)) in self.zone_lru.iter().zip(&lru).enumerate() {
             ensure!(
@@ -328,5 +348,17 @@ impl Vm {
             self.pt.pages.len()
         );
         Ok(())
+    }
+}
+
+/// A folio's pages on the zone's count of the list it is on.
+fn count_lru(stat: &mut LruStat, list: Option<super::lru::LruList>, nr: i64) {
+    use super::lru::LruList;
+    match list {
+        Some(LruList::InactiveAnon) => stat.inactive_anon += nr,
+        Some(LruList::ActiveAnon) => stat.active_anon += nr,
+        Some(LruList::InactiveFile) => stat.inactive_file += nr,
+        Some(LruList::ActiveFile) => stat.active_file += nr,
+        None => {}
     }
 }

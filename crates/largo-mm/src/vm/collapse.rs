@@ -34,6 +34,14 @@ pub(crate) enum Scan {
     /// A page with references beyond its mappings.
     PageCount,
     AllocFail,
+    /// The new folio's memcg charge failed.
+    CgroupChargeFail,
+    /// A page is not on an LRU list (still in a cpu's batch).
+    PageLru,
+    /// A swap-in of the range failed.
+    Fail,
+    /// khugepaged: more swap entries than `max_ptes_swap`.
+    ExceedSwapPte,
     /// khugepaged: more empty or zero entries than `max_ptes_none`.
     ExceedNonePte,
     /// khugepaged: more maybe-shared pages than `max_ptes_shared`.
@@ -54,7 +62,13 @@ impl Scan {
     fn continues(self) -> bool {
         matches!(
             self,
-            Scan::Succeed | Scan::PmdMapped | Scan::PmdNull | Scan::PageRo | Scan::PageCount
+            Scan::Succeed
+                | Scan::PmdMapped
+                | Scan::PmdNull
+                | Scan::PageRo
+                | Scan::PageCount
+                | Scan::PageLru
+                | Scan::LackReferencedPage
         )
     }
 
@@ -62,7 +76,9 @@ impl Scan {
     fn error(self) -> VmError {
         match self {
             Scan::AllocFail => VmError::NoMem("MADV_COLLAPSE: no PMD-sized folio"),
+            Scan::CgroupChargeFail => VmError::Busy("MADV_COLLAPSE: the memcg charge of the new folio failed"),
             Scan::PageCount => VmError::Again("MADV_COLLAPSE: a page is pinned"),
+            Scan::PageLru => VmError::Again("MADV_COLLAPSE: a page is off the LRU"),
             _ => VmError::Invalid("MADV_COLLAPSE: a range cannot be collapsed"),
         }
     }
@@ -80,6 +96,7 @@ impl Vm {
         if !v.is_anonymous() || self.thp_disabled(vma) || !fits {
             return Err(VmError::Invalid("MADV_COLLAPSE: THPs are not allowed here"));
         }
+        self.lru_add_drain_all(ctx.pa);
         let hstart = (start + pmd_size - 1) & !(pmd_size - 1);
         let hend = end & !(pmd_size - 1);
         let (mut thps, mut last_fail) = (0u64, None);
@@ -139,8 +156,17 @@ impl Vm {
         let first = self.pt.shape.index(0, haddr);
         let nr = 1usize << self.pmd_order();
         let (mut none_or_zero, mut shared, mut referenced, mut writable) = (0u32, 0u32, 0u32, false);
+        let mut unmapped = 0u32;
         for i in first..first + nr {
             let pte = self.pt.get(table, i);
+            if pte.is_swap() {
+                unmapped += 1;
+                if khugepaged && unmapped > self.thp.khugepaged.max_ptes_swap {
+                    ctx.pa.events.count(VmEvent::ThpScanExceedSwapPte, 1);
+                    return Scan::ExceedSwapPte;
+                }
+                continue;
+            }
             if pte.is_none() || pte.is_special() {
                 none_or_zero += 1;
                 if khugepaged && none_or_zero > knobs.0 {
@@ -158,18 +184,55 @@ impl Vm {
                     return Scan::ExceedSharedPte;
                 }
             }
-            if self.folio_refcount(ctx.pa, key) as i32 != self.folio_mapcount(ctx.pa, key) {
+            if self.folios[key].lru.list.is_none() {
+                return Scan::PageLru;
+            }
+            if self.folio_has_extra_refs(ctx.pa, key) {
                 return Scan::PageCount;
             }
-            referenced += u32::from(pte.has(Pte::YOUNG));
+            referenced += u32::from(pte.has(Pte::YOUNG) || self.folios[key].lru.referenced);
         }
-        if khugepaged && referenced == 0 {
+        let half = 1u32 << (self.pmd_order() - 1);
+        if khugepaged && (referenced == 0 || (unmapped > 0 && referenced < half)) {
             Scan::LackReferencedPage
         } else if !writable {
             Scan::PageRo
         } else {
             Scan::Succeed
         }
+    }
+
+    /// `__collapse_huge_page_swapin`: every swap entry of the range is
+    /// faulted in (a read fault through `do_swap_page`, no `pgfault`).
+    fn collapse_swapin(&mut self, ctx: &mut Ctx, vma: VmaId, table: usize, haddr: u64) -> Result<(), Scan> {
+        let mm = self.vmas[vma].mm;
+        let first = self.pt.shape.index(0, haddr);
+        let mut swapped_in = 0;
+        for i in 0..1usize << self.pmd_order() {
+            let pte = self.pt.get(table, first + i);
+            if !pte.is_swap() {
+                continue;
+            }
+            let vmf = super::fault::VmFault {
+                mm,
+                vma,
+                address: haddr + ((i as u64) << self.page_shift()),
+                write: false,
+                small_only: false,
+            };
+            let slot = Slot {
+                table,
+                index: first + i,
+            };
+            if self.do_swap_page(ctx, &vmf, slot, pte) != super::fault::Fault::Done {
+                return Err(Scan::Fail);
+            }
+            swapped_in += 1;
+        }
+        if swapped_in > 0 {
+            self.lru_add_drain(ctx.pa, ctx.cpu);
+        }
+        Ok(())
     }
 
     /// `folio_maybe_mapped_shared`.
@@ -194,7 +257,17 @@ impl Vm {
             return Scan::AllocFail;
         };
         ctx.pa.events.count(VmEvent::ThpCollapseAlloc, 1);
+        let memcg = self.mm_memcg(mm);
+        if !self.mem_cgroup_charge(ctx, folio, memcg, gfp) {
+            self.free_unused_folio(ctx, folio);
+            return Scan::CgroupChargeFail;
+        }
         self.anon_vma_prepare(vma);
+        if let Err(result) = self.collapse_swapin(ctx, vma, table, haddr) {
+            self.mem_cgroup_uncharge(ctx, memcg, folio.nr_pages());
+            self.free_unused_folio(ctx, folio);
+            return result;
+        }
         let first = self.pt.shape.index(0, haddr);
         let limit = first + (1usize << self.pmd_order());
         let mut i = first;

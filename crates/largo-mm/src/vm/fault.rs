@@ -83,7 +83,6 @@ impl Vm {
         if !self.vmas[vma].is_anonymous() && !shmem {
             return Ok(Access::NotModelled);
         }
-        ctx.pa.events.count(VmEvent::Pgfault, 1);
         let vmf = VmFault {
             mm,
             vma,
@@ -91,22 +90,43 @@ impl Vm {
             write,
             small_only,
         };
-        let result = if shmem {
-            self.handle_shmem_fault(ctx, &vmf)
-        } else {
-            self.handle_mm_fault(ctx, &vmf)
-        };
-        self.run_pending_kswapd(ctx);
-        match result {
-            Fault::Oom => {
-                self.out_of_memory(ctx, pid);
-                Ok(Access::Oom)
+        loop {
+            ctx.pa.events.count(VmEvent::Pgfault, 1);
+            let memcg = self.mm_memcg(mm);
+            if memcg != 0 {
+                self.memcg.get_mut(memcg).stat.pgfault += 1;
             }
-            Fault::Sigbus => Ok(Access::Sigbus),
-            _ => {
-                self.user_store(ctx, mm, addr, write);
-                Ok(Access::Faulted)
+            let majors = ctx.pa.events.get(VmEvent::Pgmajfault);
+            let result = if shmem {
+                self.handle_shmem_fault(ctx, &vmf)
+            } else {
+                self.handle_mm_fault(ctx, &vmf)
+            };
+            if memcg != 0 {
+                self.memcg.get_mut(memcg).stat.pgmajfault += ctx.pa.events.get(VmEvent::Pgmajfault) - majors;
             }
+            self.run_pending_kswapd(ctx);
+            return match result {
+                Fault::Oom => {
+                    // pagefault_out_of_memory: a memcg's OOM kill is done
+                    // now; the fault runs again unless this task was the
+                    // victim.
+                    if let Some(memcg) = self.memcg_oom_pending.take() {
+                        let tgid = self.tasks.get(&pid).map_or(pid, |t| t.tgid);
+                        match self.memcg_out_of_memory(ctx, memcg, pid) {
+                            Some(victim) if victim != tgid => continue,
+                            _ => return Ok(Access::Oom),
+                        }
+                    }
+                    self.out_of_memory(ctx, pid);
+                    Ok(Access::Oom)
+                }
+                Fault::Sigbus => Ok(Access::Sigbus),
+                _ => {
+                    self.user_store(ctx, mm, addr, write);
+                    Ok(Access::Faulted)
+                }
+            };
         }
     }
 
@@ -206,8 +226,25 @@ impl Vm {
                 self.pt.set_slot(pte, e.with(access_bits(vmf.write)));
                 return Fault::Done;
             }
+            if e.is_swap() {
+                self.anon_vma_prepare(vmf.vma);
+                return self.do_swap_page(ctx, vmf, pte, e);
+            }
         }
         self.do_anonymous_page(ctx, vmf)
+    }
+
+    /// `do_wp_page` for the PTE now mapping `vmf.address` (a swap-in that
+    /// could not map the page writable).
+    pub(crate) fn do_wp_page_at(&mut self, ctx: &mut Ctx, vmf: &VmFault) -> Fault {
+        let Some(table) = self.pt.lookup(self.mms[vmf.mm].pgd, vmf.address, 0) else {
+            return Fault::Done;
+        };
+        let pte = Slot {
+            table,
+            index: self.pt.shape.index(0, vmf.address),
+        };
+        self.do_wp_page(ctx, vmf, pte)
     }
 
     /// The table at `level` covering `addr`, allocating the levels above
@@ -248,7 +285,8 @@ impl Vm {
         }
         self.anon_vma_prepare(vmf.vma);
         let folio = if vmf.small_only {
-            self.alloc_folio(ctx, GFP_HIGHUSER_MOVABLE | Gfp::ZERO, 0)
+            let memcg = self.mm_memcg(vmf.mm);
+            self.folio_prealloc(ctx, memcg, true)
         } else {
             self.alloc_anon_folio(ctx, vmf.vma, pte_table, vmf.address)
         };
@@ -284,6 +322,7 @@ impl Vm {
     /// is all `pte_none`, falling back order by order (each failure counted
     /// in `anon_fault_fallback`), order 0 last. The folio is zeroed.
     fn alloc_anon_folio(&mut self, ctx: &mut Ctx, vma: VmaId, pte_table: usize, addr: u64) -> Option<Folio> {
+        let memcg = self.mm_memcg(self.vmas[vma].mm);
         let mut orders = self.allowable_orders(vma, (1 << self.pmd_order()) - 1);
         orders = self.suitable_orders(vma, addr, orders);
         orders = self.pte_none_orders(pte_table, addr, orders);
@@ -296,13 +335,50 @@ impl Vm {
                     self.mthp.add(order, MthpStat::AnonFaultDeclined, 1);
                     continue;
                 }
-                if let Some(folio) = self.alloc_folio(ctx, gfp | Gfp::ZERO, order) {
-                    return Some(folio);
+                if let Some(folio) = self.alloc_folio(ctx, gfp, order) {
+                    if self.mem_cgroup_charge(ctx, folio, memcg, gfp) {
+                        self.zero_folio(ctx, folio);
+                        return Some(folio);
+                    }
+                    self.mthp.add(order, MthpStat::AnonFaultFallbackCharge, 1);
+                    self.free_unused_folio(ctx, folio);
                 }
                 self.mthp.add(order, MthpStat::AnonFaultFallback, 1);
             }
         }
-        self.alloc_folio(ctx, GFP_HIGHUSER_MOVABLE | Gfp::ZERO, 0)
+        self.folio_prealloc(ctx, memcg, true)
+    }
+
+    /// `folio_prealloc`: an order-0 folio charged to `memcg` with
+    /// `GFP_KERNEL` (zeroed if asked); `None` when either fails.
+    pub(crate) fn folio_prealloc(&mut self, ctx: &mut Ctx, memcg: usize, zero: bool) -> Option<Folio> {
+        let gfp = if zero {
+            GFP_HIGHUSER_MOVABLE | Gfp::ZERO
+        } else {
+            GFP_HIGHUSER_MOVABLE
+        };
+        let folio = self.alloc_folio(ctx, gfp, 0)?;
+        if !self.mem_cgroup_charge(ctx, folio, memcg, crate::page_alloc::gfp::GFP_KERNEL) {
+            self.free_unused_folio(ctx, folio);
+            return None;
+        }
+        Some(folio)
+    }
+
+    /// Clears a new folio (`folio_zero_user`).
+    pub(crate) fn zero_folio(&mut self, ctx: &mut Ctx, folio: Folio) {
+        self.work.pages_zeroed += folio.nr_pages();
+        ctx.backing
+            .zero(folio.pfn, folio.nr_pages())
+            .unwrap_or_else(|e| unreachable!("allocated memory outside the backing: {e}"));
+    }
+
+    /// A folio allocated but not used (its charge failed): freed at once.
+    pub(crate) fn free_unused_folio(&mut self, ctx: &mut Ctx, folio: Folio) {
+        ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
+        ctx.pa
+            .free_folio(ctx.cpu, folio)
+            .unwrap_or_else(|e| unreachable!("unused folio not freeable: {e}"));
     }
 
     /// `anon_vma_prepare`: the VMA gets an anon_vma on its first anonymous
@@ -351,9 +427,23 @@ impl Vm {
         let meta = &self.folios[key];
         let refcount = ctx.pa.memmap.page(meta.pfn).refcount() as i32;
         if meta.is_large() {
-            return meta.large_mapcount > 1 && !meta.maybe_mapped_shared && meta.large_mapcount == refcount;
+            if meta.large_mapcount <= 1 || meta.maybe_mapped_shared {
+                return false;
+            }
+            if meta.swap.is_some() {
+                self.folio_free_swap(ctx, key);
+            }
+            let refcount = ctx.pa.memmap.page(self.folios[key].pfn).refcount() as i32;
+            return self.folios[key].large_mapcount == refcount;
         }
-        if refcount != 1 {
+        let swapcache = i32::from(meta.swap.is_some());
+        if refcount > 1 + swapcache {
+            return false;
+        }
+        if swapcache > 0 {
+            self.folio_free_swap(ctx, key);
+        }
+        if ctx.pa.memmap.page(self.folios[key].pfn).refcount() != 1 {
             return false;
         }
         self.folio_move_anon_rmap(key, vma);
@@ -379,12 +469,8 @@ impl Vm {
         if let Some((key, _)) = old {
             self.folio_ref_add(ctx.pa, key, 1);
         }
-        let gfp = if old.is_none() {
-            GFP_HIGHUSER_MOVABLE | Gfp::ZERO
-        } else {
-            GFP_HIGHUSER_MOVABLE
-        };
-        let Some(new) = self.alloc_folio(ctx, gfp, 0) else {
+        let memcg = self.mm_memcg(vmf.mm);
+        let Some(new) = self.folio_prealloc(ctx, memcg, old.is_none()) else {
             if let Some((key, _)) = old {
                 self.folio_put_refs(ctx, key, 1);
             }

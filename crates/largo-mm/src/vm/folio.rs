@@ -4,12 +4,17 @@
 //! Every anon folio has one entry; the head record's private word holds its
 //! key + 1.
 
+use super::lru::LruState;
 use super::types::AnonVmaId;
+use crate::swap::SwapEntry;
 
 /// `MM_ID_DUMMY`.
 pub const MM_ID_DUMMY: u32 = 0;
 /// The "no folio" link of the deferred split list.
 pub const NO_LINK: usize = usize::MAX;
+/// The `anon_vma` of a folio that is not anonymous yet: one swap-in
+/// readahead read into the swap cache, which no page table maps.
+pub const NO_ANON_VMA: AnonVmaId = usize::MAX;
 
 #[derive(Clone, Debug)]
 pub struct AnonFolio {
@@ -35,6 +40,16 @@ pub struct AnonFolio {
     pub deferred: Option<(usize, usize)>,
     /// `folio_mark_lazyfree`: MADV_FREE cleared PG_swapbacked.
     pub lazyfree: bool,
+    /// The memcg it is charged to (`folio->memcg_data`; 0: the root).
+    pub memcg: u16,
+    /// Its LRU list, links and LRU flags.
+    pub lru: LruState,
+    /// `folio->swap` while it is in the swap cache (`PG_swapcache`).
+    pub swap: Option<SwapEntry>,
+    /// `PG_writeback`: an asynchronous swap write is in flight.
+    pub writeback: bool,
+    /// `PG_readahead`: swap readahead brought it in, no fault asked yet.
+    pub readahead: bool,
 }
 
 impl AnonFolio {
@@ -52,7 +67,19 @@ impl AnonFolio {
             maybe_mapped_shared: false,
             deferred: None,
             lazyfree: false,
+            memcg: 0,
+            lru: LruState::default(),
+            swap: None,
+            writeback: false,
+            readahead: false,
         }
+    }
+
+    /// `folio_test_anon`: it has an anon_vma (a folio swapped in by
+    /// readahead and not mapped yet has none).
+    #[inline]
+    pub fn is_anon(&self) -> bool {
+        self.anon_vma != NO_ANON_VMA
     }
 
     #[inline]

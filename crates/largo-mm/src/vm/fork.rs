@@ -23,6 +23,7 @@ impl Vm {
             c.start_brk = p.start_brk;
             c.brk = p.brk;
             c.thp_disable = p.thp_disable;
+            c.memcg = p.memcg;
             c.files = p.files.clone();
         }
         let files = self.mms[child].files.clone();
@@ -152,6 +153,21 @@ impl Vm {
         let mut i = first;
         while i < last {
             let pte = self.pt.get(src_table, i);
+            if pte.is_swap() {
+                // copy_nonpresent_pte: one more reference on the slot; the
+                // entry stops being exclusive on both sides.
+                self.swap
+                    .swap_duplicate(pte.swap_entry())
+                    .unwrap_or_else(|e| unreachable!("a swap PTE of a free slot: {e:?}"));
+                let shared = pte.without(Pte::SWP_EXCLUSIVE);
+                if pte.swp_exclusive() {
+                    self.pt.set(src_table, i, shared);
+                }
+                self.pt.set(dst_table, i, shared);
+                self.mms[dst_mm].swap_ents += 1;
+                i += 1;
+                continue;
+            }
             if !pte.present() {
                 i += 1;
                 continue;

@@ -40,10 +40,9 @@ impl Vm {
             return Fault::Fallback;
         };
         let Some(pgtable) = self.alloc_table(ctx, vmf.mm, 0) else {
-            ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
-            ctx.pa
-                .free_folio(ctx.cpu, folio)
-                .unwrap_or_else(|e| unreachable!("fresh THP not freeable: {e}"));
+            let memcg = self.mm_memcg(vmf.mm);
+            self.mem_cgroup_uncharge(ctx, memcg, folio.nr_pages());
+            self.free_unused_folio(ctx, folio);
             return Fault::Oom;
         };
         self.deposits.insert(pmd, pgtable);
@@ -51,17 +50,28 @@ impl Vm {
         Fault::Done
     }
 
-    /// `vma_alloc_anon_folio_pmd`: a zeroed PMD-sized folio, or the
-    /// fallback counters.
+    /// `vma_alloc_anon_folio_pmd`: a PMD-sized folio charged to the mm's
+    /// memcg and zeroed, or the fallback counters (`_charge` ones too when
+    /// the charge failed).
     fn vma_alloc_anon_folio_pmd(&mut self, ctx: &mut Ctx, vma: VmaId) -> Option<Folio> {
-        let gfp = self.thp_gfp_mask(vma) | Gfp::ZERO;
+        let gfp = self.thp_gfp_mask(vma);
         let order = self.pmd_order();
-        let folio = self.alloc_folio(ctx, gfp, order);
-        if folio.is_none() {
+        let Some(folio) = self.alloc_folio(ctx, gfp, order) else {
             ctx.pa.events.count(VmEvent::ThpFaultFallback, 1);
             self.mthp.add(order, MthpStat::AnonFaultFallback, 1);
+            return None;
+        };
+        let memcg = self.mm_memcg(self.vmas[vma].mm);
+        if !self.mem_cgroup_charge(ctx, folio, memcg, gfp) {
+            self.free_unused_folio(ctx, folio);
+            ctx.pa.events.count(VmEvent::ThpFaultFallback, 1);
+            ctx.pa.events.count(VmEvent::ThpFaultFallbackCharge, 1);
+            self.mthp.add(order, MthpStat::AnonFaultFallback, 1);
+            self.mthp.add(order, MthpStat::AnonFaultFallbackCharge, 1);
+            return None;
         }
-        folio
+        self.zero_folio(ctx, folio);
+        Some(folio)
     }
 
     /// `map_anon_folio_pmd`: install a new PMD mapping and count the THP fault.

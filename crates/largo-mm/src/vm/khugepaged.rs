@@ -95,6 +95,9 @@ impl Vm {
     /// over the list at most), then sets when it wakes next.
     pub fn khugepaged_run(&mut self, ctx: &mut Ctx, now_ns: u64) {
         self.khugepaged.wake_now = false;
+        // khugepaged_do_scan: lru_add_drain_all, so that the pages of the
+        // ranges are on the LRU to be isolated.
+        self.lru_add_drain_all(ctx.pa);
         let budget = self.thp.khugepaged.pages_to_scan;
         let (mut progress, mut passes_from_head) = (0u64, 0);
         let mut alloc_failed = false;

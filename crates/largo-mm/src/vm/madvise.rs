@@ -1,5 +1,6 @@
 //! madvise (mm/madvise.c, mm/huge_memory.c `madvise_free_huge_pmd`).
 
+use super::lru::FolioRef;
 use super::pgtable::Pte;
 use super::types::{Advice, Pid, VmError, VmFlags, VmaId};
 use super::{Ctx, Vm};
@@ -42,6 +43,8 @@ impl Vm {
                 Advice::NoHugePage => self.set_hugepage_flags(id, VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE),
                 // madvise_walk_vmas returns the first VMA's error at once.
                 Advice::Collapse => self.madvise_collapse(ctx, id, s, e)?,
+                Advice::Cold => self.madvise_cold_or_pageout(ctx, id, s, e, false),
+                Advice::PageOut => self.madvise_cold_or_pageout(ctx, id, s, e, true),
             }
         }
         if matches!(advice, Advice::HugePage | Advice::NoHugePage) {
@@ -72,6 +75,7 @@ impl Vm {
     /// range become lazyfree; a large folio only partly covered is split
     /// first (skipped if it may be shared).
     fn madvise_free(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) {
+        self.lru_add_drain(ctx.pa, ctx.cpu);
         let mm = self.vmas[vma].mm;
         let mut addr = start;
         while addr < end {
@@ -97,20 +101,31 @@ impl Vm {
             }
             let entry = self.pt.entry(pmd);
             if entry.is_table() {
-                self.madvise_free_ptes(ctx, entry.table_idx(), addr, next);
+                self.madvise_free_ptes(ctx, mm, entry.table_idx(), addr, next);
             }
             addr = next;
         }
     }
 
     /// `madvise_free_pte_range` within one PTE table.
-    fn madvise_free_ptes(&mut self, ctx: &mut Ctx, table: usize, start: u64, end: u64) {
+    fn madvise_free_ptes(&mut self, ctx: &mut Ctx, mm: usize, table: usize, start: u64, end: u64) {
         let shift = self.page_shift();
         let first = self.pt.shape.index(0, start);
         let last = first + ((end - start) >> shift) as usize;
         let mut i = first;
         while i < last {
             let pte = self.pt.get(table, i);
+            if pte.is_swap() {
+                // Swapped-out data is dropped now.
+                let nr = self.swap_pte_batch(table, i, last, pte);
+                for j in i..i + nr {
+                    self.pt.set(table, j, Pte::NONE);
+                }
+                self.mms[mm].swap_ents -= nr as u64;
+                self.free_swap_and_cache_nr(ctx, pte.swap_entry(), nr as u64);
+                i += nr;
+                continue;
+            }
             if !pte.present() || pte.is_special() {
                 i += 1;
                 continue;
@@ -151,19 +166,32 @@ impl Vm {
         }
     }
 
-    /// `folio_mark_lazyfree`: PG_swapbacked cleared, the folio moves to the
-    /// file LRU where reclaim may discard it if it stays clean.
+    /// `folio_mark_lazyfree` (`lru_lazyfree`, done at once rather than
+    /// through the cpu's batch): PG_swapbacked cleared, the folio moves to
+    /// the head of the inactive file list, where reclaim may discard it if
+    /// it stays clean.
     fn folio_mark_lazyfree(&mut self, ctx: &mut Ctx, key: usize) {
         let (pfn, nr) = (self.folios[key].pfn, self.folios[key].nr_pages());
-        let head = ctx.pa.memmap.page_mut(pfn);
-        if !head.flags().contains(PageFlags::SWAPBACKED) {
+        if self.folios[key].swap.is_some() && !self.folio_free_swap(ctx, key) {
             return;
         }
-        head.remove_flags(PageFlags::SWAPBACKED);
-        self.folios[key].lazyfree = true;
-        self.lazyfree.push_back((key, pfn));
-        self.lru_del(ctx.pa, pfn, false, nr as i64);
-        self.lru_add(ctx.pa, pfn, true, nr as i64);
+        ctx.pa.memmap.page_mut(pfn).remove_flags(PageFlags::DIRTY);
+        if !ctx.pa.memmap.page(pfn).flags().contains(PageFlags::SWAPBACKED) {
+            return;
+        }
+        let r = FolioRef::Anon(key);
+        let on = self.lru_state(r).list.is_some();
+        if on {
+            self.lruvec_del(ctx.pa, r);
+        }
+        ctx.pa.memmap.page_mut(pfn).remove_flags(PageFlags::SWAPBACKED);
+        let f = &mut self.folios[key];
+        f.lazyfree = true;
+        f.lru.active = false;
+        f.lru.referenced = false;
+        if on {
+            self.lruvec_add(ctx.pa, r, false);
+        }
         ctx.pa.events.count(VmEvent::Pglazyfree, nr);
     }
 }

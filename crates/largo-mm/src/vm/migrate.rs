@@ -314,7 +314,9 @@ impl Vm {
         if queued {
             self.deferred_unlink(old_nid, key);
         }
-        self.lru_del(ctx.pa, src, lazyfree, nr as i64);
+        let r = super::lru::FolioRef::Anon(key);
+        let was_on = self.lru_is_on(r);
+        self.lru_forget(ctx.pa, r);
         let mut mapped = 0;
         for i in 0..nr {
             let record = *ctx.pa.memmap.page(src + i);
@@ -334,14 +336,11 @@ impl Vm {
         self.node_stat[new_nid].anon_mapped += mapped;
         self.node_stat[old_nid].anon_thps -= thps;
         self.node_stat[new_nid].anon_thps += thps;
-        self.lru_add(ctx.pa, dst.pfn.0, lazyfree, nr as i64);
+        if was_on {
+            self.folio_add_lru(ctx.pa, ctx.cpu, r);
+        }
         if queued {
             self.deferred_push_tail(new_nid, key);
-        }
-        if lazyfree {
-            for entry in self.lazyfree.iter_mut().filter(|e| e.0 == key) {
-                entry.1 = dst.pfn.0;
-            }
         }
     }
 

@@ -31,6 +31,10 @@ pub struct Mm {
     pub rss_anon: u64,
     /// `MM_SHMEMPAGES`.
     pub rss_shmem: u64,
+    /// `MM_SWAPENTS`: swap entries in its page tables (VmSwap).
+    pub swap_ents: u64,
+    /// The memcg of its owner: its user pages are charged there.
+    pub memcg: u16,
     /// Open descriptors of shmem files: fd -> shmem inode (the process's
     /// file table; threads share it with the mm).
     pub files: BTreeMap<u32, usize>,

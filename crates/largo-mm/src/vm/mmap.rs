@@ -49,6 +49,7 @@ impl Vm {
             shmem: None,
             anon_vma: None,
             chain: Vec::new(),
+            swap_ra: Default::default(),
         });
         self.mms[mm].vmas.insert(start, id);
         id
@@ -700,7 +701,7 @@ impl Vm {
                     continue;
                 }
                 let e = self.pt.get(table, index);
-                if e.present() {
+                if e.present() || e.is_swap() {
                     let Some(dst) = self.table_for(ctx, mm, to, 0) else {
                         return off;
                     };

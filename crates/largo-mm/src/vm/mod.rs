@@ -21,14 +21,18 @@
 //!   `thpmaps.rs`: mapped memory by folio size (tools/mm/thpmaps)
 
 mod check;
+mod check_swap;
+mod cold;
 mod collapse;
 mod fault;
 pub mod folio;
 mod fork;
 mod huge;
 pub mod khugepaged;
+pub mod lru;
 mod madvise;
 pub mod maps;
+mod memcg;
 pub mod migrate;
 pub mod mm;
 mod mmap;
@@ -39,9 +43,12 @@ mod rmap;
 pub mod shmem;
 mod split;
 pub mod stats;
+mod swapcache;
+pub(crate) mod swapin;
 mod thpmaps;
 pub mod types;
 pub mod vma;
+mod vmscan;
 mod zap;
 
 use std::collections::{BTreeMap, HashMap};
@@ -155,8 +162,23 @@ pub struct Vm {
     pub(crate) deposits: HashMap<Slot, usize>,
     /// `vm_committed_as`, in pages.
     pub(crate) committed_pages: i64,
-    /// Lazyfree folios (metadata key, head pfn) in the order reclaim meets them.
-    pub(crate) lazyfree: std::collections::VecDeque<(usize, u64)>,
+    /// The LRU lists of every (memcg, node) (`lruvec_index`).
+    pub(crate) lruvecs: Vec<lru::Lruvec>,
+    /// Each cpu's `lru_add` batch.
+    pub(crate) lru_batches: Vec<Vec<lru::FolioRef>>,
+    /// Each cpu's `lru_deactivate` batch (MADV_COLD).
+    pub(crate) lru_deactivate_batches: Vec<Vec<lru::FolioRef>>,
+    /// Swap devices, the swap cache table and zswap.
+    pub swap: crate::swap::Swap,
+    /// Memory cgroups (memcg 0: the root).
+    pub memcg: crate::memcg::Memcgs,
+    /// `vm.swappiness`.
+    pub swappiness: u64,
+    /// The memcg new address spaces belong to (the workload's, or the root).
+    pub(crate) default_memcg: u16,
+    /// A memcg whose charge failed for want of an OOM kill, done when the
+    /// fault ends (`pagefault_out_of_memory`).
+    pub(crate) memcg_oom_pending: Option<usize>,
     /// Failure injection for tests: every Nth folio a migration tries to
     /// unmap is refused as busy (0: never), and the attempts so far.
     pub(crate) migrate_fail_every: u32,
@@ -167,8 +189,19 @@ pub struct Vm {
 }
 
 impl Vm {
-    /// A VM with no tasks. `zero_pfn` is a reserved page used as the zero page.
-    pub fn new(geo: Geometry, nr_nodes: usize, nr_zones: usize, zero_pfn: u64, thp: ThpKnobs) -> Vm {
+    /// A VM with no tasks. `zero_pfn` is a reserved page used as the zero
+    /// page; `keep_swap_data` keeps what is swapped out (the ram backing).
+    pub fn new(
+        geo: Geometry,
+        nr_nodes: usize,
+        nr_zones: usize,
+        nr_cpus: usize,
+        zero_pfn: u64,
+        thp: ThpKnobs,
+        keep_swap_data: bool,
+    ) -> Vm {
+        let mut swap = crate::swap::Swap::new(nr_cpus, geo.pmd_order, geo.page_size(), keep_swap_data);
+        swap.zswap.set_page_size(geo.page_size());
         Vm {
             pt: PageTables::new(&geo),
             geo,
@@ -190,7 +223,14 @@ impl Vm {
             zero_pfn,
             deposits: HashMap::new(),
             committed_pages: 0,
-            lazyfree: std::collections::VecDeque::new(),
+            lruvecs: vec![lru::Lruvec::default(); nr_nodes],
+            lru_batches: vec![Vec::new(); nr_cpus.max(1)],
+            lru_deactivate_batches: vec![Vec::new(); nr_cpus.max(1)],
+            swap,
+            memcg: crate::memcg::Memcgs::new(nr_cpus),
+            swappiness: 60,
+            default_memcg: 0,
+            memcg_oom_pending: None,
             migrate_fail_every: 0,
             migrate_attempts: 0,
             locks: VmLockStats::default(),
@@ -225,7 +265,9 @@ impl Vm {
     pub fn total_lru(&self) -> LruStat {
         self.zone_lru.iter().fold(LruStat::default(), |a, z| LruStat {
             inactive_anon: a.inactive_anon + z.inactive_anon,
+            active_anon: a.active_anon + z.active_anon,
             inactive_file: a.inactive_file + z.inactive_file,
+            active_file: a.active_file + z.active_file,
         })
     }
 
@@ -395,6 +437,8 @@ impl Vm {
             huge_zero_ref: false,
             rss_anon: 0,
             rss_shmem: 0,
+            swap_ents: 0,
+            memcg: self.default_memcg,
             files: BTreeMap::new(),
             khugepaged: false,
             nr_pgtables: 0,
@@ -458,10 +502,18 @@ impl Vm {
     }
 
     /// `pte_alloc_one` / `pmd_alloc_one` / `pgd_alloc`: a zeroed unmovable
-    /// page becomes a table of `level`; `NR_PAGETABLE` and the mm's count grow.
+    /// page becomes a table of `level`; `NR_PAGETABLE` and the mm's count
+    /// grow. The page is kernel memory charged to the mm's memcg
+    /// (`__GFP_ACCOUNT`); a failed charge fails the allocation.
     pub(crate) fn alloc_table(&mut self, ctx: &mut Ctx, mm: MmId, level: u32) -> Option<usize> {
         let f = self.alloc_folio(ctx, GFP_PGTABLE_USER, 0)?;
+        let memcg = self.mms[mm].memcg as usize;
+        if !self.try_charge_memcg(ctx, memcg, GFP_PGTABLE_USER, 1, false) {
+            self.free_unused_folio(ctx, f);
+            return None;
+        }
         let idx = self.pt.insert(f.pfn.0, level);
+        self.pt.pages[idx].memcg = memcg as u16;
         self.work.pgtable_alloc += 1;
         let page = ctx.pa.memmap.page_mut(f.pfn.0);
         page.insert_flags(PageFlags::PGTABLE);
@@ -475,6 +527,7 @@ impl Vm {
     /// Frees a page-table page.
     pub(crate) fn free_table(&mut self, ctx: &mut Ctx, mm: MmId, idx: usize) {
         let page = self.pt.remove(idx);
+        self.memcg_kmem_uncharge(ctx, page.memcg as usize, 1);
         self.work.pgtable_free += 1;
         let pfn = page.pfn;
         let nid = self.node_of(ctx.pa, pfn);

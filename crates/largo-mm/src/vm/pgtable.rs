@@ -24,11 +24,48 @@ impl Pte {
     pub const HUGE: u64 = 1 << 5;
     /// Maps the zero page (`pte_special` / `is_zero_pfn`).
     pub const SPECIAL: u64 = 1 << 6;
+    /// A swap entry (`is_swap_pte`: not present, not none); its value is
+    /// the slot offset with the swap type above it.
+    pub const SWAP: u64 = 1 << 7;
+    /// `pte_swp_exclusive`: the page was exclusive when it was unmapped.
+    pub const SWP_EXCLUSIVE: u64 = 1 << 8;
     const VALUE_SHIFT: u32 = 12;
+    /// Where the swap type sits in a swap entry's value.
+    const SWP_TYPE_SHIFT: u32 = 44;
 
     #[inline]
     pub fn leaf(pfn: u64, flags: u64) -> Pte {
         Pte((pfn << Self::VALUE_SHIFT) | flags | Self::PRESENT)
+    }
+
+    /// `swp_entry_to_pte`.
+    #[inline]
+    pub fn swap(entry: crate::swap::SwapEntry, exclusive: bool) -> Pte {
+        let value = ((entry.ty as u64) << Self::SWP_TYPE_SHIFT) | entry.offset;
+        let excl = if exclusive { Self::SWP_EXCLUSIVE } else { 0 };
+        Pte((value << Self::VALUE_SHIFT) | Self::SWAP | excl)
+    }
+
+    /// `is_swap_pte`.
+    #[inline]
+    pub fn is_swap(self) -> bool {
+        self.0 & Self::SWAP != 0
+    }
+
+    /// `pte_to_swp_entry`.
+    #[inline]
+    pub fn swap_entry(self) -> crate::swap::SwapEntry {
+        let value = self.0 >> Self::VALUE_SHIFT;
+        crate::swap::SwapEntry::new(
+            (value >> Self::SWP_TYPE_SHIFT) as u8,
+            value & ((1 << Self::SWP_TYPE_SHIFT) - 1),
+        )
+    }
+
+    /// `pte_swp_exclusive`.
+    #[inline]
+    pub fn swp_exclusive(self) -> bool {
+        self.0 & Self::SWP_EXCLUSIVE != 0
     }
 
     #[inline]
@@ -119,6 +156,8 @@ pub struct PtPage {
     pub entries: Box<[Pte]>,
     /// Entries that are not none.
     pub nr_used: u32,
+    /// The memcg the page is charged to (0: the root).
+    pub memcg: u16,
 }
 
 /// The shape of the tree for a geometry.
@@ -253,6 +292,7 @@ impl PageTables {
             level: level as u8,
             entries: vec![Pte::NONE; n].into_boxed_slice(),
             nr_used: 0,
+            memcg: 0,
         })
     }
 
@@ -446,7 +486,12 @@ mod tests {
     #[test]
     fn entries_round_trip() {
         let e = Pte::leaf(0x1234, Pte::WRITE | Pte::DIRTY);
-        assert!(e.present() && e.writable() && !e.is_table() && !e.is_huge());
+        assert!(e.present() && e.writable() && !e.is_table() && !e.is_huge() && !e.is_swap());
+        let entry = crate::swap::SwapEntry::new(3, 0x12345678);
+        let s = Pte::swap(entry, true);
+        assert!(!s.present() && !s.is_none() && s.is_swap() && s.swp_exclusive());
+        assert_eq!(s.swap_entry(), entry);
+        assert!(!Pte::swap(entry, false).swp_exclusive());
         assert_eq!(e.pfn(), 0x1234);
         assert_eq!(Pte::table(77).table_idx(), 77);
         assert!(Pte::NONE.is_none());

@@ -1,13 +1,13 @@
-//! The VM's part of reclaim (mm/vmscan.c `shrink_node`, `shrink_slab`,
-//! `shrink_folio_list` for lazyfree folios; mm/shrinker.c `do_shrink_slab`;
+//! The VM's part of reclaim (mm/vmscan.c `shrink_node` through the LRU
+//! reclaim in `vmscan/`, `shrink_slab`; mm/shrinker.c `do_shrink_slab`;
 //! fs/drop_caches.c) and the OOM killer (mm/oom_kill.c).
 //!
-//! Without swap or page cache, what reclaim can free is: clean lazyfree
-//! folios (MADV_FREE), the deferred split queue (splitting frees unmapped
-//! and zero-filled pages), and the unused huge zero folio. Each reclaim
-//! pass discards lazyfree folios up to its target, then asks the deferred
-//! split shrinker to scan one batch (`SHRINK_BATCH`); the kernel's
-//! priority-scaled slab pressure is not modelled.
+//! A reclaim pass runs the priority loop over the node's lruvecs
+//! (`vmscan/node.rs`: lazyfree folios on the file lists are discarded,
+//! anonymous folios are swapped out when there is swap), then asks the
+//! deferred split shrinker to scan one batch (`SHRINK_BATCH`) and drops
+//! the unused huge zero folio; the kernel's priority-scaled slab pressure
+//! is not modelled.
 
 use largo_physmem::copy::Vanilla;
 use largo_physmem::Backing;
@@ -44,10 +44,14 @@ impl Reclaim for VmReclaim<'_> {
             backing: &mut *self.backing,
             cpu,
         };
-        self.vm.reclaim_lazyfree(&mut ctx, nid, nr_to_reclaim, kswapd);
+        self.vm.try_to_free_pages(&mut ctx, nid, nr_to_reclaim, kswapd);
         self.vm.shrink_slab(&mut ctx, nid, SHRINK_BATCH);
         let after = ctx.pa.nr_free_pages() + ctx.pa.nr_pcp_pages();
         after.saturating_sub(before)
+    }
+
+    fn lru_add_drain_all(&mut self, pa: &mut PageAlloc) {
+        self.vm.lru_add_drain_all(pa);
     }
 
     /// Compaction, contiguous allocation and offlining migrate through
@@ -87,72 +91,6 @@ impl Vm {
             freed += self.deferred_split_scan(ctx, nid, nr_to_scan);
         }
         freed + self.shrink_huge_zero_page(ctx)
-    }
-
-    /// Discards clean lazyfree folios of `nid`, oldest first, up to
-    /// `target` pages; a folio written since MADV_FREE becomes swap-backed
-    /// again and stays. Returns pages discarded.
-    fn reclaim_lazyfree(&mut self, ctx: &mut Ctx, nid: usize, target: u64, kswapd: bool) -> u64 {
-        let mut reclaimed = 0;
-        let mut rounds = self.lazyfree.len();
-        while reclaimed < target && rounds > 0 {
-            rounds -= 1;
-            let Some((key, pfn)) = self.lazyfree.pop_front() else {
-                break;
-            };
-            let valid = self.folios.get(key).is_some_and(|m| m.pfn == pfn && m.lazyfree);
-            if !valid {
-                continue;
-            }
-            if self.node_of(ctx.pa, pfn) != nid {
-                self.lazyfree.push_back((key, pfn));
-                continue;
-            }
-            if self.folio_has_extra_refs(ctx.pa, key) {
-                // Someone holds a reference (a CoW fault in progress): the
-                // discard would fail its refcount check; try again later.
-                self.lazyfree.push_back((key, pfn));
-                continue;
-            }
-            let nr = self.folios[key].nr_pages();
-            let (scan, steal) = if kswapd {
-                (VmEvent::PgscanKswapd, VmEvent::PgstealKswapd)
-            } else {
-                (VmEvent::PgscanDirect, VmEvent::PgstealDirect)
-            };
-            ctx.pa.events.count(scan, nr);
-            ctx.pa.events.count(VmEvent::PgscanFile, nr);
-            let mappings = self.rmap_walk(key);
-            let dirty = mappings.iter().any(|m| {
-                (0..if m.level == 0 { m.nr as usize } else { 1 })
-                    .any(|j| self.pt.get(m.slot.table, m.slot.index + j).has(Pte::DIRTY))
-            });
-            if dirty {
-                // try_to_unmap_one found a dirty PTE: folio_set_swapbacked.
-                self.folios[key].lazyfree = false;
-                ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::SWAPBACKED);
-                self.lru_del(ctx.pa, pfn, true, nr as i64);
-                self.lru_add(ctx.pa, pfn, false, nr as i64);
-                continue;
-            }
-            for m in mappings {
-                if m.level == 1 {
-                    self.zap_huge_pmd(ctx, m.mm, m.slot);
-                    continue;
-                }
-                for j in 0..m.nr as usize {
-                    self.pt.set(m.slot.table, m.slot.index + j, Pte::NONE);
-                }
-                self.mms[m.mm].rss_anon -= m.nr;
-                self.remove_rmap_ptes(ctx.pa, key, pfn + m.page_offset, m.nr, m.mm);
-                self.folio_put_refs(ctx, key, m.nr as u32);
-            }
-            ctx.pa.events.count(steal, nr);
-            ctx.pa.events.count(VmEvent::PgstealFile, nr);
-            ctx.pa.events.count(VmEvent::Pglazyfreed, nr);
-            reclaimed += nr;
-        }
-        reclaimed
     }
 
     /// `echo MODE > /proc/sys/vm/drop_caches`: bit 1 drops the page cache
@@ -205,18 +143,25 @@ impl Vm {
     }
 
     /// `out_of_memory`: kill the process with the highest `oom_badness`
-    /// (anonymous RSS plus page tables; ties go to the later one), all its
+    /// (resident anon and shmem, swap entries and page tables; ties go to
+    /// the later one), all its
     /// threads, and free its memory.
     pub(crate) fn out_of_memory(&mut self, ctx: &mut Ctx, trigger: Pid) {
         let mut victim: Option<(u64, Pid)> = None;
         for t in self.tasks.values().filter(|t| t.alive && t.pid == t.tgid) {
             let mm = &self.mms[t.mm];
-            let points = mm.rss_anon + mm.nr_pgtables;
+            let points = mm.rss_anon + mm.rss_shmem + mm.swap_ents + mm.nr_pgtables;
             if victim.is_none_or(|(best, _)| points >= best) {
                 victim = Some((points, t.pid));
             }
         }
         let (_, victim) = victim.unwrap_or((0, trigger));
+        self.oom_kill_process(ctx, victim, trigger);
+    }
+
+    /// `oom_kill_process`: the victim's whole thread group is killed and
+    /// its memory freed (`oom_kill`). Returns the thread group.
+    pub(crate) fn oom_kill_process(&mut self, ctx: &mut Ctx, victim: Pid, trigger: Pid) -> Pid {
         let tgid = self.tasks.get(&victim).map_or(victim, |t| t.tgid);
         let rss_pages = self.tasks.get(&victim).map_or(0, |t| self.mms[t.mm].rss_anon);
         let members: Vec<Pid> = self
@@ -237,5 +182,6 @@ impl Vm {
             trigger,
             rss_pages,
         });
+        tgid
     }
 }

@@ -4,12 +4,23 @@
 use largo_types::Pfn;
 
 use super::folio::{AnonFolio, MM_ID_DUMMY};
+use super::lru::FolioRef;
 use super::pgtable::Slot;
 use super::stats::MthpStat;
 use super::types::{MmId, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::PageAlloc;
+
+/// What a new anonymous folio starts with (`rmap_flags`, the LRU flags a
+/// refault sets, the memcg charged).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewAnon {
+    pub exclusive: bool,
+    pub active: bool,
+    pub workingset: bool,
+    pub memcg: usize,
+}
 
 /// Where a folio is mapped: one entry per PTE range or PMD.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,10 +39,33 @@ pub struct Mapping {
 }
 
 impl Vm {
-    /// `folio_add_new_anon_rmap(RMAP_EXCLUSIVE)`: a freshly faulted folio
-    /// becomes anonymous, exclusively mapped by PTEs, or by one PMD when it
-    /// is PMD-sized. Creates the folio's metadata; returns its key.
+    /// `folio_add_new_anon_rmap(RMAP_EXCLUSIVE)` then `folio_add_lru_vma`:
+    /// a freshly faulted folio becomes anonymous, exclusively mapped by
+    /// PTEs, or by one PMD when it is PMD-sized, charged to its mm's memcg.
+    /// Creates the folio's metadata; returns its key.
     pub(crate) fn add_new_anon_rmap(&mut self, ctx: &mut Ctx, folio: Folio, vma: VmaId, addr: u64, pmd: bool) -> usize {
+        let memcg = self.mm_memcg(self.vmas[vma].mm);
+        let new = NewAnon {
+            exclusive: true,
+            active: false,
+            workingset: false,
+            memcg,
+        };
+        self.add_new_anon_rmap_with(ctx, folio, vma, addr, pmd, new)
+    }
+
+    /// `folio_add_new_anon_rmap` with the flags a swap-in gives: exclusive
+    /// or not, active and workingset from a refault; the folio joins the
+    /// LRU through the cpu's batch.
+    pub(crate) fn add_new_anon_rmap_with(
+        &mut self,
+        ctx: &mut Ctx,
+        folio: Folio,
+        vma: VmaId,
+        addr: u64,
+        pmd: bool,
+        new: NewAnon,
+    ) -> usize {
         self.count_rmap(if pmd { 1 } else { folio.nr_pages() });
         self.work.folios_new += 1;
         let v = &self.vmas[vma];
@@ -39,6 +73,9 @@ impl Vm {
         let index = v.page_index(addr, self.page_shift());
         let mm_id = self.mms[v.mm].mm_id;
         let mut meta = AnonFolio::new(folio.pfn.0, folio.order, anon_vma, index);
+        meta.memcg = new.memcg as u16;
+        meta.lru.active = new.active;
+        meta.lru.workingset = new.workingset;
         let nr = folio.nr_pages() as i64;
         let nr_pmdmapped = if pmd {
             meta.entire_mapcount = 1;
@@ -57,24 +94,59 @@ impl Vm {
         };
         let key = self.folios.insert(meta);
         self.anon_vmas[anon_vma].nr_folios += 1;
+        let excl = if new.exclusive {
+            PageFlags::ANON_EXCLUSIVE
+        } else {
+            PageFlags::empty()
+        };
         let memmap = &mut ctx.pa.memmap;
         let head = memmap.page_mut(folio.pfn.0);
-        head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | PageFlags::LRU | PageFlags::ANON_EXCLUSIVE);
+        head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | excl);
         head.set_private(key as u32 + 1);
         if !pmd {
             for p in folio.pfn.0..folio.end_pfn().0 {
                 let page = memmap.page_mut(p);
                 page.set_mapcount(1);
-                page.insert_flags(PageFlags::ANON_EXCLUSIVE);
+                page.insert_flags(excl);
             }
         }
         let nid = self.node_of(ctx.pa, folio.pfn.0);
         let stat = &mut self.node_stat[nid];
         stat.anon_mapped += nr;
         stat.anon_thps += nr_pmdmapped;
-        self.lru_add(ctx.pa, folio.pfn.0, false, nr);
+        self.folio_add_lru(ctx.pa, ctx.cpu, FolioRef::Anon(key));
         self.mthp.add(folio.order, MthpStat::NrAnon, 1);
         key
+    }
+
+    /// `folio_add_new_anon_rmap` of an order-0 folio readahead left in the
+    /// swap cache: it becomes anonymous as a fault maps it at `addr`.
+    pub(crate) fn adopt_anon_folio(&mut self, ctx: &mut Ctx, key: usize, vma: VmaId, addr: u64, exclusive: bool) {
+        self.count_rmap(1);
+        self.work.folios_new += 1;
+        let v = &self.vmas[vma];
+        // __folio_set_anon: a folio that may not be exclusive takes the
+        // family's oldest anon_vma, which every VMA of it is chained to.
+        let anon_vma = if exclusive {
+            v.anon_vma.expect("anon_vma_prepare ran")
+        } else {
+            v.chain[0]
+        };
+        let index = v.page_index(addr, self.page_shift());
+        let meta = &mut self.folios[key];
+        debug_assert_eq!(meta.order, 0, "readahead folios are order 0");
+        meta.anon_vma = anon_vma;
+        meta.index = index;
+        self.anon_vmas[anon_vma].nr_folios += 1;
+        let pfn = meta.pfn;
+        let page = ctx.pa.memmap.page_mut(pfn);
+        page.insert_flags(PageFlags::ANON);
+        page.set_mapcount(1);
+        if exclusive {
+            page.insert_flags(PageFlags::ANON_EXCLUSIVE);
+        }
+        let nid = self.node_of(ctx.pa, pfn);
+        self.node_stat[nid].anon_mapped += 1;
     }
 
     /// `folio_add_large_mapcount` / `folio_add_return_large_mapcount`.
@@ -266,9 +338,21 @@ impl Vm {
         }
     }
 
-    /// References beyond the mappings: a caller holds the folio.
+    /// `folio_expected_ref_count`: one reference per mapping and, in the
+    /// swap cache, one per page.
+    pub(crate) fn folio_expected_refs(&self, pa: &PageAlloc, key: usize) -> u32 {
+        let swapcache = if self.folios[key].swap.is_some() {
+            self.folios[key].nr_pages() as u32
+        } else {
+            0
+        };
+        self.folio_mapcount(pa, key) as u32 + swapcache
+    }
+
+    /// References beyond the mappings and the swap cache: a caller holds
+    /// the folio.
     pub(crate) fn folio_has_extra_refs(&self, pa: &PageAlloc, key: usize) -> bool {
-        self.folio_refcount(pa, key) as i32 != self.folio_mapcount(pa, key)
+        self.folio_refcount(pa, key) != self.folio_expected_refs(pa, key)
     }
 
     /// `folio_ref_add`.
@@ -289,37 +373,45 @@ impl Vm {
         }
     }
 
-    /// The end of an anon folio: off the deferred split queue, off the LRU,
-    /// per-page state cleared, metadata released, pages freed.
-    fn free_anon_folio(&mut self, ctx: &mut Ctx, key: usize) {
-        let (pfn, order, anon_vma) = {
+    /// The end of an anon folio: off the deferred split queue, off the LRU
+    /// (or its batch), uncharged, per-page state cleared, metadata
+    /// released, pages freed.
+    pub(crate) fn free_anon_folio(&mut self, ctx: &mut Ctx, key: usize) {
+        let (pfn, order, anon_vma, memcg) = {
             let m = &self.folios[key];
-            (m.pfn, m.order, m.anon_vma)
+            (m.pfn, m.order, m.anon_vma, m.memcg as usize)
         };
+        debug_assert!(self.folios[key].swap.is_none(), "freeing a swap-cache folio");
         if self.folios[key].deferred.is_some() {
             self.deferred_remove(ctx.pa, key);
         }
-        self.lru_del(ctx.pa, pfn, self.folios[key].lazyfree, 1 << order);
+        self.lru_forget(ctx.pa, FolioRef::Anon(key));
+        self.mem_cgroup_uncharge(ctx, memcg, 1 << order);
         self.mthp.add(order, MthpStat::NrAnon, -1);
         self.folios.remove(key);
-        self.put_anon_vma_folio(anon_vma);
+        if anon_vma != super::folio::NO_ANON_VMA {
+            self.put_anon_vma_folio(anon_vma);
+        }
         free_user_folio(ctx, pfn, order);
     }
 
-    /// Pages leave the LRU list they are on (lazyfree ones sit on the file LRU).
-    pub(crate) fn lru_del(&mut self, pa: &PageAlloc, pfn: u64, lazyfree: bool, nr: i64) {
-        self.lru_add(pa, pfn, lazyfree, -nr);
+    /// A reference on a folio the LRU holds (reclaim's isolation).
+    pub(crate) fn folio_ref_get(&mut self, ctx: &mut Ctx, r: FolioRef) {
+        let (pfn, _) = self.folio_pfn_order(r);
+        let page = ctx.pa.memmap.page_mut(pfn);
+        page.set_refcount(page.refcount() + 1);
     }
 
-    /// Pages join the LRU list of their zone (`lruvec_add_folio`).
-    pub(crate) fn lru_add(&mut self, pa: &PageAlloc, pfn: u64, lazyfree: bool, nr: i64) {
-        let zi = pa.page_zone_index(pfn).expect("anon folio in a zone");
-        let stat = &mut self.zone_lru[zi];
-        if lazyfree {
-            stat.inactive_file += nr;
-        } else {
-            stat.inactive_anon += nr;
+    /// Drops one reference; returns whether it was the last (the folio is
+    /// freed).
+    pub(crate) fn folio_ref_put(&mut self, ctx: &mut Ctx, r: FolioRef) -> bool {
+        let (pfn, _) = self.folio_pfn_order(r);
+        let last = ctx.pa.memmap.page(pfn).refcount() == 1;
+        match r {
+            FolioRef::Anon(k) => self.folio_put_refs(ctx, k, 1),
+            FolioRef::Shmem(k) => self.shmem_folio_put_refs(ctx, k, 1),
         }
+        last
     }
 
     /// A folio of `anon_vma` went away; free the anon_vma if nothing uses it.

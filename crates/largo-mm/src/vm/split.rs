@@ -5,19 +5,22 @@
 use largo_physmem::BackingKind;
 
 use super::folio::{AnonFolio, NO_LINK};
+use super::lru::FolioRef;
 use super::pgtable::Pte;
 use super::stats::MthpStat;
 use super::{Ctx, Vm};
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::PageAlloc;
 use crate::stats::VmEvent;
+use crate::swap::CacheSlot;
 
 impl Vm {
     /// `deferred_split_folio`: queue a large folio, marking it partially
     /// mapped if it is (counted once), or as an underused-THP candidate.
     pub(crate) fn deferred_split_folio(&mut self, pa: &mut PageAlloc, key: usize, partially_mapped: bool) {
         let (pfn, order) = (self.folios[key].pfn, self.folios[key].order);
-        if order <= 1 || (!partially_mapped && !self.thp.shrink_underused) {
+        // A swap-cache folio is on its way out (reclaim unmaps it).
+        if order <= 1 || (!partially_mapped && !self.thp.shrink_underused) || self.folios[key].swap.is_some() {
             return;
         }
         self.locks.deferred_split += 1;
@@ -149,7 +152,7 @@ impl Vm {
 
     /// Are the page's contents all zero? Real bytes on ram; on sim, pages
     /// the user never wrote.
-    fn page_is_zero(&self, pa: &PageAlloc, backing: &dyn largo_physmem::Backing, pfn: u64) -> bool {
+    pub(crate) fn page_is_zero(&self, pa: &PageAlloc, backing: &dyn largo_physmem::Backing, pfn: u64) -> bool {
         if backing.kind() == BackingKind::Ram {
             let mut buf = vec![0u8; self.page_size() as usize];
             return backing.read(largo_types::Pfn(pfn), 0, &mut buf).is_ok() && buf.iter().all(|&b| b == 0);
@@ -163,16 +166,26 @@ impl Vm {
     /// mapped pages that are all zero are remapped to the shared zero
     /// page and freed. Counts `split` (and `thp_split_page` for PMD size).
     pub(crate) fn split_anon_folio(&mut self, ctx: &mut Ctx, key: usize) -> bool {
+        self.split_anon_folio_to(ctx, key, 0).is_some()
+    }
+
+    /// [`Self::split_anon_folio`] for a caller holding `caller_pins`
+    /// references of its own (reclaim's isolation), returning the keys of
+    /// the folios that remain, by page index. A folio on an LRU list
+    /// leaves its pieces in its place, the head oldest (`lru_add_split_folio`);
+    /// an isolated one's pieces inherit the caller's reference each (they go
+    /// on the caller's list); a swap-cache folio's pieces keep their slots.
+    pub(crate) fn split_anon_folio_to(&mut self, ctx: &mut Ctx, key: usize, caller_pins: u32) -> Option<Vec<usize>> {
         let (pfn, order) = (self.folios[key].pfn, self.folios[key].order);
         if order == 0 {
-            return false;
+            return None;
         }
-        if !self.can_split_folio(ctx.pa, key) {
+        if !self.can_split_folio(ctx.pa, key, caller_pins) {
             self.mthp.add(order, MthpStat::SplitFailed, 1);
             if order == self.pmd_order() {
                 ctx.pa.events.count(VmEvent::ThpSplitPageFailed, 1);
             }
-            return false;
+            return None;
         }
         for m in self.rmap_walk(key) {
             if m.level == 1 {
@@ -183,54 +196,85 @@ impl Vm {
         if self.folios[key].deferred.is_some() {
             self.deferred_remove(ctx.pa, key);
         }
+        let old_ref = FolioRef::Anon(key);
+        let on_list = self.lru_state(old_ref).list.is_some();
+        let younger = if on_list { self.lru_prev(old_ref) } else { None };
+        if on_list {
+            self.lruvec_del(ctx.pa, old_ref);
+        }
         self.mthp.add(order, MthpStat::NrAnon, -1);
         let old = self.folios.remove(key);
-        let keep = ctx.pa.memmap.page(pfn).flags() & (PageFlags::ANON | PageFlags::SWAPBACKED | PageFlags::LRU);
-        let mut kept_folios = 0;
+        let keep = ctx.pa.memmap.page(pfn).flags()
+            & (PageFlags::ANON | PageFlags::SWAPBACKED | PageFlags::LRU | PageFlags::DIRTY);
+        let mut kept = Vec::new();
         for i in 0..old.nr_pages() {
             let p = pfn + i;
             let mapcount = ctx.pa.memmap.page(p).mapcount();
-            let zero_remap = mapcount > 0 && self.page_is_zero(ctx.pa, &*ctx.backing, p);
+            let zero_remap = mapcount > 0 && old.swap.is_none() && self.page_is_zero(ctx.pa, &*ctx.backing, p);
             if zero_remap {
                 self.remap_to_zero_page(ctx.pa, &mappings, pfn, i);
             }
-            if mapcount == 0 || zero_remap {
-                self.lru_del(ctx.pa, p, old.lazyfree, 1);
+            let slot = old.swap.map(|e| e.plus(i));
+            // A page nothing holds goes now; on a caller's list it goes
+            // when the caller lets go of it.
+            if caller_pins == 0 && ((mapcount == 0 && slot.is_none()) || zero_remap) {
+                self.mem_cgroup_uncharge(ctx, old.memcg as usize, 1);
                 self.release_split_page(ctx, p);
                 continue;
             }
-            let meta = AnonFolio {
+            let mapcount = ctx.pa.memmap.page(p).mapcount();
+            let mut meta = AnonFolio {
                 maybe_mapped_shared: old.maybe_mapped_shared && mapcount > 1,
                 lazyfree: old.lazyfree,
+                memcg: old.memcg,
+                swap: slot,
                 ..AnonFolio::new(p, 0, old.anon_vma, old.index + i)
             };
+            meta.lru.active = old.lru.active;
+            meta.lru.referenced = old.lru.referenced;
+            meta.lru.workingset = old.lru.workingset;
             let new_key = self.folios.insert(meta);
-            if old.lazyfree {
-                self.lazyfree.push_back((new_key, p));
+            if let Some(slot) = slot {
+                self.swap
+                    .device_mut(slot)
+                    .cache
+                    .insert(slot.offset, CacheSlot::Folio(FolioRef::Anon(new_key).token()));
             }
-            kept_folios += 1;
+            kept.push(new_key);
+            let refs = mapcount as u32 + u32::from(slot.is_some()) + caller_pins;
             let page = ctx.pa.memmap.page_mut(p);
-            page.remove_flags(PageFlags::HEAD | PageFlags::PARTIALLY_MAPPED);
-            page.insert_flags(keep);
+            page.remove_flags(PageFlags::HEAD | PageFlags::PARTIALLY_MAPPED | PageFlags::LRU);
+            page.insert_flags(keep - PageFlags::LRU);
             page.set_order(0);
-            page.set_refcount(mapcount as u32);
+            page.set_refcount(refs);
             page.set_private(new_key as u32 + 1);
         }
-        self.anon_vmas[old.anon_vma].nr_folios += kept_folios;
-        self.put_anon_vma_folio(old.anon_vma);
+        if old.is_anon() {
+            self.anon_vmas[old.anon_vma].nr_folios += kept.len() as u64;
+            self.put_anon_vma_folio(old.anon_vma);
+        }
+        if on_list {
+            // The head keeps the old place; each tail goes just younger
+            // than the one before it, so the head is the oldest piece.
+            let mut anchor = younger;
+            for &k in kept.iter().rev() {
+                self.lruvec_insert_after(ctx.pa, FolioRef::Anon(k), anchor);
+                anchor = Some(FolioRef::Anon(k));
+            }
+        }
         self.mthp.add(order, MthpStat::Split, 1);
         self.work.split_pages += old.nr_pages();
         self.work.folios_split += 1;
         if order == self.pmd_order() {
             ctx.pa.events.count(VmEvent::ThpSplitPage, 1);
         }
-        true
+        Some(kept)
     }
 
-    /// `can_split_folio`: every reference is a mapping (no pins; the
-    /// model's callers hold no extra reference of their own).
-    fn can_split_folio(&self, pa: &PageAlloc, key: usize) -> bool {
-        !self.folio_has_extra_refs(pa, key)
+    /// `can_split_folio`: every reference is a mapping, a swap-cache
+    /// reference or one of the caller's `caller_pins`.
+    pub(crate) fn can_split_folio(&self, pa: &PageAlloc, key: usize, caller_pins: u32) -> bool {
+        self.folio_refcount(pa, key) == self.folio_expected_refs(pa, key) + caller_pins
     }
 
     /// Replaces every PTE mapping page `offset` of the split folio with the

@@ -119,16 +119,27 @@ pub struct NodeVmStat {
     pub shmem_pmdmapped: i64,
     /// `NR_FILE_MAPPED` (nr_mapped, meminfo Mapped): shmem pages mapped.
     pub file_mapped: i64,
+    /// `NR_SWAPCACHE` (nr_swapcached, meminfo SwapCached); also counted
+    /// in `NR_FILE_PAGES`.
+    pub swapcache: i64,
+    /// `NR_VMSCAN_WRITE`: pages reclaim wrote out (swap, zero map, zswap).
+    pub vmscan_write: i64,
+    /// `NR_WRITTEN`: pages whose writeback completed.
+    pub written: i64,
+    /// `NR_ISOLATED_ANON` while reclaim holds folios off the LRU.
+    pub isolated_anon: i64,
 }
 
 /// Pages on a zone's LRU lists (`NR_ZONE_INACTIVE_ANON`, ...; the node's
-/// `NR_INACTIVE_ANON` is the sum over its zones). New anon folios go on
-/// the inactive anon list, as the kernel adds them; the model does not age
-/// them. Lazyfree folios sit on the inactive file list.
+/// `NR_INACTIVE_ANON` is the sum over its zones). Anonymous and shmem
+/// folios are on the anon lists, lazyfree folios on the file lists;
+/// folios waiting in a cpu's `lru_add` batch are on none yet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LruStat {
     pub inactive_anon: i64,
+    pub active_anon: i64,
     pub inactive_file: i64,
+    pub active_file: i64,
 }
 
 #[cfg(test)]

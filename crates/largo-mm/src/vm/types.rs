@@ -96,6 +96,10 @@ pub enum Advice {
     NoHugePage,
     /// MADV_COLLAPSE: PMD-map the range now (anonymous memory).
     Collapse,
+    /// MADV_COLD: deactivate the range's folios.
+    Cold,
+    /// MADV_PAGEOUT: reclaim the range's folios now.
+    PageOut,
 }
 
 impl Advice {
@@ -106,6 +110,8 @@ impl Advice {
             Advice::HugePage => "MADV_HUGEPAGE",
             Advice::NoHugePage => "MADV_NOHUGEPAGE",
             Advice::Collapse => "MADV_COLLAPSE",
+            Advice::Cold => "MADV_COLD",
+            Advice::PageOut => "MADV_PAGEOUT",
         }
     }
 }
@@ -212,6 +218,8 @@ pub enum VmError {
     NoNode(i32),
     #[error("EBADF: no open shmem file at descriptor {0}")]
     BadFd(u32),
+    #[error("EBUSY: {0}")]
+    Busy(&'static str),
 }
 
 impl VmError {
@@ -227,6 +235,7 @@ impl VmError {
             VmError::NotSupported(_) => -95,
             VmError::NoNode(_) => -19,
             VmError::BadFd(_) => -9,
+            VmError::Busy(_) => -16,
         }
     }
 }

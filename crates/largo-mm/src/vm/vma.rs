@@ -21,6 +21,8 @@ pub struct Vma {
     /// Every anon_vma this VMA is chained to (`anon_vma_chain`): its own
     /// and those inherited from its ancestors by fork.
     pub chain: Vec<AnonVmaId>,
+    /// Swap readahead state (`swap_readahead_info`).
+    pub swap_ra: super::swapin::SwapRa,
 }
 
 impl Vma {

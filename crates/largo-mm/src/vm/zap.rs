@@ -51,13 +51,32 @@ impl Vm {
                 i += 1;
                 continue;
             }
+            if pte.is_swap() {
+                let nr = self.swap_pte_batch(table, i, first + count, pte);
+                for j in i..i + nr {
+                    self.pt.set(table, j, Pte::NONE);
+                }
+                self.mms[mm].swap_ents -= nr as u64;
+                self.free_swap_and_cache_nr(ctx, pte.swap_entry(), nr as u64);
+                i += nr;
+                continue;
+            }
             let (key, pfn, nr) = self.mapped_folio_batch(ctx, table, i, first + count);
             for j in i..i + nr {
                 self.pt.set(table, j, Pte::NONE);
             }
             self.mms[mm].rss_anon -= nr as u64;
             self.remove_rmap_ptes(ctx.pa, key, pfn, nr as u64, mm);
+            let cached = self.folios[key].swap.is_some();
             self.folio_put_refs(ctx, key, nr as u32);
+            if cached && self.folios.contains(key) {
+                // free_pages_and_swap_cache: an unmapped swap-cache folio
+                // gives its slots up.
+                self.free_swap_cache(ctx, key);
+                if self.folio_refcount(ctx.pa, key) == 0 {
+                    self.free_anon_folio(ctx, key);
+                }
+            }
             i += nr;
         }
     }
@@ -113,6 +132,22 @@ impl Vm {
                 self.free_table(ctx, mm, child);
             }
         }
+    }
+
+    /// `swap_pte_batch`: how many entries from `i` (before `limit`) are
+    /// swap entries continuing `pte`'s: same device, consecutive slots,
+    /// the same exclusive bit.
+    pub(crate) fn swap_pte_batch(&self, table: usize, i: usize, limit: usize, pte: Pte) -> usize {
+        let entry = pte.swap_entry();
+        let mut n = 1;
+        while i + n < limit {
+            let e = self.pt.get(table, i + n);
+            if !e.is_swap() || e.swap_entry() != entry.plus(n as u64) || e.swp_exclusive() != pte.swp_exclusive() {
+                break;
+            }
+            n += 1;
+        }
+        n
     }
 
     /// The anonymous folio the present entry `i` of `table` maps, that

@@ -32,13 +32,21 @@ pub fn meminfo_kb(m: &Machine, label: &str) -> u64 {
     let totalram = pa.managed_pages();
     let node = |name: &str| super::global_node_item(m, name).unwrap_or(0);
     match label {
+        "Active" => kb(node("nr_active_anon") + node("nr_active_file")),
         "Inactive" => kb(node("nr_inactive_anon") + node("nr_inactive_file")),
+        "Active(anon)" => kb(node("nr_active_anon")),
         "Inactive(anon)" => kb(node("nr_inactive_anon")),
+        "Active(file)" => kb(node("nr_active_file")),
         "Inactive(file)" => kb(node("nr_inactive_file")),
+        "SwapCached" => kb(node("nr_swapcached")),
+        "SwapTotal" => kb(m.vm().swap.total_pages()),
+        "SwapFree" => kb(m.vm().swap.free_pages()),
+        "Zswap" => kb(m.vm().swap.zswap.pool_pages()),
+        "Zswapped" => kb(m.vm().swap.zswap.stored_pages()),
         "AnonPages" => kb(node("nr_anon_pages")),
         "PageTables" => kb(node("nr_page_table_pages")),
         "AnonHugePages" => kb(node("nr_anon_transparent_hugepages") << m.geometry().pmd_order),
-        "Cached" => kb(node("nr_file_pages")),
+        "Cached" => kb(node("nr_file_pages") - node("nr_swapcached")),
         "Mapped" => kb(node("nr_mapped")),
         "Shmem" => kb(node("nr_shmem")),
         "ShmemHugePages" => kb(node("nr_shmem_hugepages") << m.geometry().pmd_order),
@@ -61,7 +69,8 @@ fn mem_available(m: &Machine) -> u64 {
     let pa = m.page_alloc();
     let available = pa.nr_free_pages() as i64 - pa.totalreserve_pages() as i64;
     let wmark_low: u64 = pa.zones().iter().map(|z| z.low_wmark_pages()).sum();
-    let pagecache = super::global_node_item(m, "nr_inactive_file").unwrap_or(0);
+    let file = |name: &str| super::global_node_item(m, name).unwrap_or(0);
+    let pagecache = file("nr_active_file") + file("nr_inactive_file");
     let pagecache = pagecache - (pagecache / 2).min(wmark_low);
     (available + pagecache as i64).max(0) as u64
 }

@@ -19,11 +19,18 @@ pub fn node_item(m: &Machine, nid: usize, name: &str) -> Option<u64> {
     };
     let value = match name {
         "nr_inactive_anon" => lru(|l| l.inactive_anon),
+        "nr_active_anon" => lru(|l| l.active_anon),
         "nr_inactive_file" => lru(|l| l.inactive_file),
+        "nr_active_file" => lru(|l| l.active_file),
+        "nr_isolated_anon" => s.isolated_anon,
+        "nr_swapcached" => s.swapcache,
+        "nr_vmscan_write" => s.vmscan_write,
+        "nr_written" => s.written,
         "nr_anon_pages" => s.anon_mapped,
         "nr_anon_transparent_hugepages" => s.anon_thps >> m.geometry().pmd_order,
         "nr_page_table_pages" => s.pagetable,
-        "nr_shmem" | "nr_file_pages" => s.shmem,
+        "nr_shmem" => s.shmem,
+        "nr_file_pages" => s.shmem + s.swapcache,
         "nr_shmem_hugepages" => s.shmem_thps >> m.geometry().pmd_order,
         "nr_shmem_pmdmapped" => s.shmem_pmdmapped >> m.geometry().pmd_order,
         "nr_mapped" => s.file_mapped,
@@ -42,7 +49,9 @@ pub fn zone_lru_item(m: &Machine, zi: usize, name: &str) -> Option<u64> {
     let l = m.vm().zone_lru(zi);
     let value = match name {
         "nr_zone_inactive_anon" => l.inactive_anon,
+        "nr_zone_active_anon" => l.active_anon,
         "nr_zone_inactive_file" => l.inactive_file,
+        "nr_zone_active_file" => l.active_file,
         _ => return None,
     };
     Some(value.max(0) as u64)

@@ -31,7 +31,9 @@ pub fn vmstat_value(m: &Machine, name: &str) -> u64 {
         "nr_dirty_background_threshold" => dirty_limits(m).1,
         "nr_memmap_boot_pages" => m.layout().memmap_boot_pages,
         "nr_zone_inactive_anon" => super::global_node_item(m, "nr_inactive_anon").unwrap_or(0),
+        "nr_zone_active_anon" => super::global_node_item(m, "nr_active_anon").unwrap_or(0),
         "nr_zone_inactive_file" => super::global_node_item(m, "nr_inactive_file").unwrap_or(0),
+        "nr_zone_active_file" => super::global_node_item(m, "nr_active_file").unwrap_or(0),
         _ => super::global_node_item(m, name)
             .or_else(|| VmEvent::from_name(name).map(|e| pa.events.get(e)))
             .unwrap_or(0),

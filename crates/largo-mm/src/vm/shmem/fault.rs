@@ -96,24 +96,37 @@ impl Vm {
         // vma_thp_gfp_mask limited by the mapping's GFP_HIGHUSER_MOVABLE
         // (`limit_gfp_mask` keeps it as it is).
         let gfp = self.thp_gfp_mask(vmf.vma);
+        let memcg = self.mm_memcg(vmf.mm);
         while orders != 0 {
             let order = highest_order(orders);
             orders &= !(1 << order);
-            if let Some(folio) = self.alloc_folio(ctx, gfp | Gfp::ZERO, order) {
+            if let Some(folio) = self.alloc_folio(ctx, gfp, order) {
+                if !self.mem_cgroup_charge(ctx, folio, memcg, gfp) {
+                    // A failed charge goes straight to order 0.
+                    self.free_unused_folio(ctx, folio);
+                    if order == self.pmd_order() {
+                        ctx.pa.events.count(VmEvent::ThpFileFallback, 1);
+                        ctx.pa.events.count(VmEvent::ThpFileFallbackCharge, 1);
+                    }
+                    self.mthp.add(order, MthpStat::ShmemFallback, 1);
+                    self.mthp.add(order, MthpStat::ShmemFallbackCharge, 1);
+                    break;
+                }
+                self.zero_folio(ctx, folio);
                 if order == self.pmd_order() {
                     ctx.pa.events.count(VmEvent::ThpFileAlloc, 1);
                 }
                 self.mthp.add(order, MthpStat::ShmemAlloc, 1);
                 let first = index & !((1 << order) - 1);
-                return Some(self.shmem_add_to_page_cache(ctx, folio, inode, first));
+                return Some(self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg));
             }
             if order == self.pmd_order() {
                 ctx.pa.events.count(VmEvent::ThpFileFallback, 1);
             }
             self.mthp.add(order, MthpStat::ShmemFallback, 1);
         }
-        let folio = self.alloc_folio(ctx, GFP_HIGHUSER_MOVABLE | Gfp::ZERO, 0)?;
-        Some(self.shmem_add_to_page_cache(ctx, folio, inode, index))
+        let folio = self.folio_prealloc(ctx, memcg, true)?;
+        Some(self.shmem_add_to_page_cache(ctx, folio, inode, index, memcg))
     }
 
     /// `finish_fault` for the page `index` of folio `key`: a PMD-sized

@@ -59,6 +59,10 @@ pub struct ShmemFolio {
     pub entire_mapcount: i32,
     /// Pages mapped by at least one PTE (`_nr_pages_mapped`).
     pub nr_pages_mapped: i32,
+    /// The memcg it is charged to (0: the root).
+    pub memcg: u16,
+    /// Its LRU list, links and LRU flags (shmem is on the anon lists).
+    pub lru: super::lru::LruState,
 }
 
 impl ShmemFolio {
@@ -243,7 +247,9 @@ impl Vm {
         if order == pmd_order {
             s.shmem_thps += nr;
         }
-        self.lru_add(ctx.pa, pfn, false, nr);
+        if sign > 0 {
+            self.folio_add_lru(ctx.pa, ctx.cpu, super::lru::FolioRef::Shmem(key));
+        }
     }
 
     /// `folio_put_refs` for a shmem folio; the last reference frees it.
@@ -256,6 +262,9 @@ impl Vm {
             return;
         }
         let order = self.shmem.folios[key].order;
+        let memcg = self.shmem.folios[key].memcg as usize;
+        self.lru_forget(ctx.pa, super::lru::FolioRef::Shmem(key));
+        self.mem_cgroup_uncharge(ctx, memcg, 1 << order);
         self.shmem.folios.remove(key);
         super::rmap::free_user_folio(ctx, pfn, order);
     }
@@ -263,7 +272,14 @@ impl Vm {
     /// A new folio enters the page cache of `inode` at `index`
     /// (`shmem_add_to_page_cache`): one reference per page for the cache
     /// on top of the caller's.
-    pub(crate) fn shmem_add_to_page_cache(&mut self, ctx: &mut Ctx, folio: Folio, inode: usize, index: u64) -> usize {
+    pub(crate) fn shmem_add_to_page_cache(
+        &mut self,
+        ctx: &mut Ctx,
+        folio: Folio,
+        inode: usize,
+        index: u64,
+        memcg: usize,
+    ) -> usize {
         let key = self.shmem.folios.insert(ShmemFolio {
             pfn: folio.pfn.0,
             order: folio.order,
@@ -271,10 +287,12 @@ impl Vm {
             index,
             entire_mapcount: 0,
             nr_pages_mapped: 0,
+            memcg: memcg as u16,
+            lru: Default::default(),
         });
         self.shmem.inodes[inode].cache.insert(index, key);
         let head = ctx.pa.memmap.page_mut(folio.pfn.0);
-        head.insert_flags(PageFlags::SWAPBACKED | PageFlags::LRU | PageFlags::UPTODATE);
+        head.insert_flags(PageFlags::SWAPBACKED | PageFlags::UPTODATE);
         head.set_private(key as u32 + 1);
         head.set_refcount(1 + folio.nr_pages() as u32);
         self.shmem_cache_stats(ctx, key, 1);

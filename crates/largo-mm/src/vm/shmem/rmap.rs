@@ -144,3 +144,68 @@ impl Vm {
         }
     }
 }
+
+impl Vm {
+    /// `rmap_walk_file` for a shmem folio: its PMD mapping or the PTE
+    /// ranges mapping its pages in every VMA of its inode.
+    pub(crate) fn shmem_rmap_walk(&self, key: usize) -> Vec<super::super::rmap::Mapping> {
+        let f = &self.shmem.folios[key];
+        let (inode, index, nr_pages, pfn) = (f.inode, f.index, f.nr_pages(), f.pfn);
+        let shift = self.page_shift();
+        let mut out = Vec::new();
+        for (vma_id, vma) in self.vmas.iter().filter(|(_, v)| v.shmem == Some(inode)) {
+            let root = self.mms[vma.mm].pgd;
+            let mut off = 0;
+            while off < nr_pages {
+                let Some(addr) = vma.address_of(index + off, shift) else {
+                    off += 1;
+                    continue;
+                };
+                match self.pt.leaf(root, addr) {
+                    Some((table, idx, 1)) => {
+                        let e = self.pt.get(table, idx);
+                        if e.present() && e.pfn() == pfn {
+                            out.push(super::super::rmap::Mapping {
+                                vma: vma_id,
+                                mm: vma.mm,
+                                addr: addr & !(self.pmd_size() - 1),
+                                slot: Slot { table, index: idx },
+                                level: 1,
+                                nr: nr_pages,
+                                page_offset: 0,
+                            });
+                        }
+                        off = nr_pages;
+                    }
+                    Some((table, idx, 0)) => {
+                        let entries = self.pt.shape.entries_at(0);
+                        let mut n = 0;
+                        while off + n < nr_pages && idx + (n as usize) < entries {
+                            let e = self.pt.get(table, idx + n as usize);
+                            if !e.present() || e.pfn() != pfn + off + n || addr + (n << shift) >= vma.end {
+                                break;
+                            }
+                            n += 1;
+                        }
+                        if n > 0 {
+                            out.push(super::super::rmap::Mapping {
+                                vma: vma_id,
+                                mm: vma.mm,
+                                addr,
+                                slot: Slot { table, index: idx },
+                                level: 0,
+                                nr: n,
+                                page_offset: off,
+                            });
+                            off += n;
+                        } else {
+                            off += 1;
+                        }
+                    }
+                    _ => off += 1,
+                }
+            }
+        }
+        out
+    }
+}

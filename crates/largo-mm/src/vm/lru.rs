@@ -1,0 +1,435 @@
+//! The LRU lists (include/linux/mm_inline.h, mm/swap.c, v6.18 without
+//! MGLRU): each lruvec (a node's memory of one memcg) keeps inactive and
+//! active lists of anonymous (swap-backed: anon and shmem) and file
+//! (here: lazyfree anon) folios, youngest at the head. New folios wait in
+//! the cpu's `lru_add` batch until 31 are queued, a large folio comes, or
+//! something drains it (`lru_add_drain`); then they join the head of the
+//! list their flags choose.
+//!
+//! The batch holds no reference on its folios, unlike the kernel's: every
+//! kernel path whose decision would see that reference drains the local
+//! batch first (reuse on a write fault, reclaim, madvise), and the model
+//! drains at the same places.
+
+use super::Vm;
+use crate::memmap::PageFlags;
+use crate::page_alloc::PageAlloc;
+
+/// `PAGEVEC_SIZE`: the capacity of a cpu's folio batch.
+pub const PAGEVEC_SIZE: usize = 31;
+
+/// A folio the LRU can hold: an anonymous one (by its key in the anon
+/// folio table) or a shmem one (by its key in the shmem folio table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FolioRef {
+    Anon(usize),
+    Shmem(usize),
+}
+
+impl FolioRef {
+    /// An opaque token (the swap cache stores it).
+    pub fn token(self) -> u64 {
+        match self {
+            FolioRef::Anon(k) => (k as u64) << 1,
+            FolioRef::Shmem(k) => ((k as u64) << 1) | 1,
+        }
+    }
+
+    pub fn from_token(t: u64) -> FolioRef {
+        if t & 1 == 0 {
+            FolioRef::Anon((t >> 1) as usize)
+        } else {
+            FolioRef::Shmem((t >> 1) as usize)
+        }
+    }
+}
+
+/// `enum lru_list` (the evictable ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LruList {
+    InactiveAnon = 0,
+    ActiveAnon = 1,
+    InactiveFile = 2,
+    ActiveFile = 3,
+}
+
+impl LruList {
+    pub const ALL: [LruList; 4] = [
+        LruList::InactiveAnon,
+        LruList::ActiveAnon,
+        LruList::InactiveFile,
+        LruList::ActiveFile,
+    ];
+
+    pub fn is_active(self) -> bool {
+        matches!(self, LruList::ActiveAnon | LruList::ActiveFile)
+    }
+
+    pub fn is_file(self) -> bool {
+        matches!(self, LruList::InactiveFile | LruList::ActiveFile)
+    }
+
+    /// The list of a folio with these flags (`folio_lru_list`).
+    pub fn of(file: bool, active: bool) -> LruList {
+        match (file, active) {
+            (false, false) => LruList::InactiveAnon,
+            (false, true) => LruList::ActiveAnon,
+            (true, false) => LruList::InactiveFile,
+            (true, true) => LruList::ActiveFile,
+        }
+    }
+
+    /// The other list of the same type.
+    pub fn toggled(self) -> LruList {
+        LruList::of(self.is_file(), !self.is_active())
+    }
+}
+
+/// A folio's LRU state: `PG_lru` (on a list), `PG_active`,
+/// `PG_referenced`, `PG_workingset`, and its links.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LruState {
+    /// The list it is on; `None` when isolated, batched or not on an LRU.
+    pub list: Option<LruList>,
+    /// Towards the head (younger).
+    prev: Option<FolioRef>,
+    /// Towards the tail (older).
+    next: Option<FolioRef>,
+    pub active: bool,
+    pub referenced: bool,
+    pub workingset: bool,
+    /// `PG_reclaim`: written back asynchronously on reclaim's behalf.
+    pub reclaim: bool,
+    /// Waiting in a cpu's `lru_add` batch.
+    pub batched: bool,
+}
+
+impl LruState {
+    /// The younger neighbour on the list.
+    pub fn prev_link(&self) -> Option<FolioRef> {
+        self.prev
+    }
+
+    /// The older neighbour on the list.
+    pub fn next_link(&self) -> Option<FolioRef> {
+        self.next
+    }
+}
+
+/// One lruvec's lists: head (youngest) and tail (oldest) of each, and
+/// the pages on each (`lru_zone_size` summed over the zones).
+#[derive(Clone, Debug, Default)]
+pub struct Lruvec {
+    head: [Option<FolioRef>; 4],
+    tail: [Option<FolioRef>; 4],
+    pub nr_pages: [i64; 4],
+    /// `anon_cost`, `file_cost`: reclaim's cost bookkeeping (`lru_note_cost`).
+    pub anon_cost: u64,
+    pub file_cost: u64,
+    /// `refaults[]` snapshot of `WORKINGSET_ACTIVATE_ANON`/`_FILE`.
+    pub refaults: [u64; 2],
+    /// `nonresident_age`: evictions and activations so far.
+    pub nonresident_age: u64,
+    /// `WORKINGSET_ACTIVATE_ANON`/`_FILE` of this lruvec.
+    pub workingset_activate: [u64; 2],
+}
+
+impl Lruvec {
+    /// The oldest folio of a list.
+    pub fn tail(&self, lru: LruList) -> Option<FolioRef> {
+        self.tail[lru as usize]
+    }
+
+    pub fn head(&self, lru: LruList) -> Option<FolioRef> {
+        self.head[lru as usize]
+    }
+}
+
+impl Vm {
+    pub(crate) fn lru_state(&self, r: FolioRef) -> &LruState {
+        match r {
+            FolioRef::Anon(k) => &self.folios[k].lru,
+            FolioRef::Shmem(k) => &self.shmem.folios[k].lru,
+        }
+    }
+
+    pub(crate) fn lru_state_mut(&mut self, r: FolioRef) -> &mut LruState {
+        match r {
+            FolioRef::Anon(k) => &mut self.folios[k].lru,
+            FolioRef::Shmem(k) => &mut self.shmem.folios[k].lru,
+        }
+    }
+
+    /// The head pfn and order of a folio.
+    pub(crate) fn folio_pfn_order(&self, r: FolioRef) -> (u64, u32) {
+        match r {
+            FolioRef::Anon(k) => (self.folios[k].pfn, self.folios[k].order),
+            FolioRef::Shmem(k) => (self.shmem.folios[k].pfn, self.shmem.folios[k].order),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn folio_nr_pages(&self, r: FolioRef) -> u64 {
+        1 << self.folio_pfn_order(r).1
+    }
+
+    /// The memcg a folio is charged to (0: root).
+    pub(crate) fn folio_memcg(&self, r: FolioRef) -> usize {
+        match r {
+            FolioRef::Anon(k) => self.folios[k].memcg as usize,
+            FolioRef::Shmem(k) => self.shmem.folios[k].memcg as usize,
+        }
+    }
+
+    /// A file-LRU folio: lazyfree anonymous memory (no page cache is modelled).
+    pub(crate) fn folio_is_file_lru(&self, r: FolioRef) -> bool {
+        match r {
+            FolioRef::Anon(k) => self.folios[k].lazyfree,
+            FolioRef::Shmem(_) => false,
+        }
+    }
+
+    /// The index of the lruvec a folio belongs to (`folio_lruvec`).
+    pub(crate) fn folio_lruvec(&self, pa: &PageAlloc, r: FolioRef) -> usize {
+        let (pfn, _) = self.folio_pfn_order(r);
+        self.lruvec_index(self.node_of(pa, pfn), self.folio_memcg(r))
+    }
+
+    /// The lruvec of `memcg` on node `nid`.
+    pub(crate) fn lruvec_index(&self, nid: usize, memcg: usize) -> usize {
+        memcg * self.node_stat.len() + nid
+    }
+
+    /// Grows the lruvec table to hold `nr_memcgs` memcgs.
+    pub(crate) fn ensure_lruvecs(&mut self, nr_memcgs: usize) {
+        let want = nr_memcgs * self.node_stat.len();
+        if self.lruvecs.len() < want {
+            self.lruvecs.resize_with(want, Lruvec::default);
+        }
+    }
+
+    /// Per-zone LRU counts follow a folio joining (+) or leaving (-) `lru`.
+    fn zone_lru_count(&mut self, pa: &PageAlloc, pfn: u64, lru: LruList, nr: i64) {
+        let zi = pa.page_zone_index(pfn).expect("an LRU folio lies in a zone");
+        let z = &mut self.zone_lru[zi];
+        match lru {
+            LruList::InactiveAnon => z.inactive_anon += nr,
+            LruList::ActiveAnon => z.active_anon += nr,
+            LruList::InactiveFile => z.inactive_file += nr,
+            LruList::ActiveFile => z.active_file += nr,
+        }
+    }
+
+    /// `lruvec_add_folio` (at the head) or `lruvec_add_folio_tail`: the
+    /// folio joins the list its flags choose; `PG_lru` set.
+    pub(crate) fn lruvec_add(&mut self, pa: &mut PageAlloc, r: FolioRef, at_tail: bool) {
+        let lru = LruList::of(self.folio_is_file_lru(r), self.lru_state(r).active);
+        let lv = self.folio_lruvec(pa, r);
+        let (pfn, order) = self.folio_pfn_order(r);
+        let nr = 1i64 << order;
+        let l = lru as usize;
+        let (old_head, old_tail) = (self.lruvecs[lv].head[l], self.lruvecs[lv].tail[l]);
+        {
+            let s = self.lru_state_mut(r);
+            debug_assert!(s.list.is_none(), "{r:?} is on an LRU list already");
+            s.list = Some(lru);
+            s.batched = false;
+            if at_tail {
+                s.prev = old_tail;
+                s.next = None;
+            } else {
+                s.prev = None;
+                s.next = old_head;
+            }
+        }
+        if at_tail {
+            match old_tail {
+                Some(t) => self.lru_state_mut(t).next = Some(r),
+                None => self.lruvecs[lv].head[l] = Some(r),
+            }
+            self.lruvecs[lv].tail[l] = Some(r);
+        } else {
+            match old_head {
+                Some(h) => self.lru_state_mut(h).prev = Some(r),
+                None => self.lruvecs[lv].tail[l] = Some(r),
+            }
+            self.lruvecs[lv].head[l] = Some(r);
+        }
+        self.lruvecs[lv].nr_pages[l] += nr;
+        self.zone_lru_count(pa, pfn, lru, nr);
+        pa.memmap.page_mut(pfn).insert_flags(PageFlags::LRU);
+    }
+
+    /// `lruvec_del_folio`: off its list (`PG_lru` cleared). Returns the list.
+    pub(crate) fn lruvec_del(&mut self, pa: &mut PageAlloc, r: FolioRef) -> LruList {
+        let lv = self.folio_lruvec(pa, r);
+        let (pfn, order) = self.folio_pfn_order(r);
+        let s = *self.lru_state(r);
+        let lru = s.list.expect("the folio is on an LRU list");
+        let l = lru as usize;
+        match s.prev {
+            Some(p) => self.lru_state_mut(p).next = s.next,
+            None => self.lruvecs[lv].head[l] = s.next,
+        }
+        match s.next {
+            Some(n) => self.lru_state_mut(n).prev = s.prev,
+            None => self.lruvecs[lv].tail[l] = s.prev,
+        }
+        {
+            let st = self.lru_state_mut(r);
+            st.list = None;
+            st.prev = None;
+            st.next = None;
+        }
+        let nr = 1i64 << order;
+        self.lruvecs[lv].nr_pages[l] -= nr;
+        self.zone_lru_count(pa, pfn, lru, -nr);
+        pa.memmap.page_mut(pfn).remove_flags(PageFlags::LRU);
+        lru
+    }
+
+    /// Puts `r` on the list just older than `younger` (at the head when
+    /// `None`), the list being the one its flags choose.
+    pub(crate) fn lruvec_insert_after(&mut self, pa: &mut PageAlloc, r: FolioRef, younger: Option<FolioRef>) {
+        let Some(y) = younger else {
+            return self.lruvec_add(pa, r, false);
+        };
+        let lru = LruList::of(self.folio_is_file_lru(r), self.lru_state(r).active);
+        if self.lru_state(y).list != Some(lru) {
+            return self.lruvec_add(pa, r, false);
+        }
+        let lv = self.folio_lruvec(pa, r);
+        let (pfn, order) = self.folio_pfn_order(r);
+        let older = self.lru_state(y).next;
+        {
+            let s = self.lru_state_mut(r);
+            s.list = Some(lru);
+            s.batched = false;
+            s.prev = Some(y);
+            s.next = older;
+        }
+        self.lru_state_mut(y).next = Some(r);
+        match older {
+            Some(o) => self.lru_state_mut(o).prev = Some(r),
+            None => self.lruvecs[lv].tail[lru as usize] = Some(r),
+        }
+        let nr = 1i64 << order;
+        self.lruvecs[lv].nr_pages[lru as usize] += nr;
+        self.zone_lru_count(pa, pfn, lru, nr);
+        pa.memmap.page_mut(pfn).insert_flags(PageFlags::LRU);
+    }
+
+    /// The folio towards the head of its list from `r` (younger).
+    pub(crate) fn lru_prev(&self, r: FolioRef) -> Option<FolioRef> {
+        self.lru_state(r).prev
+    }
+
+    /// `folio_add_lru`: into `cpu`'s `lru_add` batch; the batch moves to
+    /// the LRU when it is full or the folio is large
+    /// (`folio_may_be_lru_cached`).
+    pub(crate) fn folio_add_lru(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
+        let cpu = cpu % self.lru_batches.len();
+        self.lru_state_mut(r).batched = true;
+        self.lru_batches[cpu].push(r);
+        let large = self.folio_pfn_order(r).1 > 0;
+        if large || self.lru_batches[cpu].len() >= PAGEVEC_SIZE {
+            self.lru_add_drain_cpu(pa, cpu);
+        }
+    }
+
+    /// `lru_add_drain_cpu`: the `lru_add` batch joins the LRU in the order
+    /// it was filled, then the `lru_deactivate` batch is applied.
+    pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
+        let cpu = cpu % self.lru_batches.len();
+        let batch = std::mem::take(&mut self.lru_batches[cpu]);
+        for r in batch {
+            self.lruvec_add(pa, r, false);
+        }
+        let batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
+        for r in batch {
+            self.lru_deactivate(pa, r);
+        }
+    }
+
+    /// `folio_deactivate`: an active folio on the LRU is queued in the
+    /// cpu's `lru_deactivate` batch (a large one is moved at once).
+    pub(crate) fn folio_deactivate(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
+        let s = self.lru_state(r);
+        if s.list.is_none() || !s.active {
+            return;
+        }
+        if self.folio_pfn_order(r).1 > 0 {
+            return self.lru_deactivate(pa, r);
+        }
+        let cpu = cpu % self.lru_deactivate_batches.len();
+        self.lru_deactivate_batches[cpu].push(r);
+        if self.lru_deactivate_batches[cpu].len() >= PAGEVEC_SIZE {
+            let batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
+            for r in batch {
+                self.lru_deactivate(pa, r);
+            }
+        }
+    }
+
+    /// `lru_deactivate`: an active folio still on its list goes to the
+    /// head of the inactive one, no longer referenced (`pgdeactivate`).
+    fn lru_deactivate(&mut self, pa: &mut PageAlloc, r: FolioRef) {
+        if !self.lru_is_present(r) {
+            return;
+        }
+        let s = self.lru_state(r);
+        if s.list.is_none() || !s.active {
+            return;
+        }
+        self.lruvec_del(pa, r);
+        let s = self.lru_state_mut(r);
+        s.active = false;
+        s.referenced = false;
+        self.lruvec_add(pa, r, false);
+        let nr = self.folio_nr_pages(r);
+        pa.events.count(crate::stats::VmEvent::Pgdeactivate, nr);
+    }
+
+    /// The folio still exists (a batch may outlive it).
+    fn lru_is_present(&self, r: FolioRef) -> bool {
+        match r {
+            FolioRef::Anon(k) => self.folios.contains(k),
+            FolioRef::Shmem(k) => self.shmem.folios.contains(k),
+        }
+    }
+
+    /// `lru_add_drain`: this cpu's batch.
+    pub(crate) fn lru_add_drain(&mut self, pa: &mut PageAlloc, cpu: usize) {
+        self.lru_add_drain_cpu(pa, cpu);
+    }
+
+    /// `lru_add_drain_all`: every cpu's batch.
+    pub(crate) fn lru_add_drain_all(&mut self, pa: &mut PageAlloc) {
+        for cpu in 0..self.lru_batches.len() {
+            self.lru_add_drain_cpu(pa, cpu);
+        }
+    }
+
+    /// A folio that is going away leaves the LRU or its batch.
+    pub(crate) fn lru_forget(&mut self, pa: &mut PageAlloc, r: FolioRef) {
+        if self.lru_state(r).list.is_some() {
+            self.lruvec_del(pa, r);
+        } else if self.lru_state(r).batched {
+            for b in &mut self.lru_batches {
+                b.retain(|&x| x != r);
+            }
+            self.lru_state_mut(r).batched = false;
+        }
+        for b in &mut self.lru_deactivate_batches {
+            b.retain(|&x| x != r);
+        }
+    }
+
+    /// A folio that moved between metadata keys or frames keeps its place:
+    /// it leaves under its old identity and joins again under the new one
+    /// (the caller replaces the metadata in between).
+    pub(crate) fn lru_is_on(&self, r: FolioRef) -> bool {
+        let s = self.lru_state(r);
+        s.list.is_some() || s.batched
+    }
+}

@@ -1,0 +1,290 @@
+//! Swap of anonymous memory: MADV_PAGEOUT and MADV_COLD, swap-out of large
+//! folios without a split when the device has contiguous slots (and with
+//! one when it has not), swap-in on fault (whole large folios from a
+//! synchronous device, order 0 with readahead otherwise), swap entries
+//! across fork, munmap, MADV_FREE and exit, zswap, memcg limit reclaim and
+//! the bytes on the ram backing. Counts are the host kernel's (6.18 on the
+//! development VM, zram swap; see the host validation scenarios).
+
+use largo_mm::stats::render::{meminfo_kb, vmstat_value};
+use largo_mm::swap::SwapSpec;
+use largo_mm::vm::stats::MthpStat;
+use largo_mm::vm::{Access, Advice, MapFlags, Prot};
+use largo_mm::{Machine, MachineConfig};
+use largo_physmem::BackingKind;
+use largo_types::Pfn;
+
+const MIB: u64 = 1 << 20;
+const PAGE: u64 = 4096;
+
+fn config(swap: &str) -> MachineConfig {
+    MachineConfig {
+        mem_bytes: 2 << 30,
+        swap: vec![SwapSpec::parse(swap).unwrap()],
+        ..MachineConfig::default()
+    }
+}
+
+#[track_caller]
+fn machine(config: MachineConfig, knobs: &[(&str, &str)]) -> Machine {
+    let mut m = Machine::new(config).unwrap();
+    for (k, v) in knobs {
+        m.set_knob(k, v).unwrap();
+    }
+    m
+}
+
+const SIZE_64K: &str = "transparent_hugepage/hugepages-64kB/enabled";
+
+struct Proc<'m> {
+    m: &'m mut Machine,
+    pid: u32,
+}
+
+impl<'m> Proc<'m> {
+    fn spawn(m: &'m mut Machine) -> Proc<'m> {
+        let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+        Proc { m, pid }
+    }
+
+    fn mmap(&mut self, len: u64) -> u64 {
+        let pid = self.pid;
+        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        self.m
+            .with_vm(0, |vm, ctx| vm.mmap(ctx, pid, 0, len, Prot::READ | Prot::WRITE, flags))
+            .unwrap()
+    }
+
+    #[track_caller]
+    fn touch(&mut self, addr: u64, len: u64, write: bool) -> u64 {
+        let pid = self.pid;
+        self.m.with_vm(0, |vm, ctx| {
+            let mut faults = 0;
+            for a in (addr..addr + len).step_by(PAGE as usize) {
+                match vm.access(ctx, pid, a, write).unwrap() {
+                    Access::Faulted => faults += 1,
+                    Access::Hit => {}
+                    other => panic!("access at {a:#x}: {other:?}"),
+                }
+            }
+            faults
+        })
+    }
+
+    #[track_caller]
+    fn madvise(&mut self, addr: u64, len: u64, advice: Advice) {
+        let pid = self.pid;
+        self.m
+            .with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice))
+            .unwrap();
+    }
+
+    fn vmstat(&self, name: &str) -> u64 {
+        vmstat_value(self.m, name)
+    }
+
+    fn mthp(&self, kb: u32, stat: MthpStat) -> i64 {
+        let order = (kb / 4).trailing_zeros();
+        self.m.vm().mthp.get(order, stat)
+    }
+}
+
+#[test]
+fn pageout_of_64k_folios_swaps_each_whole_and_reads_come_back_whole_from_zram() {
+    let mut m = machine(config("1G"), &[(SIZE_64K, "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let len = 64 * MIB;
+    let addr = p.mmap(len);
+    assert_eq!(p.touch(addr, len, true), 1024);
+    p.madvise(addr, len, Advice::PageOut);
+    assert_eq!(p.mthp(64, MthpStat::Swpout), 1024);
+    assert_eq!(p.mthp(64, MthpStat::SwpoutFallback), 0);
+    assert_eq!(p.vmstat("pswpout"), 16384);
+    assert_eq!(p.vmstat("pgscan_anon"), 0, "MADV_PAGEOUT is not LRU reclaim");
+    assert_eq!(meminfo_kb(p.m, "AnonPages"), 0);
+    assert_eq!(meminfo_kb(p.m, "SwapFree"), meminfo_kb(p.m, "SwapTotal") - 65536);
+    assert_eq!(
+        meminfo_kb(p.m, "SwapCached"),
+        0,
+        "zram writes synchronously: the folios are freed"
+    );
+    p.m.check().unwrap();
+    // Reading half of it back: one fault per 64K folio, each a major fault
+    // swapping in the whole folio, mapped writable.
+    assert_eq!(p.touch(addr, len / 2, false), 512);
+    assert_eq!(p.mthp(64, MthpStat::Swpin), 512);
+    assert_eq!(p.vmstat("pswpin"), 8192);
+    assert_eq!(p.vmstat("pgmajfault"), 512);
+    assert_eq!(p.vmstat("swap_ra"), 0);
+    assert_eq!(
+        p.touch(addr, len / 2, true),
+        0,
+        "swapped-in exclusive pages are writable"
+    );
+    assert_eq!(meminfo_kb(p.m, "SwapFree"), meminfo_kb(p.m, "SwapTotal") - 32768);
+    p.m.check().unwrap();
+}
+
+#[test]
+fn pageout_without_contiguous_slots_splits_and_counts_the_fallback() {
+    // 8 MiB of zram: the header's cluster and three free 2 MiB clusters.
+    let mut m = machine(config("8M"), &[(SIZE_64K, "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let len = 8 * MIB;
+    let addr = p.mmap(len);
+    p.touch(addr, len, true);
+    p.madvise(addr, len, Advice::PageOut);
+    // Three free clusters hold 96 folios of 64K; the rest are split and
+    // go out page by page until the device is full.
+    assert_eq!(p.mthp(64, MthpStat::Swpout), 96);
+    assert!(p.mthp(64, MthpStat::SwpoutFallback) > 0);
+    assert_eq!(p.vmstat("pswpout"), 2047, "every slot but the header is used");
+    p.m.check().unwrap();
+}
+
+#[test]
+fn a_disk_keeps_paged_out_folios_in_the_swap_cache_until_reclaim() {
+    let mut m = machine(config("1G:disk"), &[]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(MIB);
+    p.touch(addr, MIB, true);
+    p.madvise(addr, MIB, Advice::PageOut);
+    assert_eq!(p.vmstat("pswpout"), 256);
+    assert_eq!(
+        meminfo_kb(p.m, "SwapCached"),
+        1024,
+        "written asynchronously, still cached"
+    );
+    p.m.check().unwrap();
+    // A read finds them in the swap cache: minor faults, no I/O.
+    assert_eq!(p.touch(addr, MIB, false), 256);
+    assert_eq!(p.vmstat("pswpin"), 0);
+    assert_eq!(p.vmstat("pgmajfault"), 0);
+    p.m.check().unwrap();
+}
+
+#[test]
+fn all_zero_folios_use_the_zero_map_and_come_back_without_io() {
+    let mut cfg = config("256M");
+    cfg.backing = BackingKind::Ram;
+    cfg.mem_bytes = 512 << 20;
+    let mut m = machine(cfg, &[(SIZE_64K, "always")]);
+    let mut p = Proc::spawn(&mut m);
+    // A PMD-multiple length is PMD-aligned: 32 folios of 64K.
+    let addr = p.mmap(2 * MIB);
+    p.touch(addr, 2 * MIB, true);
+    // The program wrote zeroes over the first 64K folio.
+    let pid = p.pid;
+    for a in (addr..addr + 64 * 1024).step_by(PAGE as usize) {
+        let pfn = p.m.vm().translate(pid, a).unwrap();
+        p.m.backing_mut().write(Pfn(pfn), 0, &[0u8; PAGE as usize]).unwrap();
+    }
+    p.madvise(addr, 2 * MIB, Advice::PageOut);
+    assert_eq!(p.vmstat("swpout_zero"), 16);
+    assert_eq!(p.mthp(64, MthpStat::Swpout), 31, "the other folios are written");
+    assert_eq!(p.vmstat("pswpout"), 496);
+    assert_eq!(p.touch(addr, 2 * MIB, false), 32);
+    assert_eq!(p.vmstat("swpin_zero"), 16);
+    assert_eq!(p.vmstat("pswpin"), 496);
+    assert_eq!(
+        p.mthp(64, MthpStat::Swpin),
+        31,
+        "zero-map folios are not per-size swap-ins"
+    );
+    p.m.check().unwrap();
+}
+
+#[test]
+fn fork_shares_swap_entries_and_the_child_swaps_in_order_0_with_readahead() {
+    let mut m = machine(config("1G"), &[(SIZE_64K, "always")]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let mut p = Proc { m: &mut m, pid };
+    let len = MIB;
+    let addr = p.mmap(len);
+    p.touch(addr, len, true);
+    p.madvise(addr, len, Advice::PageOut);
+    let child = p.m.with_vm(0, |vm, ctx| vm.fork(ctx, pid)).unwrap();
+    p.m.check().unwrap();
+    // Swap count 2: no large swap-in, the readahead path even on zram.
+    let mut c = Proc { m: p.m, pid: child };
+    assert_eq!(c.touch(addr, len, false), 256);
+    assert_eq!(c.mthp(64, MthpStat::Swpin), 0);
+    assert_eq!(c.vmstat("pswpin"), 256, "every page read once");
+    assert!(c.vmstat("swap_ra") > 0);
+    c.m.check().unwrap();
+    c.m.with_vm(0, |vm, ctx| vm.exit(ctx, child)).unwrap();
+    c.m.with_vm(0, |vm, ctx| vm.exit(ctx, pid)).unwrap();
+    c.m.check().unwrap();
+    assert_eq!(
+        meminfo_kb(c.m, "SwapFree"),
+        meminfo_kb(c.m, "SwapTotal"),
+        "every slot freed"
+    );
+    assert_eq!(meminfo_kb(c.m, "SwapCached"), 0);
+}
+
+#[test]
+fn madv_free_drops_swapped_out_data_and_munmap_frees_the_slots() {
+    let mut m = machine(config("1G"), &[]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(2 * MIB);
+    p.touch(addr, 2 * MIB, true);
+    p.madvise(addr, 2 * MIB, Advice::PageOut);
+    p.madvise(addr, MIB, Advice::Free);
+    assert_eq!(meminfo_kb(p.m, "SwapFree"), meminfo_kb(p.m, "SwapTotal") - 1024);
+    // A fault there now is a fresh zero-filled page, not a swap-in.
+    p.touch(addr, MIB, true);
+    assert_eq!(p.vmstat("pswpin"), 0);
+    p.m.check().unwrap();
+    let pid = p.pid;
+    p.m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, addr, 2 * MIB)).unwrap();
+    assert_eq!(meminfo_kb(p.m, "SwapFree"), meminfo_kb(p.m, "SwapTotal"));
+    p.m.check().unwrap();
+}
+
+#[test]
+fn the_ram_backing_gets_every_swapped_byte_back() {
+    let mut cfg = config("256M");
+    cfg.backing = BackingKind::Ram;
+    cfg.mem_bytes = 512 << 20;
+    let mut m = machine(cfg, &[(SIZE_64K, "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let len = 8 * MIB;
+    let addr = p.mmap(len);
+    p.touch(addr, len, true);
+    let pid = p.pid;
+    let pattern = |a: u64| -> Vec<u8> { (0..PAGE).map(|i| ((a >> 12) + i * 7) as u8).collect() };
+    for a in (addr..addr + len).step_by(PAGE as usize) {
+        let pfn = p.m.vm().translate(pid, a).unwrap();
+        p.m.backing_mut().write(Pfn(pfn), 0, &pattern(a)).unwrap();
+    }
+    p.madvise(addr, len, Advice::PageOut);
+    assert_eq!(meminfo_kb(p.m, "AnonPages"), 0);
+    assert_eq!(p.vmstat("pswpout"), len / PAGE);
+    p.touch(addr, len, false);
+    for a in (addr..addr + len).step_by(PAGE as usize) {
+        let pfn = p.m.vm().translate(pid, a).unwrap();
+        let mut buf = vec![0u8; PAGE as usize];
+        p.m.backing().read(Pfn(pfn), 0, &mut buf).unwrap();
+        assert_eq!(buf, pattern(a), "page at {a:#x}");
+    }
+    p.m.check().unwrap();
+}
+
+#[test]
+fn cold_deactivates_only_active_folios_and_pageout_ignores_shared_ones() {
+    let mut m = machine(config("1G"), &[]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let mut p = Proc { m: &mut m, pid };
+    let addr = p.mmap(MIB);
+    p.touch(addr, MIB, true);
+    p.madvise(addr, MIB, Advice::Cold);
+    assert_eq!(p.vmstat("pgdeactivate"), 0, "new folios are inactive already");
+    let child = p.m.with_vm(0, |vm, ctx| vm.fork(ctx, pid)).unwrap();
+    p.madvise(addr, MIB, Advice::PageOut);
+    assert_eq!(p.vmstat("pswpout"), 0, "pages mapped by two processes stay");
+    p.m.with_vm(0, |vm, ctx| vm.exit(ctx, child)).unwrap();
+    p.madvise(addr, MIB, Advice::PageOut);
+    assert_eq!(p.vmstat("pswpout"), 256);
+    p.m.check().unwrap();
+}
