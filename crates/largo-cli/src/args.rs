@@ -190,6 +190,23 @@ pub struct MachineArgs {
     /// (with --balloon) [default: 0].
     #[arg(long, value_name = "US")]
     pub balloon_ack_us: Option<u64>,
+    /// A swap device swapped on at boot: `SIZE[:zram|:disk]`, zram
+    /// (synchronous, compressed in RAM) by default; repeatable, the first
+    /// has the highest priority.
+    #[arg(long, value_name = "SIZE[:KIND]", value_parser = parse_swap_spec)]
+    pub swap: Vec<largo_mm::swap::SwapSpec>,
+    /// zswap enabled at boot (the knobs zswap/max_pool_percent and
+    /// zswap/accept_threshold_percent then apply).
+    #[arg(long)]
+    pub zswap: bool,
+    /// Run the workload's tasks in one memory cgroup with this limit
+    /// (cgroup v1 memory.limit_in_bytes): charging, memcg reclaim, OOM.
+    #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+    pub memcg_max: Option<u64>,
+}
+
+fn parse_swap_spec(s: &str) -> Result<largo_mm::swap::SwapSpec, String> {
+    largo_mm::swap::SwapSpec::parse(s)
 }
 
 /// A knob write: `KNOB=VALUE`.
@@ -304,6 +321,13 @@ impl MachineArgs {
             movable: over.movable.or(self.movable),
             balloon: over.balloon || self.balloon,
             balloon_ack_us: over.balloon_ack_us.or(self.balloon_ack_us),
+            swap: if over.swap.is_empty() {
+                self.swap.clone()
+            } else {
+                over.swap.clone()
+            },
+            zswap: over.zswap || self.zswap,
+            memcg_max: over.memcg_max.or(self.memcg_max),
         }
     }
 
@@ -345,6 +369,9 @@ impl MachineArgs {
             memory_block_bytes: self.memory_block_size,
             maxmem_bytes: self.maxmem,
             balloon: self.balloon.then(|| largo_mm::machine::Balloon::virtio(preset, ack_ns)),
+            swap: self.swap.clone(),
+            zswap: self.zswap,
+            memcg_max_bytes: self.memcg_max,
             ..MachineConfig::default()
         })
     }
@@ -368,6 +395,9 @@ impl MachineArgs {
             None => {}
         }
         c.knobs.extend(knobs);
+        c.swap = self.swap.clone();
+        c.zswap = self.zswap;
+        c.memcg_max_bytes = self.memcg_max;
         Ok(c)
     }
 }
@@ -399,6 +429,8 @@ pub fn machine_error(e: &largo_mm::MachineError) -> String {
         M::MemoryBlockSize(_) => ("--memory-block-size", String::new()),
         M::Maxmem { .. } => ("--maxmem", String::new()),
         M::Knob(_) => ("--set", String::new()),
+        M::Swap(_) => ("--swap", String::new()),
+        M::MemcgLimit(_) => ("--memcg-max", String::new()),
         _ => return e.to_string(),
     };
     format!("{flag}: {e}{fix}")

@@ -15,6 +15,10 @@ pub struct HostCounters {
     pub vmstat: BTreeMap<String, i64>,
     /// Keyed by size without the `hugepages-` prefix (`"64kB"`).
     pub mthp: BTreeMap<String, BTreeMap<String, i64>>,
+    /// The workload's memory cgroup, when it ran in one: `failcnt`,
+    /// `max_usage_in_bytes`, `usage_in_bytes`, `memsw.max_usage_in_bytes`,
+    /// `oom_kill` and `stat/<field>` of `memory.stat`.
+    pub memcg: BTreeMap<String, i64>,
 }
 
 impl HostCounters {
@@ -23,6 +27,7 @@ impl HostCounters {
         HostCounters {
             vmstat: read_vmstat(),
             mthp: read_mthp(),
+            memcg: BTreeMap::new(),
         }
     }
 
@@ -35,6 +40,8 @@ impl HostCounters {
         };
         HostCounters {
             vmstat: sub(&self.vmstat, &before.vmstat),
+            // A fresh cgroup per run: its counters are the run's.
+            memcg: self.memcg.clone(),
             mthp: self
                 .mthp
                 .iter()
@@ -180,6 +187,51 @@ impl RawCapture {
             }
         }
         c
+    }
+}
+
+/// The cgroup v1 memory files a capture reads.
+const MEMCG_FILES: &[&str] = &[
+    "memory.failcnt",
+    "memory.max_usage_in_bytes",
+    "memory.usage_in_bytes",
+    "memory.memsw.max_usage_in_bytes",
+    "memory.kmem.usage_in_bytes",
+    "memory.oom_control",
+    "memory.stat",
+];
+
+/// The counters of memory cgroup `dir` (missing files are left out),
+/// keyed as [`HostCounters::memcg`] says.
+pub fn read_memcg(dir: &Path) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for f in MEMCG_FILES {
+        if let Ok(text) = std::fs::read_to_string(dir.join(f)) {
+            parse_memcg(f, &text, &mut out);
+        }
+    }
+    out
+}
+
+/// One memcg file into `out` under the keys [`HostCounters::memcg`] names.
+fn parse_memcg(file: &str, text: &str, out: &mut BTreeMap<String, i64>) {
+    let name = file.trim_start_matches("memory.");
+    match name {
+        "stat" => {
+            for (k, v) in parse_vmstat(text) {
+                out.insert(format!("stat/{k}"), v);
+            }
+        }
+        "oom_control" => {
+            if let Some(v) = parse_vmstat(text).get("oom_kill") {
+                out.insert("oom_kill".into(), *v);
+            }
+        }
+        _ => {
+            if let Ok(v) = text.trim().parse() {
+                out.insert(name.to_string(), v);
+            }
+        }
     }
 }
 

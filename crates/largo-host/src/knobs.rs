@@ -35,11 +35,14 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> KnobError + '_ {
 }
 
 /// The file of a knob given by its kernel path (`transparent_hugepage/...`
-/// under /sys/kernel/mm, `vm/...` under /proc/sys, `tracing/...` under
+/// and `swap/...` under /sys/kernel/mm, `vm/...` under /proc/sys,
+/// `zswap/...` under /sys/module/zswap/parameters, `tracing/...` under
 /// /sys/kernel/tracing).
 pub fn knob_file(knob: &str) -> PathBuf {
     if let Some(rest) = knob.strip_prefix("vm/") {
         Path::new("/proc/sys/vm").join(rest)
+    } else if let Some(rest) = knob.strip_prefix("zswap/") {
+        Path::new("/sys/module/zswap/parameters").join(rest)
     } else if let Some(rest) = knob.strip_prefix("tracing/") {
         Path::new(TRACEFS).join(rest)
     } else {
@@ -83,6 +86,12 @@ pub const UNMOUNT_DEBUGFS: &str = "!umount /sys/kernel/debug";
 pub const DEBUGFS: &str = "/sys/kernel/debug";
 
 fn write_knob(knob: &str, value: &str) -> Result<(), KnobError> {
+    if let Some(dev) = knob.strip_prefix("!zram-off ") {
+        return crate::hostswap::zram_off(dev);
+    }
+    if let Some(dir) = knob.strip_prefix("!rmdir ") {
+        return crate::hostswap::remove_cgroup(Path::new(dir));
+    }
     if let Some(dir) = knob.strip_prefix("!umount ") {
         let p = Path::new(dir);
         return nix::mount::umount(p).map_err(|e| KnobError::Io {
@@ -224,6 +233,26 @@ impl KnobGuard {
         .map_err(|e| KnobError::Unsupported(format!("{fstype} is not mounted and mounting it at {dir} failed: {e}")))?;
         self.saved.push((undo.to_string(), String::new()));
         self.write_journal()
+    }
+
+    /// Sets up zram device `dev` (`zram0`) of `bytes` as this host's swap
+    /// (reset, disksize, mkswap, swapon); the restore swaps it off and
+    /// resets it. Refused when the host swaps already.
+    pub fn swapon_zram(&mut self, dev: &str, bytes: u64) -> Result<(), KnobError> {
+        crate::hostswap::check_no_swap()?;
+        self.saved.push((format!("!zram-off {dev}"), String::new()));
+        self.write_journal()?;
+        crate::hostswap::zram_on(dev, bytes)
+    }
+
+    /// Creates a memory cgroup (v1) with `memory.limit_in_bytes` = `bytes`;
+    /// the restore removes it. Returns its directory.
+    pub fn create_memcg(&mut self, bytes: u64) -> Result<PathBuf, KnobError> {
+        let dir = crate::hostswap::new_cgroup_dir()?;
+        self.saved.push((format!("!rmdir {}", dir.display()), String::new()));
+        self.write_journal()?;
+        crate::hostswap::make_cgroup(&dir, bytes)?;
+        Ok(dir)
     }
 
     /// Writes several knobs in order.

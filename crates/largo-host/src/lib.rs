@@ -14,6 +14,7 @@ pub mod counters;
 pub mod fresh;
 pub mod hostid;
 pub mod hostshape;
+pub mod hostswap;
 pub mod interleave;
 pub mod kernel_time;
 pub mod knobs;

@@ -18,6 +18,8 @@ use largo_trace::{
 };
 
 use crate::counters::{HostCounters, RawCapture};
+use std::path::Path;
+
 use crate::layout::{host_layout, FolioLayout, LayoutError};
 
 /// Addresses keep their offset modulo this in the window.
@@ -42,6 +44,8 @@ pub enum NativeError {
     Layout(#[from] LayoutError),
     #[error("the task could not write its counters to {0}")]
     Snapshot(String),
+    #[error("the task could not bind to its cpu or join its memory cgroup")]
+    Setup,
     #[error("reading the task's counters from {path}: {source}")]
     Counters { path: String, source: std::io::Error },
 }
@@ -369,21 +373,43 @@ pub struct Placement {
     /// User work run after every page a touch step accesses (calibrating
     /// the cost of faults taken with cold caches, as programs take them).
     pub user_work: Option<UserWork>,
+    /// Every process of the plan runs on this cpu (per-cpu state, the
+    /// LRU batches, swap clusters and memcg stocks, is then the model's).
+    pub cpu: Option<usize>,
+    /// ... and in this memory cgroup (its directory).
+    pub memcg: Option<std::path::PathBuf>,
 }
 
 /// Reserves a window covering every mapping of the plan.
 pub fn place(plan: &Plan, page_size: u64) -> Result<Placement, NativeError> {
+    place_with(plan, page_size, false)
+}
+
+/// The span of one top-level page-table entry on x86_64 with four
+/// levels (a PGD entry: 512 GiB).
+const PGD_SPAN: u64 = 1 << 39;
+
+/// [`place`]; with `own_tables`, the window keeps its offsets modulo the
+/// span of a top-level entry and reserves the whole spans it touches, so
+/// no other mapping shares its page tables below the root.
+pub fn place_with(plan: &Plan, page_size: u64, own_tables: bool) -> Result<Placement, NativeError> {
     let host = host_page_size();
     if host != page_size {
         return Err(NativeError::PageSize { host, model: page_size });
     }
     let size = (plan.hi - plan.lo).max(host);
-    let window = Window::reserve(size, ALIGN, plan.lo % ALIGN)?;
+    let window = if own_tables {
+        Window::reserve_owning(size, PGD_SPAN, plan.lo % PGD_SPAN)?
+    } else {
+        Window::reserve(size, ALIGN, plan.lo % ALIGN)?
+    };
     let delta = window.base().wrapping_sub(plan.lo);
     Ok(Placement {
         window,
         delta,
         user_work: None,
+        cpu: None,
+        memcg: None,
     })
 }
 
@@ -416,9 +442,23 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         // prepared buffers, allocating nothing.
         capture.capture();
         let before = snapshot.then(|| capture.counters());
+        let procs = |d: &Path| std::ffi::CString::new(d.join("cgroup.procs").into_os_string().into_encoded_bytes());
+        let cgroup_files = match placement.memcg.as_deref() {
+            Some(d) => Some((
+                procs(d).expect("no NUL in a path"),
+                procs(Path::new(crate::hostswap::MEMCG_ROOT)).expect("no NUL in a path"),
+            )),
+            None => None,
+        };
+        // The cgroup's files are read while the child is stopped.
+        let mut stopped_memcg = placement.memcg.as_ref().map(|_| Default::default());
         let place = native::Placement {
             delta: placement.delta,
             work: placement.user_work.as_ref(),
+            cpu: placement.cpu,
+            cgroup: cgroup_files
+                .as_ref()
+                .map(|(join, leave)| native::CgroupStay { join, leave }),
         };
         let end = if snapshot {
             native::End::SnapshotAndStop {
@@ -431,7 +471,19 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         let (exit, layout) = match native::run_forked(&mut placement.window, steps, place, end)? {
             Forked::Stopped(child) => {
                 let layout = host_layout(child.pid(), lo, hi);
-                (child.resume()?, Some(layout?))
+                let exit = match (placement.memcg.as_deref(), stopped_memcg.as_mut()) {
+                    // Stopped before leaving its cgroup: read it, then let
+                    // the child capture the rest and stop at its end.
+                    (Some(dir), Some(memcg)) => {
+                        *memcg = crate::counters::read_memcg(dir);
+                        match child.resume_until_stopped()? {
+                            Forked::Stopped(end) => end.resume()?,
+                            Forked::Exited(exit) => exit,
+                        }
+                    }
+                    _ => child.resume()?,
+                };
+                (exit, Some(layout?))
             }
             Forked::Exited(exit) => (exit, None),
         };
@@ -439,6 +491,9 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
             let _ = std::fs::remove_file(&result_file);
             if exit.code == Some(native::SNAPSHOT_FAILED) {
                 return Err(NativeError::Snapshot(result_file.display().to_string()));
+            }
+            if exit.code == Some(native::SETUP_FAILED) {
+                return Err(NativeError::Setup);
             }
             return Err(NativeError::Task {
                 index: exit.code.map_or(0, |c| (c - native::STEP_FAILED).max(0) as usize),
@@ -452,7 +507,9 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
                 source,
             });
             let _ = std::fs::remove_file(&result_file);
-            Some(capture.parse(written?))
+            let mut c = capture.parse(written?);
+            c.memcg = stopped_memcg.unwrap_or_default();
+            Some(c)
         } else {
             None
         };

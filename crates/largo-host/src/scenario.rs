@@ -216,6 +216,8 @@ pub const SCENARIOS: &[(&str, &str)] = &[
 /// A scenario that does not parse.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
+    #[error("{name}: {message}")]
+    Machine { name: String, message: String },
     #[error("{name}: {source}")]
     Trace { name: String, source: TraceError },
     #[error("{name}: @config '{line}' is not NAME:FLAGS")]
@@ -234,8 +236,48 @@ pub struct Scenario {
     pub name: String,
     pub describe: String,
     pub trace: Trace,
-    /// (name, policy flags) of every configuration to run it under.
+    /// (name, flags) of every configuration to run it under: policy
+    /// flags and machine flags ([`MACHINE_FLAGS`]).
     pub configs: Vec<(String, String)>,
+    /// Machine flags of every configuration (`@machine FLAGS`).
+    pub machine_flags: String,
+}
+
+/// The flags of a scenario that shape its machine rather than its THP
+/// policy: `--swap SIZE[:zram|:disk]` (repeatable), `--zswap`,
+/// `--memcg-max SIZE`.
+pub const MACHINE_FLAGS: &[&str] = &["--swap", "--zswap", "--memcg-max"];
+
+/// Splits `flags` into machine settings applied to `config` and the rest
+/// (policy flags), returned.
+pub fn apply_machine_flags(flags: &str, config: &mut MachineConfig) -> Result<String, String> {
+    let mut rest = Vec::new();
+    let mut it = flags.split_whitespace();
+    while let Some(flag) = it.next() {
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (flag, None),
+        };
+        if !MACHINE_FLAGS.contains(&name) {
+            rest.push(flag);
+            continue;
+        }
+        if name == "--zswap" {
+            config.zswap = true;
+            continue;
+        }
+        let value = inline
+            .or_else(|| it.next().map(str::to_string))
+            .ok_or_else(|| format!("{name} needs a value"))?;
+        match name {
+            "--swap" => config.swap.push(largo_mm::swap::SwapSpec::parse(&value)?),
+            _ => {
+                let bytes = largo_types::parse_size(&value).map_err(|e| format!("--memcg-max '{value}': {e}"))?;
+                config.memcg_max_bytes = Some(bytes);
+            }
+        }
+    }
+    Ok(rest.join(" "))
 }
 
 impl Scenario {
@@ -249,6 +291,13 @@ impl Scenario {
         let h = &trace.header;
         let name = h.get("scenario").unwrap_or(fallback_name).to_string();
         let describe = h.get("describe").unwrap_or("").to_string();
+        let machine_flags = h.all("machine").collect::<Vec<_>>().join(" ");
+        apply_machine_flags(&machine_flags, &mut MachineConfig::default()).map_err(|message| {
+            ScenarioError::Machine {
+                name: name.clone(),
+                message,
+            }
+        })?;
         let mut configs: Vec<(String, String)> = STANDARD_CONFIGS
             .iter()
             .map(|(n, f)| (n.to_string(), f.to_string()))
@@ -258,7 +307,12 @@ impl Scenario {
                 name: name.clone(),
                 line: c.to_string(),
             })?;
-            policy_knobs(f).map_err(|source| ScenarioError::Config {
+            let policy =
+                apply_machine_flags(f, &mut MachineConfig::default()).map_err(|message| ScenarioError::Machine {
+                    name: name.clone(),
+                    message,
+                })?;
+            policy_knobs(&policy).map_err(|source| ScenarioError::Config {
                 name: name.clone(),
                 config: n.to_string(),
                 source,
@@ -270,16 +324,22 @@ impl Scenario {
             describe,
             trace,
             configs,
+            machine_flags,
         })
     }
 
     /// The machine of a configuration (the default machine, its THP
-    /// knobs from the flags).
+    /// knobs from the policy flags; machine flags set swap and memcg).
     pub fn machine(flags: &str) -> Result<MachineConfig, PolicyError> {
-        Ok(MachineConfig {
-            knobs: policy_knobs(flags)?,
-            ..MachineConfig::default()
-        })
+        let mut config = MachineConfig::default();
+        let policy = apply_machine_flags(flags, &mut config).map_err(PolicyError::Machine)?;
+        config.knobs = policy_knobs(&policy)?;
+        Ok(config)
+    }
+
+    /// The machine of this scenario under configuration flags `flags`.
+    pub fn machine_for(&self, flags: &str) -> Result<MachineConfig, PolicyError> {
+        Self::machine(&format!("{} {flags}", self.machine_flags))
     }
 }
 

@@ -41,7 +41,12 @@ impl Sentinel {
                 write: true,
             },
         ];
-        let place = Placement { delta: 0, work: None };
+        let place = Placement {
+            delta: 0,
+            work: None,
+            cpu: None,
+            cgroup: None,
+        };
         let child = match native::run_forked(&mut window, &steps, place, End::Stop)? {
             Forked::Stopped(c) => Some(c),
             Forked::Exited(_) => None,

@@ -15,6 +15,9 @@ use largo_workloads::report::Counters;
 use largo_workloads::{RunOptions, WorkloadSpec};
 use serde::Serialize;
 
+use largo_workloads::report::MemcgCounts;
+
+use crate::hostswap;
 use crate::knobs::{knob_file, selected, KnobError, KnobGuard};
 use crate::layout::FolioLayout;
 use crate::native::{self, NativeError};
@@ -32,7 +35,54 @@ pub const MTHP_STATS: &[&str] = &[
     "shmem_alloc",
     "shmem_fallback",
     "shmem_fallback_charge",
+    "swpout",
+    "swpout_fallback",
+    "swpin",
+    "swpin_fallback",
+    "swpin_fallback_charge",
+    "zswpout",
 ];
+
+/// vmstat events compared where the machine swaps.
+pub const SWAP_EVENTS: &[&str] = &[
+    "pswpin",
+    "pswpout",
+    "pgmajfault",
+    "swpin_zero",
+    "swpout_zero",
+    "thp_swpout",
+    "thp_swpout_fallback",
+    "swap_ra",
+    "swap_ra_hit",
+    "zswpin",
+    "zswpout",
+    "pgscan_anon",
+    "pgsteal_anon",
+    "pgactivate",
+    "pgdeactivate",
+    "workingset_refault_anon",
+    "workingset_activate_anon",
+    "workingset_restore_anon",
+];
+
+/// The workload memcg's counters compared (see [`MemcgCounts`]): in pages
+/// for the `_kb` ones.
+pub const MEMCG_ROWS: &[&str] = &[
+    "failcnt", "peak", "usage", "kmem", "swap", "pgpgin", "pgpgout", "oom_kill",
+];
+
+/// The zram device a validation swaps to.
+pub const ZRAM_DEVICE: &str = "zram0";
+
+/// The environment variable that lets validation enable the host's zswap
+/// (which, once enabled, keeps large folios from swapping in whole until
+/// the next boot).
+pub const ZSWAP_OPT_IN: &str = "LARGO_VALIDATE_ZSWAP";
+
+/// The cpu every task of a swap or memcg validation runs on, on both
+/// sides: per-cpu state (LRU batches, swap clusters, memcg stocks) is then
+/// the same.
+pub const PINNED_CPU: usize = 0;
 
 /// /proc/vmstat items compared: events, and the shmem gauges (their
 /// change over the run). `thp_zero_page_alloc` is left out: the huge zero
@@ -52,6 +102,7 @@ pub const VMSTAT_EVENTS: &[&str] = &[
     "thp_collapse_alloc_failed",
     "thp_scan_exceed_none_pte",
     "thp_scan_exceed_share_pte",
+    "thp_scan_exceed_swap_pte",
     "thp_file_alloc",
     "thp_file_fallback",
     "thp_file_fallback_charge",
@@ -178,12 +229,19 @@ impl Validation {
 
 /// The THP knob writes that give the host the model machine's complete
 /// THP state (top level, defrag, zero page, underused shrinking,
-/// max_ptes_none, every anonymous size). Knobs the host lacks are skipped
-/// when the model has them at their default (`anon_beside_full` off).
+/// max_ptes_none, every anonymous size), and where it swaps its swap
+/// knobs (`vm/swappiness`, `vm/page-cluster`, `swap/vma_ra_enabled`).
+/// Knobs the host lacks are skipped when the model has them at their
+/// default (`anon_beside_full` off).
 pub fn host_knobs(m: &Machine) -> Result<Vec<(String, String)>, KnobError> {
     let mut out = Vec::new();
+    let swaps = !m.config().swap.is_empty();
     for k in m.knobs() {
-        if !k.path.starts_with("transparent_hugepage/") {
+        let swap_knob = matches!(
+            k.path.as_str(),
+            "vm/swappiness" | "vm/page-cluster" | "swap/vma_ra_enabled"
+        );
+        if !k.path.starts_with("transparent_hugepage/") && !(swaps && swap_knob) {
             continue;
         }
         let value = selected(&k.value);
@@ -226,6 +284,7 @@ pub fn validate_workload(
 /// [`MAX_ATTEMPTS`] times while the host counts more events or other gauges), holding the knob
 /// lock for the host runs.
 pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, ValidateError> {
+    let host = HostMachine::of(config)?;
     let mut m = Machine::new(config.clone())?;
     // One khugepaged wake scans every registered mm on both sides: the
     // host's native processes are copies of this one, whose own memory
@@ -236,11 +295,21 @@ pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, 
         m.set_knob(PAGES_TO_SCAN, &VALIDATION_PAGES_TO_SCAN.to_string())
             .unwrap_or_else(|e| unreachable!("pages_to_scan takes {VALIDATION_PAGES_TO_SCAN}: {e}"));
     }
+    if host.swap_bytes.is_some() && !config.zswap && hostswap::zswap_ever_enabled() {
+        // The host's zswap was on once this boot: large folios no longer
+        // swap in whole there, nor then in the model.
+        for v in ["Y", "N"] {
+            m.set_knob("zswap/enabled", v)
+                .unwrap_or_else(|e| unreachable!("zswap/enabled takes {v}: {e}"));
+        }
+    }
     let knobs = host_knobs(&m)?;
     // The host keeps a sentinel on khugepaged's list (see `sentinel.rs`).
     m.with_vm(0, |vm, _| vm.khugepaged.external_mm = true);
     let opts = ReplayOptions {
         snapshot_at: Some(first_root_exit(events).unwrap_or(events.len())),
+        cpu: host.pinned().then_some(PINNED_CPU),
+        roots_join_memcg: true,
         ..ReplayOptions::default()
     };
     let out = replay(&mut m, events, &opts, &mut |_, _| {})?;
@@ -250,11 +319,22 @@ pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, 
     let plan = native::plan(events)?;
     let mut guard = KnobGuard::acquire()?;
     guard.set_all(&knobs)?;
+    if config.zswap {
+        guard.set("zswap/enabled", "Y")?;
+    }
     let sentinel = crate::sentinel::Sentinel::start(m.geometry().pmd_size_bytes())?;
     let mut attempts = 0;
     let validation = loop {
         attempts += 1;
-        let v = host_once(&model_counters, &model_layout, &plan, page_size, attempts)?;
+        let v = host.run(&mut guard, attempts, |memcg| {
+            // A memcg's charges include the page tables: the window then
+            // owns whole top-level regions, so every table below the
+            // page-table root is new, as in the model.
+            let mut placement = native::place_with(&plan, page_size, memcg.is_some())?;
+            placement.cpu = host.pinned().then_some(PINNED_CPU);
+            placement.memcg = memcg;
+            host_once(&model_counters, &model_layout, &plan, placement, page_size, attempts)
+        })?;
         // Other processes add to the host's events, and move its gauges
         // either way: worth another try (a wrong model differs every time).
         let noise = v
@@ -273,14 +353,80 @@ pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, 
     })
 }
 
+/// The host state a validation sets up beside the knobs: a zram swap
+/// device of the model's swap size, a memory cgroup of its limit.
+struct HostMachine {
+    swap_bytes: Option<u64>,
+    memcg_bytes: Option<u64>,
+}
+
+impl HostMachine {
+    /// What the host needs for `config`; refused where the host cannot
+    /// be made the same (disk swap, several devices, zswap without the
+    /// opt-in).
+    fn of(config: &MachineConfig) -> Result<HostMachine, KnobError> {
+        let swap_bytes = match config.swap.as_slice() {
+            [] => None,
+            [one] if one.kind == largo_mm::swap::SwapKind::Zram => Some(one.size_bytes),
+            _ => {
+                return Err(KnobError::Unsupported(
+                    "validation swaps to one zram device only (--swap SIZE:zram)".into(),
+                ))
+            }
+        };
+        if config.zswap && std::env::var_os(ZSWAP_OPT_IN).is_none() {
+            return Err(KnobError::Unsupported(format!(
+                "enabling the host's zswap keeps large folios from swapping in whole until the next boot; \
+                 set {ZSWAP_OPT_IN}=1 to validate with --zswap anyway"
+            )));
+        }
+        Ok(HostMachine {
+            swap_bytes,
+            memcg_bytes: config.memcg_max_bytes,
+        })
+    }
+
+    fn pinned(&self) -> bool {
+        self.swap_bytes.is_some() || self.memcg_bytes.is_some()
+    }
+
+    /// One host run in a fresh swap device and cgroup (so slot positions
+    /// and cgroup counters are the run's alone), both journalled by
+    /// `guard` and removed after the run.
+    fn run<T>(
+        &self,
+        guard: &mut KnobGuard,
+        attempt: u32,
+        f: impl FnOnce(Option<std::path::PathBuf>) -> Result<T, ValidateError>,
+    ) -> Result<T, ValidateError> {
+        if let Some(bytes) = self.swap_bytes {
+            if attempt == 1 {
+                guard.swapon_zram(ZRAM_DEVICE, bytes)?;
+            } else {
+                hostswap::zram_off(ZRAM_DEVICE)?;
+                hostswap::zram_on(ZRAM_DEVICE, bytes)?;
+            }
+        }
+        let memcg = match self.memcg_bytes {
+            Some(bytes) => Some(guard.create_memcg(bytes)?),
+            None => None,
+        };
+        let out = f(memcg.clone());
+        if let Some(dir) = memcg {
+            hostswap::remove_cgroup(&dir)?;
+        }
+        out
+    }
+}
+
 fn host_once(
     c: &Counters,
     model_layout: &FolioLayout,
     plan: &native::Plan,
+    mut placement: native::Placement,
     page_size: u64,
     attempts: u32,
 ) -> Result<Validation, ValidateError> {
-    let mut placement = native::place(plan, page_size)?;
     let roots = native::run(&mut placement, plan, true)?;
     // Read just before the first process forked, and by that process
     // itself after its last step.
@@ -297,6 +443,18 @@ fn host_once(
             model: c.vmstat(e) as i64,
             host: d.vmstat(e),
         });
+    }
+    if c.swap.total_kb > 0 {
+        for e in SWAP_EVENTS {
+            rows.push(Row {
+                counter: format!("vmstat/{e}"),
+                model: c.vmstat(e) as i64,
+                host: d.vmstat(e),
+            });
+        }
+    }
+    if let Some(g) = &c.memcg {
+        memcg_rows(g, &d.memcg, page_size, &mut rows);
     }
     rows.push(Row {
         counter: "khugepaged/pages_collapsed".into(),
@@ -322,4 +480,28 @@ fn host_once(
         attempts,
         model: None,
     })
+}
+
+/// The memcg rows: the model's workload memcg against the host's cgroup
+/// files (bytes turned into pages).
+fn memcg_rows(g: &MemcgCounts, host: &std::collections::BTreeMap<String, i64>, page_size: u64, rows: &mut Vec<Row>) {
+    let kb = (page_size >> 10) as i64;
+    let pages = |key: &str| host.get(key).map_or(0, |b| b / page_size as i64);
+    for &name in MEMCG_ROWS {
+        let (model, host) = match name {
+            "failcnt" => (g.failcnt as i64, host.get("failcnt").copied().unwrap_or(0)),
+            "peak" => (g.peak_kb as i64 / kb, pages("max_usage_in_bytes")),
+            "usage" => (g.usage_kb as i64 / kb, pages("usage_in_bytes")),
+            "kmem" => (g.kmem_kb as i64 / kb, pages("kmem.usage_in_bytes")),
+            "swap" => (g.swap_kb as i64 / kb, pages("stat/swap")),
+            "pgpgin" => (g.pgpgin as i64, host.get("stat/pgpgin").copied().unwrap_or(0)),
+            "pgpgout" => (g.pgpgout as i64, host.get("stat/pgpgout").copied().unwrap_or(0)),
+            _ => (g.oom_kill as i64, host.get("oom_kill").copied().unwrap_or(0)),
+        };
+        rows.push(Row {
+            counter: format!("memcg/{name}"),
+            model,
+            host,
+        });
+    }
 }

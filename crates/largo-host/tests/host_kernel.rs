@@ -164,7 +164,7 @@ fn the_scenario_suite_agrees_with_the_host_kernel_exactly() {
     let mut cases = 0;
     for s in largo_host::scenario::builtin() {
         for (config, flags) in &s.configs {
-            let machine = largo_host::scenario::Scenario::machine(flags).unwrap();
+            let machine = s.machine_for(flags).unwrap();
             let v = largo_host::validate::validate(&machine, &s.trace.events)
                 .unwrap_or_else(|e| panic!("{} under {config}: {e}", s.name));
             cases += 1;

@@ -321,7 +321,10 @@ impl Machine {
             backing: self.backing.as_mut(),
             cpu,
         };
-        f(&mut self.vm, &mut ctx)
+        let out = f(&mut self.vm, &mut ctx);
+        // Slab objects made or freed by the operation meet the charge path.
+        self.vm.flush_slab_ops(&mut ctx);
+        out
     }
 
     /// Runs khugepaged now if a registration woke it and it has not run

@@ -726,11 +726,18 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
     let swap = &r.m.vm().swap;
     prop_assert_eq!(swap.free_pages(), swap.total_pages(), "every swap slot comes back");
     prop_assert_eq!(swap.zswap.stored_pages(), 0);
+    let page = r.m.geometry().page_size();
     for (id, g) in r.m.vm().memcg.children() {
         prop_assert_eq!(
             g.memory.usage,
-            r.m.vm().memcg.stocked(id),
-            "memcg {} holds only its cpu stocks once every task exits",
+            r.m.vm().memcg.stocked(id) + g.kmem_pages,
+            "memcg {} holds only its cpu stocks and the pages of its object stocks once every task exits",
+            id
+        );
+        prop_assert_eq!(
+            g.kmem_pages * page,
+            r.m.vm().memcg.obj.held_bytes(id),
+            "memcg {}'s kernel memory is the bytes its object stocks hold",
             id
         );
         prop_assert_eq!(swap.cgroup_pages(id as u16), 0);

@@ -7,7 +7,7 @@
 //! Every access goes through a `Window`, which checks that the bytes lie in
 //! a live anonymous mapping it made itself: no Rust object can alias them.
 
-use std::collections::BTreeMap;
+use crate::spans::{Spans, RESERVED_SPANS};
 use std::io;
 
 /// `madvise` advice the host runner gives.
@@ -142,8 +142,14 @@ pub fn host_page_size() -> u64 {
 pub struct Window {
     base: u64,
     size: u64,
-    /// Live anonymous mappings: start -> (end, writable).
-    mapped: BTreeMap<u64, (u64, bool)>,
+    /// Live mappings made here.
+    mapped: Spans,
+    /// The whole reservation `[lo, hi)`: the window and any guard around
+    /// it ([`Window::reserve_owning`]).
+    reserved: (u64, u64),
+    /// The reservation was given up ([`Window::release`]): unmapped
+    /// ranges stay free.
+    bare: bool,
 }
 
 impl Window {
@@ -189,8 +195,24 @@ impl Window {
         Ok(Window {
             base,
             size,
-            mapped: BTreeMap::new(),
+            mapped: Spans::with_capacity(RESERVED_SPANS),
+            reserved: (base, base + size),
+            bare: false,
         })
+    }
+
+    /// [`Window::reserve`], and the whole `span`-aligned regions the
+    /// window touches stay reserved around it: no other mapping of this
+    /// process comes to share their page tables.
+    pub fn reserve_owning(size: u64, span: u64, phase: u64) -> Result<Window, HostError> {
+        let span = span.max(host_page_size());
+        let owned = (phase % span + size).div_ceil(span) * span;
+        let mut w = Window::reserve(owned, span, 0)?;
+        let lo = w.base;
+        w.base = lo + phase % span;
+        w.size = size;
+        w.reserved = (lo, lo + owned);
+        Ok(w)
     }
 
     pub fn base(&self) -> u64 {
@@ -251,8 +273,7 @@ impl Window {
         if p == libc::MAP_FAILED {
             return Err(sys("mmap"));
         }
-        self.forget(addr, addr + len);
-        self.mapped.insert(addr, (addr + len, write));
+        self.mapped.insert(addr, addr + len, write);
         Ok(())
     }
 
@@ -270,21 +291,34 @@ impl Window {
 
     /// Drops `[start, end)` from the live mappings, keeping the parts outside.
     fn forget(&mut self, start: u64, end: u64) {
-        let overlapping: Vec<(u64, u64, bool)> = self
-            .mapped
-            .range(..end)
-            .filter(|(_, &(e, _))| e > start)
-            .map(|(&s, &(e, w))| (s, e, w))
-            .collect();
-        for (s, e, w) in overlapping {
-            self.mapped.remove(&s);
-            if s < start {
-                self.mapped.insert(s, (start, w));
-            }
-            if e > end {
-                self.mapped.insert(end, (e, w));
-            }
+        self.mapped.forget(start, end);
+    }
+
+    /// Gives up the PROT_NONE reservation (before any mapping is made):
+    /// the range is then free, and the program's mappings are made into
+    /// free space and unmapped back to it, as in a fresh process, with no
+    /// reservation mapping split or freed on the way. Only for a forked
+    /// child that makes no mapping of its own.
+    pub fn release(&mut self) -> Result<(), HostError> {
+        if self.bare || self.mapped.iter().next().is_some() {
+            return Ok(());
         }
+        let (lo, hi) = self.reserved;
+        // SAFETY: unmaps this window's reservation, which holds no mapping
+        // yet and which nothing refers to.
+        if unsafe { libc::munmap(lo as *mut libc::c_void, (hi - lo) as usize) } != 0 {
+            return Err(sys("munmap"));
+        }
+        self.bare = true;
+        Ok(())
+    }
+
+    /// Writes the pages of the mapping bookkeeping (a forked child that
+    /// joins a memory cgroup does so first: its program then writes no
+    /// page of its own beyond the window's).
+    pub fn prefault_bookkeeping(&mut self) {
+        self.mapped.prefault();
+        own_object(self);
     }
 
     /// `madvise(addr, len, advice)`.
@@ -304,19 +338,11 @@ impl Window {
     pub fn remap(&mut self, old: u64, old_len: u64, new: u64, new_len: u64) -> Result<(), HostError> {
         self.check_inside(old, old_len)?;
         self.check_inside(new, new_len)?;
-        let write = self
-            .mapped
-            .range(..=old)
-            .next_back()
-            .is_some_and(|(_, &(e, w))| old < e && w);
+        let write = self.mapped.find(old).is_some_and(|s| s.write);
         if new == old && new_len > old_len {
             // Growing in place: the reservation above must make room.
             let (gap, gap_len) = (old + old_len, new_len - old_len);
-            if self
-                .mapped
-                .range(..gap + gap_len)
-                .any(|(&s, &(e, _))| s < gap + gap_len && e > gap)
-            {
+            if self.mapped.overlaps(gap, gap + gap_len) {
                 return Err(HostError::NotMapped { addr: gap });
             }
             // SAFETY: unmaps only reservation pages of this window (no live
@@ -348,14 +374,16 @@ impl Window {
         if new != old && old_len > 0 {
             self.reserve_again(old, old_len)?;
         }
-        self.forget(new, new + new_len);
-        self.mapped.insert(new, (new + new_len, write));
+        self.mapped.insert(new, new + new_len, write);
         Ok(())
     }
 
     /// Puts a PROT_NONE reservation back over a range of the window that
     /// has just been unmapped.
     fn reserve_again(&mut self, addr: u64, len: u64) -> Result<(), HostError> {
+        if self.bare {
+            return Ok(());
+        }
         // SAFETY: re-reserves an unmapped range of this window.
         let p = unsafe {
             libc::mmap(
@@ -383,32 +411,19 @@ impl Window {
         if unsafe { libc::mprotect(addr as *mut libc::c_void, len as usize, prot) } != 0 {
             return Err(sys("mprotect"));
         }
-        let end = addr + len;
-        let parts: Vec<(u64, u64)> = self
-            .mapped
-            .range(..end)
-            .filter(|(_, &(e, _))| e > addr)
-            .map(|(&s, &(e, _))| (s.max(addr), e.min(end)))
-            .collect();
-        self.forget(addr, end);
-        for (s, e) in parts {
-            self.mapped.insert(s, (e, write));
-        }
+        self.mapped.protect(addr, addr + len, write);
         Ok(())
     }
 
     /// The live mappings: (start, end, writable), in address order.
     pub fn mappings(&self) -> Vec<(u64, u64, bool)> {
-        self.mapped.iter().map(|(&s, &(e, w))| (s, e, w)).collect()
+        self.mapped.iter().map(|s| (s.start, s.end, s.write)).collect()
     }
 
     /// Whether `[addr, addr + 1)` is in a live mapping (a writable one
     /// for a write).
     fn is_mapped(&self, addr: u64, write: bool) -> bool {
-        self.mapped
-            .range(..=addr)
-            .next_back()
-            .is_some_and(|(_, &(e, w))| addr < e && (w || !write))
+        self.mapped.find(addr).is_some_and(|s| s.write || !write)
     }
 
     /// One access per address, in order: a volatile byte write of `0x5a`
@@ -449,9 +464,11 @@ impl Window {
 
 impl Drop for Window {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly this window, which nothing else uses.
+        let (lo, hi) = self.reserved;
+        // SAFETY: unmaps exactly this window's reservation, which nothing
+        // else uses.
         unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.size as usize);
+            libc::munmap(lo as *mut libc::c_void, (hi - lo) as usize);
         }
     }
 }
@@ -550,6 +567,12 @@ pub unsafe fn fork_and_wait(child: impl FnOnce() -> i32) -> Result<ChildExit, Ho
     wait_child(pid)
 }
 
+/// Stops the calling process (SIGSTOP) until its parent resumes it.
+pub fn stop_self() {
+    // SAFETY: raising a signal at oneself has no memory effects.
+    unsafe { libc::raise(libc::SIGSTOP) };
+}
+
 /// Forks a child that runs `child` and then stops itself (SIGSTOP), so
 /// the parent can read its state (/proc/PID) before it exits.
 ///
@@ -591,6 +614,23 @@ pub struct StoppedChild {
 impl StoppedChild {
     pub fn pid(&self) -> u32 {
         self.pid as u32
+    }
+
+    /// Lets it run until it stops again (`Forked::Stopped`) or exits.
+    pub fn resume_until_stopped(mut self) -> Result<Forked, HostError> {
+        self.resumed = true;
+        // SAFETY: a signal to our own stopped child.
+        if unsafe { libc::kill(self.pid, libc::SIGCONT) } != 0 {
+            return Err(sys("kill"));
+        }
+        let (status, rusage) = wait4(self.pid, libc::WUNTRACED)?;
+        if libc::WIFSTOPPED(status) {
+            return Ok(Forked::Stopped(StoppedChild {
+                pid: self.pid,
+                resumed: false,
+            }));
+        }
+        Ok(Forked::Exited(child_exit(status, &rusage)))
     }
 
     /// Lets it exit, and waits for it.
@@ -714,6 +754,54 @@ pub fn write_file_no_alloc(path: &std::ffi::CStr, value: &[u8]) -> bool {
         libc::close(fd);
         n == value.len() as isize
     }
+}
+
+/// Writes the first and last byte of `obj` (their current values): a
+/// forked child copies the pages holding the object now, before it joins
+/// a memory cgroup, rather than at its first update there.
+pub fn own_object<T>(obj: &mut T) {
+    let size = std::mem::size_of::<T>();
+    if size == 0 {
+        return;
+    }
+    let p = (obj as *mut T).cast::<u8>();
+    // SAFETY: both bytes lie inside `*obj`, which the exclusive borrow
+    // lets us write; each is written with the value just read, so the
+    // object is unchanged (padding bytes included: any value is valid).
+    unsafe {
+        std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+        let last = p.add(size - 1);
+        std::ptr::write_volatile(last, std::ptr::read_volatile(last));
+    }
+}
+
+/// Binds the calling thread (and what it forks later) to one cpu
+/// (`sched_setaffinity`), allocation-free: from a forked child.
+pub fn pin_to_cpu(cpu: usize) -> bool {
+    // SAFETY: `set` is a plain bitmask on the stack, zeroed and then set
+    // through the libc macros; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// Writes this process's id to `procs` (a cgroup's `cgroup.procs`):
+/// the process joins the cgroup. Allocation-free: from a forked child.
+pub fn join_cgroup(procs: &std::ffi::CStr) -> bool {
+    let mut buf = [0u8; 20];
+    let mut n = std::process::id();
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    write_file_no_alloc(procs, &buf[at..])
 }
 
 /// Waits for an exclusive `flock` on an open descriptor (retrying on

@@ -19,6 +19,7 @@ pub mod host;
 pub mod native;
 mod ram;
 mod sim;
+mod spans;
 
 pub use backing::{Backing, BackingError, BackingKind, BackingStats};
 pub use ram::RamBacking;

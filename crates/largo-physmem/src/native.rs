@@ -97,12 +97,34 @@ pub enum Step {
 }
 
 /// Where a program runs: program address + `delta` = host address; with
-/// `work`, user work after every page a touch accesses.
+/// `work`, user work after every page a touch accesses; with `cpu`, every
+/// process of it bound to that cpu; with `cgroup_procs`, in that cgroup
+/// (see [`CgroupStay`]).
 #[derive(Clone, Copy)]
 pub struct Placement<'a> {
     pub delta: u64,
     pub work: Option<&'a UserWork>,
+    pub cpu: Option<usize>,
+    pub cgroup: Option<CgroupStay<'a>>,
 }
+
+/// The cgroup a program's steps run in: the child writes its pid to
+/// `join` (a `cgroup.procs` file) before its first step and to `leave`
+/// after its last, so the counters it reads afterwards (whose kernel
+/// buffers are charged to the reader's cgroup) do not disturb it. A child
+/// that stops at its end stops first before it leaves (the cgroup's
+/// files are read then: leaving charges a page), then again at its end.
+#[derive(Clone, Copy)]
+pub struct CgroupStay<'a> {
+    pub join: &'a CStr,
+    pub leave: &'a CStr,
+}
+
+/// `MADV_POPULATE_READ` (Linux 5.14).
+const MADV_POPULATE_READ: i32 = 22;
+
+/// Exit status of a child that could not be pinned or join its cgroup.
+pub const SETUP_FAILED: i32 = 98;
 
 /// Host files read into one buffer prepared beforehand: a capture
 /// allocates nothing, so it can be taken right before a fork and in the
@@ -148,6 +170,23 @@ impl FileSnapshot {
             }
             self.spans.push((start, at));
         }
+    }
+
+    /// Writes every page of the buffer and of the spans (a forked child's
+    /// copy becomes its own before it joins a cgroup).
+    pub fn prefault(&mut self) {
+        let page = crate::host::host_page_size() as usize;
+        for i in (0..self.buf.len()).step_by(page) {
+            // An opaque value: the store cannot be elided.
+            self.buf[i] = std::hint::black_box(self.buf[i]);
+        }
+        crate::host::own_object(self);
+        self.spans.clear();
+        // Within the capacity reserved: no allocation.
+        while self.spans.len() < self.spans.capacity() {
+            self.spans.push(std::hint::black_box((0, 0)));
+        }
+        self.spans.clear();
     }
 
     /// Each file's bytes from the last capture, in order.
@@ -203,7 +242,7 @@ pub const STEP_FAILED: i32 = 100;
 /// Runs `steps` in a forked child on `window`. With
 /// [`End::SnapshotAndStop`] the child, once its steps succeeded, is
 /// returned stopped; otherwise (or when a step failed) it has exited.
-pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: End) -> Result<Forked, HostError> {
+pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, mut end: End) -> Result<Forked, HostError> {
     prefault_stack(STACK_PREFAULT_BYTES);
     let page = host_page_size();
     let stop = matches!(end, End::SnapshotAndStop { .. } | End::Stop);
@@ -214,8 +253,48 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: En
         for &(start, end) in &own {
             let _ = crate::host::madvise_raw(start, end - start, libc::MADV_NOHUGEPAGE);
         }
+        if let Some(cpu) = place.cpu {
+            if !crate::host::pin_to_cpu(cpu) {
+                return SETUP_FAILED;
+            }
+        }
+        if let Some(cg) = place.cgroup {
+            // Its own pages are written (copied from the parent) before it
+            // joins, so the cgroup is charged for the program's alone.
+            prefault_stack(STACK_PREFAULT_BYTES);
+            if let End::SnapshotAndStop { ref mut snapshot, .. } = end {
+                snapshot.prefault();
+            }
+            window.prefault_bookkeeping();
+            // Its code and data were mapped lazily in this copy (fork does
+            // not copy the page tables of file mappings): fault them all
+            // in now, so no page table or page cache page of this process
+            // is charged to the cgroup once it joins.
+            for &(start, end) in &own {
+                let _ = crate::host::madvise_raw(start, end - start, MADV_POPULATE_READ);
+            }
+            // A mapping made over the reservation would split and free
+            // parts of it, charged to the parent's cgroup, and stir the
+            // object stock: the program maps into free space instead.
+            if window.release().is_err() {
+                return SETUP_FAILED;
+            }
+            if !crate::host::join_cgroup(cg.join) {
+                return SETUP_FAILED;
+            }
+        }
         if let Err(index) = exec(steps, window, place, page, &mut [-1; MAX_FDS]) {
             return STEP_FAILED + index.min(100) as i32;
+        }
+        if let Some(cg) = place.cgroup {
+            if stop {
+                // The parent reads the cgroup (and the layout) now, while
+                // everything is still charged as the program left it.
+                crate::host::stop_self();
+            }
+            if !crate::host::join_cgroup(cg.leave) {
+                return SETUP_FAILED;
+            }
         }
         if let End::SnapshotAndStop { snapshot, to } = end {
             snapshot.capture();
@@ -387,7 +466,12 @@ mod tests {
         std::fs::write(&a, "first").unwrap();
         std::fs::write(&b, "second\n").unwrap();
         let mut snap = FileSnapshot::new(vec![a, b], 4096);
-        let place = Placement { delta: 0, work: None };
+        let place = Placement {
+            delta: 0,
+            work: None,
+            cpu: None,
+            cgroup: None,
+        };
         let end = End::SnapshotAndStop {
             snapshot: &mut snap,
             to: &out,

@@ -5,6 +5,9 @@
 /// A POLICY value or flag text that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
+    /// A machine flag (`--swap`, `--memcg-max`) with a bad value.
+    #[error("{0}")]
+    Machine(String),
     #[error("'{spec}': unknown mode '{mode}': expected {expected}")]
     UnknownMode {
         spec: String,

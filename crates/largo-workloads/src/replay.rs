@@ -90,6 +90,10 @@ struct Replayer<'m> {
     index: u64,
     nr_cpus: usize,
     next_cpu: usize,
+    /// [`ReplayOptions::cpu`].
+    fixed_cpu: Option<usize>,
+    /// [`ReplayOptions::roots_join_memcg`].
+    roots_join_memcg: bool,
     stats: ReplayStats,
     problems: Problems,
     page_size: u64,
@@ -138,6 +142,9 @@ fn map_flags(f: TraceMapFlags) -> MapFlags {
 
 impl Replayer<'_> {
     fn cpu(&mut self) -> usize {
+        if let Some(c) = self.fixed_cpu {
+            return c;
+        }
         let c = self.next_cpu % self.nr_cpus;
         self.next_cpu += 1;
         c
@@ -164,9 +171,16 @@ impl Replayer<'_> {
             return Ok(t);
         }
         let cpu = self.cpu();
+        let joined = self.roots_join_memcg;
         let p = self
             .m
-            .with_vm(cpu, |vm, ctx| vm.spawn_empty(ctx))
+            .with_vm(cpu, |vm, ctx| {
+                if joined {
+                    vm.spawn_empty_joined(ctx)
+                } else {
+                    vm.spawn_empty(ctx)
+                }
+            })
             .map_err(|source| EventError::Spawn { pid: tpid, source })?;
         self.tasks.insert(tpid, Task { pid: p, cpu });
         self.stats.tasks += 1;
@@ -560,6 +574,13 @@ pub struct ReplayOptions {
     /// Replay without the processes' exits: every process keeps its
     /// memory at its last event (`largo show FILE TRACE`).
     pub keep_mapped: bool,
+    /// Run every process on this cpu (as a host run pinned to it);
+    /// `None`: processes take the cpus in turn.
+    pub cpu: Option<usize>,
+    /// Root processes are forked outside the workload's memcg and join it
+    /// before their first event (as a validation's host tasks do): their
+    /// page-table roots are not charged to it.
+    pub roots_join_memcg: bool,
 }
 
 /// What a replay produced.
@@ -595,8 +616,9 @@ pub fn replay(
     let total = events.len() as u64;
     let mut peak = Peak::default();
     let mut first_free = crate::reporting::FirstFree::default();
+    let m_cpus = m.config().nr_cpus.max(1);
     let mut r = Replayer {
-        nr_cpus: m.config().nr_cpus.max(1),
+        nr_cpus: m_cpus,
         page_size: m.geometry().page_size(),
         m,
         tasks: HashMap::new(),
@@ -604,6 +626,8 @@ pub fn replay(
         cur: (0, 0),
         index: 0,
         next_cpu: 0,
+        fixed_cpu: opts.cpu.map(|c| c.min(m_cpus - 1)),
+        roots_join_memcg: opts.roots_join_memcg,
         stats: ReplayStats::default(),
         problems: Problems::default(),
     };

@@ -60,6 +60,63 @@ pub struct KhugepagedCounts {
     pub full_scans: u64,
 }
 
+/// The `swap` section: /proc/meminfo's swap lines and the swap events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SwapCounts {
+    /// `SwapTotal` (kB).
+    pub total_kb: u64,
+    /// `SwapTotal - SwapFree` (kB).
+    pub used_kb: u64,
+    /// vmstat `pswpout`, `pswpin`: base pages written and read.
+    pub pswpout: u64,
+    pub pswpin: u64,
+}
+
+/// The `memcg` section: the workload's memory cgroup (cgroup v1 files).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MemcgCounts {
+    /// `memory.limit_in_bytes` (kB).
+    pub max_kb: u64,
+    /// `memory.usage_in_bytes` and `memory.max_usage_in_bytes` (kB).
+    pub usage_kb: u64,
+    pub peak_kb: u64,
+    /// `memory.kmem.usage_in_bytes` (kB): page tables and accounted slab.
+    pub kmem_kb: u64,
+    /// `memory.failcnt`: charge attempts over the limit.
+    pub failcnt: u64,
+    /// `oom_kill` of `memory.oom_control`.
+    pub oom_kill: u64,
+    /// `memory.stat` `swap` (kB) and events.
+    pub swap_kb: u64,
+    pub pgpgin: u64,
+    pub pgpgout: u64,
+    pub pgfault: u64,
+    pub pgmajfault: u64,
+}
+
+impl MemcgCounts {
+    /// The workload memcg's counters, if the machine has one.
+    pub fn read(m: &Machine) -> Option<MemcgCounts> {
+        let vm = m.vm();
+        let id = vm.workload_memcg()?;
+        let g = vm.memcg.get(id);
+        let kb = m.geometry().page_size() >> 10;
+        Some(MemcgCounts {
+            max_kb: g.memory.max * kb,
+            usage_kb: g.memory.usage * kb,
+            peak_kb: g.memory.watermark * kb,
+            kmem_kb: g.kmem_pages * kb,
+            failcnt: g.memory.failcnt,
+            oom_kill: g.oom_kill,
+            swap_kb: vm.swap.cgroup_pages(id as u16) * kb,
+            pgpgin: g.stat.pgpgin,
+            pgpgout: g.stat.pgpgout,
+            pgfault: g.stat.pgfault,
+            pgmajfault: g.stat.pgmajfault,
+        })
+    }
+}
+
 /// Every counter of a machine at one moment.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Counters {
@@ -72,6 +129,9 @@ pub struct Counters {
     pub meminfo: BTreeMap<&'static str, u64>,
     /// `transparent_hugepage/khugepaged/{pages_collapsed,full_scans}`.
     pub khugepaged: KhugepagedCounts,
+    pub swap: SwapCounts,
+    /// The workload's memcg (`--memcg-max`), if any.
+    pub memcg: Option<MemcgCounts>,
     pub buddyinfo: Vec<BuddyinfoLine>,
     /// Successful allocations by size (`"4kB"`, `"64kB"`, ...).
     pub allocs: BTreeMap<String, u64>,
@@ -133,6 +193,12 @@ impl Counters {
             },
         };
         let k = &m.vm().khugepaged;
+        let swap = SwapCounts {
+            total_kb: meminfo_kb(m, "SwapTotal"),
+            used_kb: meminfo_kb(m, "SwapTotal") - meminfo_kb(m, "SwapFree"),
+            pswpout: vmstat_value(m, "pswpout"),
+            pswpin: vmstat_value(m, "pswpin"),
+        };
         Counters {
             vmstat,
             mthp,
@@ -141,6 +207,8 @@ impl Counters {
                 pages_collapsed: k.pages_collapsed,
                 full_scans: k.full_scans,
             },
+            swap,
+            memcg: MemcgCounts::read(m),
             buddyinfo,
             allocs,
             locks: Locks {

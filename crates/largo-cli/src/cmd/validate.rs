@@ -167,12 +167,22 @@ struct Case {
 fn scenario_cases(s: &Scenario, configs: Option<&[NamedConfig]>) -> Result<Vec<Case>, UsageError> {
     let events = Arc::new(s.trace.events.clone());
     let list: Vec<(String, MachineConfig)> = match configs {
-        Some(c) => c.iter().map(|n| (n.name.clone(), n.config.clone())).collect(),
+        // The scenario's own machine (swap, memcg) under the given policies.
+        Some(c) => c
+            .iter()
+            .map(|n| {
+                let mut config = n.config.clone();
+                if config.swap.is_empty() && config.memcg_max_bytes.is_none() {
+                    largo_host::scenario::apply_machine_flags(&s.machine_flags, &mut config).map_err(UsageError)?;
+                }
+                Ok((n.name.clone(), config))
+            })
+            .collect::<Result<_, UsageError>>()?,
         None => s
             .configs
             .iter()
             .map(|(n, f)| {
-                Scenario::machine(f)
+                s.machine_for(f)
                     .map(|m| (n.clone(), m))
                     .map_err(|e| UsageError(e.to_string()))
             })

@@ -8,9 +8,11 @@
 //! its reclaim lives with the VM (`vm/memcg.rs`), which owns reclaim.
 
 mod counter;
+mod objstock;
 mod stat;
 
 pub use counter::PageCounter;
+pub use objstock::{ObjStocks, SlabCache, SlabOp, Unchargeable};
 pub use stat::MemcgStat;
 
 /// `MEMCG_CHARGE_BATCH`: pages a charge takes beyond its need into the
@@ -24,7 +26,8 @@ pub struct Memcg {
     pub memory: PageCounter,
     /// `memsw.max_usage_in_bytes`'s watermark, in pages.
     pub memsw_watermark: u64,
-    /// `memory.kmem.usage_in_bytes`: page tables charged (pages).
+    /// `memory.kmem.usage_in_bytes`: page tables and the pages charged
+    /// for accounted slab objects (pages).
     pub kmem_pages: u64,
     /// `memory.swappiness` (copied from `vm.swappiness` at creation).
     pub swappiness: u64,
@@ -41,6 +44,8 @@ pub struct Memcgs {
     groups: Vec<Memcg>,
     /// Per cpu: the memcg whose pages the stock holds, and how many.
     stock: Vec<Option<(usize, u64)>>,
+    /// Per cpu: the bytes charged ahead for slab objects.
+    pub obj: ObjStocks,
 }
 
 impl Memcgs {
@@ -48,6 +53,7 @@ impl Memcgs {
         Memcgs {
             groups: vec![Memcg::new(u64::MAX, 60)],
             stock: vec![None; nr_cpus.max(1)],
+            obj: ObjStocks::new(nr_cpus),
         }
     }
 

@@ -23,8 +23,9 @@ impl Machine {
 
     /// Lets `ns` of simulated time pass: delayed work that falls due
     /// (khugepaged woken by a registration, the reporting pass,
-    /// kcompactd's timer, khugepaged's next scan) runs at its time, in
-    /// order (ties in that order).
+    /// kcompactd's timer, khugepaged's next scan, the memcg statistics
+    /// flush) runs at its time, in order (a flush first on a tie, then
+    /// khugepaged, reporting, kcompactd).
     pub fn advance_time(&mut self, ns: u64) {
         let now = self.now_ns();
         let target = now.saturating_add(ns);
@@ -36,12 +37,16 @@ impl Machine {
             let report = self.page_alloc.reporting().due_ns.filter(|&d| d <= target);
             let kcompactd = Some(self.page_alloc.compaction.kcompactd_due()).filter(|&d| d <= target);
             let khugepaged = self.vm.khugepaged.due_ns.filter(|&d| d <= target);
-            let Some(due) = [khugepaged, report, kcompactd].into_iter().flatten().min() else {
+            let flush = Some(self.vm.stats_flush_due_ns).filter(|&d| d <= target);
+            let Some(due) = [khugepaged, report, kcompactd, flush].into_iter().flatten().min() else {
                 break;
             };
             let r = self.page_alloc.reporting_mut();
             r.now_ns = r.now_ns.max(due);
-            if khugepaged == Some(due) {
+            if flush == Some(due) {
+                self.vm.flush_memcg_stats();
+                self.vm.stats_flush_due_ns = due + crate::vm::lru::STATS_FLUSH_NS;
+            } else if khugepaged == Some(due) {
                 self.vm.khugepaged.due_ns = None;
                 self.with_vm(0, |vm, ctx| vm.khugepaged_run(ctx, due));
             } else if report == Some(due) {

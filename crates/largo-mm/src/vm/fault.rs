@@ -9,6 +9,7 @@ use super::pgtable::{Pte, Slot};
 use super::stats::MthpStat;
 use super::types::{Access, MmId, Pid, SegvCode, VmError, VmFlags, VmaId};
 use super::{Ctx, Vm};
+use crate::memcg::SlabCache;
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE};
 use crate::stats::VmEvent;
@@ -388,9 +389,11 @@ impl Vm {
         if self.vmas[vma].anon_vma.is_some() {
             return;
         }
+        let mm = self.vmas[vma].mm;
+        self.slab_alloc(mm, SlabCache::AnonVmaChain, 1);
         let av = self
             .find_mergeable_anon_vma(vma)
-            .unwrap_or_else(|| self.anon_vmas.insert(Default::default()));
+            .unwrap_or_else(|| self.alloc_anon_vma(mm));
         self.anon_vmas[av].vmas.push(vma);
         let v = &mut self.vmas[vma];
         v.anon_vma = Some(av);

@@ -6,6 +6,7 @@ use super::pgtable::{Pte, Slot};
 use super::types::{MmId, Pid, VmError, VmFlags, VmaId};
 use super::vma::Vma;
 use super::{Ctx, Vm};
+use crate::memcg::SlabCache;
 
 impl Vm {
     /// `fork`: a new process with a copy of `pid`'s address space. Private
@@ -61,12 +62,17 @@ impl Vm {
             ..s.clone()
         });
         self.mms[child].vmas.insert(s.start, id);
+        // dup_mmap runs in the parent: its memcg pays (the same here).
+        self.slab_alloc(s.mm, SlabCache::VmArea, 1);
         if s.anon_vma.is_some() {
             let mut chain = s.chain.clone();
             for &av in &chain {
                 self.anon_vmas[av].vmas.push(id);
             }
-            let own = self.anon_vmas.insert(Default::default());
+            // anon_vma_fork: the parent's chain cloned, then an anon_vma
+            // of its own and its chain entry.
+            self.slab_alloc(s.mm, SlabCache::AnonVmaChain, chain.len() + 1);
+            let own = self.alloc_anon_vma(s.mm);
             self.anon_vmas[own].vmas.push(id);
             chain.push(own);
             let v = &mut self.vmas[id];

@@ -32,6 +32,9 @@ pub struct Khugepaged {
     /// one on the host): the thread never idles, so a registration does
     /// not wake it, and with no scan due it waits for a wake.
     pub external_mm: bool,
+    /// The thread is running (its reclaim counts as khugepaged's:
+    /// `current_is_khugepaged`).
+    pub running: bool,
 }
 
 impl Vm {
@@ -95,6 +98,7 @@ impl Vm {
     /// over the list at most), then sets when it wakes next.
     pub fn khugepaged_run(&mut self, ctx: &mut Ctx, now_ns: u64) {
         self.khugepaged.wake_now = false;
+        self.khugepaged.running = true;
         // khugepaged_do_scan: lru_add_drain_all, so that the pages of the
         // ranges are on the LRU to be isolated.
         self.lru_add_drain_all(ctx.pa);
@@ -123,6 +127,7 @@ impl Vm {
         } else {
             k.scan_sleep_ms
         };
+        self.khugepaged.running = false;
         let has_work = !self.khugepaged.mm_slots.is_empty() || self.khugepaged.external_mm;
         self.khugepaged.due_ns = has_work.then(|| now_ns + sleep_ms * 1_000_000);
     }

@@ -132,7 +132,24 @@ pub struct Lruvec {
     pub nonresident_age: u64,
     /// `WORKINGSET_ACTIVATE_ANON`/`_FILE` of this lruvec.
     pub workingset_activate: [u64; 2],
+    /// The list sizes and activations as the memcg statistics show them:
+    /// copied at the last rstat flush (`lruvec_page_state` reads these).
+    pub flushed: FlushedStats,
 }
+
+/// A lruvec's statistics as of the last `mem_cgroup_flush_stats`: the
+/// memcg counters (`lruvec_stats->state[]`) are per-cpu deltas folded in
+/// only by a flush, every `FLUSH_TIME` by the periodic worker, so
+/// reclaim's heuristics read values up to two seconds old (those of a
+/// memcg made since are zero).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushedStats {
+    pub nr_pages: [i64; 4],
+    pub workingset_activate: [u64; 2],
+}
+
+/// `FLUSH_TIME`: the period of the memcg statistics flusher (2 s).
+pub const STATS_FLUSH_NS: u64 = 2_000_000_000;
 
 impl Lruvec {
     /// The oldest folio of a list.
@@ -201,6 +218,17 @@ impl Vm {
     }
 
     /// Grows the lruvec table to hold `nr_memcgs` memcgs.
+    /// `flush_memcg_stats_dwork`: every lruvec's statistics brought up
+    /// to date.
+    pub fn flush_memcg_stats(&mut self) {
+        for v in &mut self.lruvecs {
+            v.flushed = FlushedStats {
+                nr_pages: v.nr_pages,
+                workingset_activate: v.workingset_activate,
+            };
+        }
+    }
+
     pub(crate) fn ensure_lruvecs(&mut self, nr_memcgs: usize) {
         let want = nr_memcgs * self.node_stat.len();
         if self.lruvecs.len() < want {

@@ -19,6 +19,11 @@ impl Vm {
         id
     }
 
+    /// The memcg the workload's tasks run in, if one was created.
+    pub fn workload_memcg(&self) -> Option<usize> {
+        (self.default_memcg != 0).then_some(self.default_memcg as usize)
+    }
+
     /// The memcg user pages of `mm` are charged to (`get_mem_cgroup_from_mm`).
     pub(crate) fn mm_memcg(&self, mm: MmId) -> usize {
         self.mms[mm].memcg as usize
@@ -85,12 +90,21 @@ impl Vm {
         if memcg == 0 {
             return true;
         }
-        let allow_spinning = gfp.intersects(Gfp::DIRECT_RECLAIM | Gfp::KSWAPD_RECLAIM);
+        // 6.18.15's source charges exactly `nr` pages (no stock refill)
+        // for a gfp without reclaim bits (`gfpflags_allow_spinning`), as
+        // GFP_TRANSHUGE_LIGHT is; the 6.18.44 host tries the batch first
+        // for those too (a failed 64K charge there costs `failcnt` two:
+        // measured with one fault at a time, docs/ARCHITECTURE.md), so
+        // only an empty gfp (`alloc_pages_nolock`) skips the batch.
+        let allow_spinning = !gfp.is_empty();
         let allow_blocking = gfp.contains(Gfp::DIRECT_RECLAIM);
         let mut batch = nr.max(crate::memcg::MEMCG_CHARGE_BATCH);
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut drained = false;
         let mut passed_oom = false;
+        // Objects the operation made so far are charged first (the kernel
+        // allocated them before these pages).
+        self.flush_slab_ops(ctx);
         loop {
             if self.memcg.consume_stock(ctx.cpu, memcg, nr) {
                 break;
@@ -117,6 +131,7 @@ impl Vm {
             }
             if !drained {
                 self.memcg.drain_all_stock(memcg);
+                self.drain_all_obj_stock(memcg);
                 drained = true;
                 continue;
             }

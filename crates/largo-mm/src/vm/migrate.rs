@@ -294,9 +294,9 @@ impl Vm {
     /// takes over the folio's per-page state, its metadata, its place on
     /// the LRU, in the node counters and on the deferred split queue.
     fn migrate_folio_move(&mut self, ctx: &mut Ctx, key: usize, dst: Folio) {
-        let (src, nr, lazyfree) = {
+        let (src, nr) = {
             let m = &self.folios[key];
-            (m.pfn, m.nr_pages(), m.lazyfree)
+            (m.pfn, m.nr_pages())
         };
         let (old_nid, new_nid) = (self.node_of(ctx.pa, src), self.node_of(ctx.pa, dst.pfn.0));
         for m in self.rmap_walk(key) {

@@ -5,8 +5,9 @@
 use super::mm::{MMAP_MIN_ADDR, RLIMIT_STACK_BYTES, STACK_GUARD_GAP};
 use super::pgtable::{Pte, Slot};
 use super::types::{MapFlags, MmId, Pid, Prot, ThpDisable, VmError, VmFlags, VmaBacking, VmaId};
-use super::vma::Vma;
+use super::vma::{AnonVma, Vma};
 use super::{Ctx, Vm};
+use crate::memcg::SlabCache;
 use crate::memmap::PageFlags;
 
 /// `mremap` flags.
@@ -52,6 +53,7 @@ impl Vm {
             swap_ra: Default::default(),
         });
         self.mms[mm].vmas.insert(start, id);
+        self.slab_alloc(mm, SlabCache::VmArea, 1);
         id
     }
 
@@ -59,13 +61,31 @@ impl Vm {
     pub(crate) fn remove_vma(&mut self, id: VmaId) {
         let vma = self.vmas.remove(id);
         self.mms[vma.mm].vmas.remove(&vma.start);
+        let memcg = self.mms[vma.mm].memcg;
+        self.slab_free(memcg, SlabCache::AnonVmaChain, vma.chain.len());
+        self.slab_free(memcg, SlabCache::VmArea, 1);
         for av in vma.chain {
             let a = &mut self.anon_vmas[av];
             a.vmas.retain(|&v| v != id);
             if a.vmas.is_empty() && a.nr_folios == 0 {
-                self.anon_vmas.remove(av);
+                self.free_anon_vma(av);
             }
         }
+    }
+
+    /// `anon_vma_alloc` for `mm`'s task.
+    pub(crate) fn alloc_anon_vma(&mut self, mm: MmId) -> usize {
+        self.slab_alloc(mm, SlabCache::AnonVma, 1);
+        self.anon_vmas.insert(AnonVma {
+            memcg: self.mms[mm].memcg,
+            ..AnonVma::default()
+        })
+    }
+
+    /// `anon_vma_free`.
+    pub(crate) fn free_anon_vma(&mut self, av: usize) {
+        let a = self.anon_vmas.remove(av);
+        self.slab_free(a.memcg, SlabCache::AnonVma, 1);
     }
 
     /// `__split_vma`: `id` keeps `[start, at)`; returns the new VMA for
@@ -86,6 +106,9 @@ impl Vm {
         for &av in &old.chain {
             self.anon_vmas[av].vmas.push(new);
         }
+        // vm_area_dup and anon_vma_clone.
+        self.slab_alloc(old.mm, SlabCache::VmArea, 1);
+        self.slab_alloc(old.mm, SlabCache::AnonVmaChain, old.chain.len());
         new
     }
 
@@ -119,6 +142,8 @@ impl Vm {
     fn merge_into(&mut self, a: VmaId, b: VmaId) {
         let vb = self.vmas[b].clone();
         if self.vmas[a].anon_vma.is_none() && vb.anon_vma.is_some() {
+            // dup_anon_vma: `a` is chained to `b`'s anon_vmas anew.
+            self.slab_alloc(vb.mm, SlabCache::AnonVmaChain, vb.chain.len());
             for &av in &vb.chain {
                 self.anon_vmas[av].vmas.push(a);
             }
@@ -646,6 +671,9 @@ impl Vm {
         for &av in &old.chain {
             self.anon_vmas[av].vmas.push(new);
         }
+        // copy_vma: vm_area_dup and anon_vma_clone.
+        self.slab_alloc(mm, SlabCache::VmArea, 1);
+        self.slab_alloc(mm, SlabCache::AnonVmaChain, old.chain.len());
         let moved = self.move_page_tables(ctx, mm, old_addr, new_addr, old_len);
         if moved < old_len {
             // Out of memory for page tables: move back what moved (the

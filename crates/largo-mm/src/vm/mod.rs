@@ -29,6 +29,7 @@ pub mod folio;
 mod fork;
 mod huge;
 pub mod khugepaged;
+mod kmem;
 pub mod lru;
 mod madvise;
 pub mod maps;
@@ -146,6 +147,11 @@ pub struct Vm {
     pub(crate) shmem: shmem::ShmemFs,
     /// khugepaged's mm list, scan position and counters.
     pub khugepaged: khugepaged::Khugepaged,
+    /// When the periodic memcg statistics flush runs next (simulated ns).
+    pub stats_flush_due_ns: u64,
+    /// Accounted slab objects made or freed since the charge path last
+    /// ran, in order (`vm/kmem.rs`).
+    pub(crate) slab_pending: Vec<crate::memcg::SlabOp>,
     pub(crate) tasks: BTreeMap<Pid, Task>,
     next_pid: Pid,
     next_mm_id: u32,
@@ -211,6 +217,8 @@ impl Vm {
             folios: Slab::new(),
             shmem: shmem::ShmemFs::default(),
             khugepaged: khugepaged::Khugepaged::default(),
+            stats_flush_due_ns: lru::STATS_FLUSH_NS,
+            slab_pending: Vec::new(),
             tasks: BTreeMap::new(),
             next_pid: 1,
             next_mm_id: 1,
@@ -355,6 +363,20 @@ impl Vm {
     /// mappings).
     pub fn spawn_empty(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
         let mm = self.new_mm(ctx)?;
+        Ok(self.new_task(mm, None))
+    }
+
+    /// [`Self::spawn_empty`] for a process forked outside the workload's
+    /// memcg that joined it before its first step (the host side of a
+    /// validation): its page-table root was charged to the root memcg;
+    /// everything after to the workload's.
+    pub fn spawn_empty_joined(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
+        let memcg = self.default_memcg;
+        self.default_memcg = 0;
+        let mm = self.new_mm(ctx);
+        self.default_memcg = memcg;
+        let mm = mm?;
+        self.mms[mm].memcg = memcg;
         Ok(self.new_task(mm, None))
     }
 

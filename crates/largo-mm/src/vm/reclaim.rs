@@ -12,7 +12,6 @@
 use largo_physmem::copy::Vanilla;
 use largo_physmem::Backing;
 
-use super::pgtable::Pte;
 use super::types::Pid;
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;

@@ -419,7 +419,7 @@ impl Vm {
         let av = &mut self.anon_vmas[anon_vma];
         av.nr_folios -= 1;
         if av.nr_folios == 0 && av.vmas.is_empty() {
-            self.anon_vmas.remove(anon_vma);
+            self.free_anon_vma(anon_vma);
         }
     }
 

@@ -66,6 +66,8 @@ impl Vma {
 #[derive(Clone, Debug, Default)]
 pub struct AnonVma {
     pub vmas: Vec<usize>,
+    /// The memcg its slab object is charged to (0: none).
+    pub memcg: u16,
     /// Folios whose `mapping` is this anon_vma.
     pub nr_folios: u64,
 }

@@ -13,7 +13,6 @@ use super::super::order::highest_order;
 use super::super::pgtable::{Pte, Slot};
 use super::super::stats::MthpStat;
 use super::super::{Ctx, Vm};
-use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE};
 use crate::stats::VmEvent;
 
 /// `fault_around_bytes` default.

@@ -29,14 +29,24 @@ fn int_sqrt(x: u64) -> u64 {
 }
 
 impl Vm {
-    /// `lruvec_page_state(lruvec, NR_LRU_BASE + lru)`: for a memcg's
+    /// `lruvec_page_state(lruvec, NR_LRU_BASE + lru)`: the memcg
+    /// statistics as last flushed (see [`FlushedStats`]); for a memcg's
     /// lruvec its own pages, for the root's the node's (hierarchical).
     pub(crate) fn lruvec_page_state(&self, lv: usize, lru: LruList) -> u64 {
         let nr_nodes = self.node_stat.len();
         if lv >= nr_nodes {
-            return self.lruvecs[lv].nr_pages[lru as usize].max(0) as u64;
+            return self.lruvecs[lv].flushed.nr_pages[lru as usize].max(0) as u64;
         }
         let nid = lv;
+        (0..self.lruvecs.len() / nr_nodes)
+            .map(|memcg| self.lruvecs[memcg * nr_nodes + nid].flushed.nr_pages[lru as usize].max(0) as u64)
+            .sum()
+    }
+
+    /// `node_page_state(pgdat, NR_LRU_BASE + lru)`: the node's pages on
+    /// `lru` now (every memcg).
+    pub(crate) fn node_lru_state(&self, nid: usize, lru: LruList) -> u64 {
+        let nr_nodes = self.node_stat.len();
         (0..self.lruvecs.len() / nr_nodes)
             .map(|memcg| self.lruvecs[memcg * nr_nodes + nid].nr_pages[lru as usize].max(0) as u64)
             .sum()
@@ -84,9 +94,8 @@ impl Vm {
                 .filter(|z| z.nid == nid)
                 .map(|z| z.stat.nr_free_pages.max(0) as u64)
                 .sum();
-            let file = self.lruvec_page_state(target, LruList::ActiveFile)
-                + self.lruvec_page_state(target, LruList::InactiveFile);
-            let anon = self.lruvec_page_state(target, LruList::InactiveAnon);
+            let file = self.node_lru_state(nid, LruList::ActiveFile) + self.node_lru_state(nid, LruList::InactiveFile);
+            let anon = self.node_lru_state(nid, LruList::InactiveAnon);
             sc.file_is_tiny = file + free <= high && !sc.may_deactivate[0] && (anon >> sc.priority) > 0;
         }
     }
@@ -96,10 +105,10 @@ impl Vm {
     pub(crate) fn lruvec_workingset_activate(&self, lv: usize, t: usize) -> u64 {
         let nr_nodes = self.node_stat.len();
         if lv >= nr_nodes {
-            return self.lruvecs[lv].workingset_activate[t];
+            return self.lruvecs[lv].flushed.workingset_activate[t];
         }
         (0..self.lruvecs.len() / nr_nodes)
-            .map(|m| self.lruvecs[m * nr_nodes + lv].workingset_activate[t])
+            .map(|m| self.lruvecs[m * nr_nodes + lv].flushed.workingset_activate[t])
             .sum()
     }
 

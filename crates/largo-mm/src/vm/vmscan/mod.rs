@@ -21,8 +21,6 @@ mod pageout;
 mod references;
 mod unmap;
 
-pub(crate) use folio_list::ReclaimStat;
-
 /// `DEF_PRIORITY`.
 pub(crate) const DEF_PRIORITY: u32 = 12;
 /// `SWAP_CLUSTER_MAX`.

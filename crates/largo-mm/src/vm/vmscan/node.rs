@@ -4,7 +4,6 @@
 //! met; a pass that reclaimed nothing because it skipped deactivation is
 //! tried again with deactivation forced.
 
-use super::super::lru::LruList;
 use super::super::{Ctx, Vm};
 use super::{Reclaimer, ScanControl, DEF_PRIORITY, SWAP_CLUSTER_MAX};
 
@@ -27,7 +26,11 @@ impl Vm {
     /// Global reclaim of node `nid` for `nr_to_reclaim` pages, by a direct
     /// reclaimer or kswapd. Returns the pages reclaimed.
     pub(crate) fn try_to_free_pages(&mut self, ctx: &mut Ctx, nid: usize, nr_to_reclaim: u64, kswapd: bool) -> u64 {
-        let who = if kswapd { Reclaimer::Kswapd } else { Reclaimer::Direct };
+        let who = match (kswapd, self.khugepaged.running) {
+            (true, _) => Reclaimer::Kswapd,
+            (false, true) => Reclaimer::Khugepaged,
+            (false, false) => Reclaimer::Direct,
+        };
         let mut sc = ScanControl::new(nr_to_reclaim.max(SWAP_CLUSTER_MAX), who, None, self.swappiness);
         self.do_try_to_free_pages(ctx, &[nid], &mut sc)
     }
@@ -77,11 +80,5 @@ impl Vm {
                 break;
             }
         }
-    }
-
-    /// Pages of every evictable list in node `nid` (all memcgs).
-    pub(crate) fn node_lru_pages(&self, nid: usize) -> u64 {
-        let root = self.lruvec_index(nid, 0);
-        LruList::ALL.iter().map(|&l| self.lruvec_page_state(root, l)).sum()
     }
 }

@@ -1,0 +1,138 @@
+//! The host's swap devices and memory cgroups for validation runs: a zram
+//! swap device set up and torn down, and a cgroup v1 memory group with a
+//! limit, created and removed. `KnobGuard` journals each before it acts,
+//! so every exit path (and the next holder, after a kill) undoes it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::knobs::KnobError;
+
+/// Where the cgroup v1 memory controller is mounted on the host.
+pub const MEMCG_ROOT: &str = "/sys/fs/cgroup/memory";
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KnobError + '_ {
+    move |source| KnobError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn write(path: &Path, value: &str) -> Result<(), KnobError> {
+    fs::write(path, value).map_err(io(path))
+}
+
+/// Runs a system tool (util-linux), failing with its message.
+fn run(tool: &str, args: &[&str]) -> Result<(), KnobError> {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .map_err(|e| KnobError::Unsupported(format!("running {tool}: {e}")))?;
+    if !out.status.success() {
+        return Err(KnobError::Unsupported(format!(
+            "{tool} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// The host's active swap devices (`/proc/swaps` past its header).
+pub fn active_swaps() -> Vec<String> {
+    fs::read_to_string("/proc/swaps")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// A validation run owns the host's swap: it must have none already.
+pub fn check_no_swap() -> Result<(), KnobError> {
+    let active = active_swaps();
+    if !active.is_empty() {
+        return Err(KnobError::Unsupported(format!(
+            "the host swaps to {} already; swap validation needs a host without swap",
+            active.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// zram device `dev` as swap of `bytes`: reset, sized, formatted, on.
+pub fn zram_on(dev: &str, bytes: u64) -> Result<(), KnobError> {
+    let sys = Path::new("/sys/block").join(dev);
+    if !sys.exists() {
+        return Err(KnobError::Unsupported(format!(
+            "{} does not exist: no zram device",
+            sys.display()
+        )));
+    }
+    write(&sys.join("reset"), "1")?;
+    write(&sys.join("disksize"), &bytes.to_string())?;
+    let node = format!("/dev/{dev}");
+    run("mkswap", &[&node])?;
+    run("swapon", &[&node])
+}
+
+/// Swaps `dev` off (if it is on) and resets it.
+pub fn zram_off(dev: &str) -> Result<(), KnobError> {
+    let node = format!("/dev/{dev}");
+    if active_swaps().iter().any(|s| *s == node) {
+        run("swapoff", &[&node])?;
+    }
+    write(&Path::new("/sys/block").join(dev).join("reset"), "1")
+}
+
+/// A fresh cgroup directory name under the memory controller.
+pub fn new_cgroup_dir() -> Result<PathBuf, KnobError> {
+    let root = Path::new(MEMCG_ROOT);
+    if !root.join("memory.limit_in_bytes").exists() {
+        return Err(KnobError::Unsupported(format!(
+            "{MEMCG_ROOT} is not a cgroup v1 memory controller"
+        )));
+    }
+    for n in 0.. {
+        let dir = root.join(format!("largo-{}-{n}", std::process::id()));
+        if !dir.exists() {
+            return Ok(dir);
+        }
+    }
+    unreachable!("some name is free")
+}
+
+/// `mkdir` of the cgroup and its limit.
+pub fn make_cgroup(dir: &Path, bytes: u64) -> Result<(), KnobError> {
+    fs::create_dir(dir).map_err(io(dir))?;
+    write(&dir.join("memory.limit_in_bytes"), &bytes.to_string())
+}
+
+/// `rmdir` of a cgroup whose tasks are gone (tried for a second while
+/// they finish exiting).
+pub fn remove_cgroup(dir: &Path) -> Result<(), KnobError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let mut last = None;
+    for _ in 0..100 {
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(KnobError::Io {
+        path: dir.to_path_buf(),
+        source: last.expect("tried"),
+    })
+}
+
+/// Whether zswap was ever set up on this boot (its debugfs directory
+/// exists once it was, or it is enabled): large folios then never swap in
+/// whole, and the model must be told.
+pub fn zswap_ever_enabled() -> bool {
+    let enabled = fs::read_to_string("/sys/module/zswap/parameters/enabled").unwrap_or_default();
+    enabled.trim() == "Y" || Path::new("/sys/kernel/debug/zswap").exists()
+}

@@ -1,0 +1,117 @@
+//! Accounted kernel objects of the address space: VMAs, anon_vmas and
+//! their chains are charged by the byte to the memcg of the task making
+//! them (`__memcg_slab_post_alloc_hook`) and given back when freed
+//! (`__memcg_slab_free_hook`), through the cpu's object stock.
+//!
+//! The VM records each allocation and free as it restructures its maps;
+//! the charges run at the next charge of pages or when the operation
+//! ends, in order. An object freed in the operation that made it (a VMA
+//! inserted and merged away at once, where the kernel would have grown
+//! its neighbour) was never allocated by the kernel: the two cancel.
+
+use super::{Ctx, MmId, Vm};
+use crate::memcg::{SlabCache, SlabOp, Unchargeable};
+use crate::page_alloc::gfp::GFP_KERNEL;
+
+impl Vm {
+    /// An object of `cache` made for `mm` (charged to its memcg).
+    pub(crate) fn slab_alloc(&mut self, mm: MmId, cache: SlabCache, count: usize) {
+        let memcg = self.mms[mm].memcg;
+        if memcg == 0 {
+            return;
+        }
+        for _ in 0..count {
+            self.slab_pending.push(SlabOp {
+                memcg,
+                cache,
+                alloc: true,
+            });
+        }
+    }
+
+    /// An object of `cache` charged to `memcg` freed.
+    pub(crate) fn slab_free(&mut self, memcg: u16, cache: SlabCache, count: usize) {
+        if memcg == 0 {
+            return;
+        }
+        for _ in 0..count {
+            let made_now = self
+                .slab_pending
+                .iter()
+                .rposition(|op| op.alloc && op.memcg == memcg && op.cache == cache);
+            match made_now {
+                Some(i) => {
+                    self.slab_pending.remove(i);
+                }
+                None => self.slab_pending.push(SlabOp {
+                    memcg,
+                    cache,
+                    alloc: false,
+                }),
+            }
+        }
+    }
+
+    /// Runs the recorded charges and uncharges.
+    pub(crate) fn flush_slab_ops(&mut self, ctx: &mut Ctx) {
+        if self.slab_pending.is_empty() {
+            return;
+        }
+        for op in std::mem::take(&mut self.slab_pending) {
+            let bytes = op.cache.charged_bytes();
+            if op.alloc {
+                self.obj_cgroup_charge(ctx, op.memcg as usize, bytes);
+            } else {
+                self.refill_obj_stock(ctx, op.memcg as usize, bytes, true);
+            }
+        }
+    }
+
+    /// `obj_cgroup_charge_account`: from the cpu's object stock, else
+    /// whole pages charged (kernel memory) with the rest stocked. A charge
+    /// the limit refuses is forced (the model does not fail the syscall).
+    fn obj_cgroup_charge(&mut self, ctx: &mut Ctx, memcg: usize, bytes: u64) {
+        if self.memcg.obj.consume(ctx.cpu, memcg, bytes) {
+            return;
+        }
+        let page = self.page_size();
+        let nr_pages = bytes.div_ceil(page);
+        if !self.try_charge_memcg(ctx, memcg, GFP_KERNEL, nr_pages, false) {
+            let g = self.memcg.get_mut(memcg);
+            g.memory.charge(nr_pages);
+            g.kmem_pages += nr_pages;
+        }
+        let rest = nr_pages * page - bytes;
+        self.refill_obj_stock(ctx, memcg, rest, false);
+    }
+
+    /// `refill_obj_stock`, with the pages it gives back uncharged.
+    fn refill_obj_stock(&mut self, ctx: &mut Ctx, memcg: usize, bytes: u64, allow_uncharge: bool) {
+        let page = self.page_size();
+        let (drained, back) = self.memcg.obj.refill(ctx.cpu, memcg, bytes, allow_uncharge, page);
+        if let Some(d) = drained {
+            self.obj_drained(d);
+        }
+        if let Some(b) = back {
+            // obj_cgroup_uncharge_pages: through the memcg's charge stock.
+            self.memcg.get_mut(b.memcg).kmem_pages -= b.nr_pages;
+            self.memcg.refill_stock(ctx.cpu, b.memcg, b.nr_pages);
+        }
+    }
+
+    /// `drain_obj_stock`'s whole pages leave the memcg's counter.
+    fn obj_drained(&mut self, d: Unchargeable) {
+        let g = self.memcg.get_mut(d.memcg);
+        g.kmem_pages -= d.nr_pages;
+        g.memory.uncharge(d.nr_pages);
+    }
+
+    /// The object stocks `drain_all_stock` flushes along with the charge
+    /// stocks.
+    pub(crate) fn drain_all_obj_stock(&mut self, memcg: usize) {
+        let page = self.page_size();
+        for d in self.memcg.obj.drain_all(memcg, page) {
+            self.obj_drained(d);
+        }
+    }
+}
