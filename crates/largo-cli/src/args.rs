@@ -203,6 +203,12 @@ pub struct MachineArgs {
     /// (cgroup v1 memory.limit_in_bytes): charging, memcg reclaim, OOM.
     #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
     pub memcg_max: Option<u64>,
+    /// Resident page cache outside the workload, as a real machine has
+    /// (counted, never reclaimed): refaults of memory reclaimed without a
+    /// memcg target are judged against it [default: 0; --machine host:
+    /// this host's].
+    #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
+    pub page_cache: Option<u64>,
 }
 
 fn parse_swap_spec(s: &str) -> Result<largo_mm::swap::SwapSpec, String> {
@@ -328,6 +334,7 @@ impl MachineArgs {
             },
             zswap: over.zswap || self.zswap,
             memcg_max: over.memcg_max.or(self.memcg_max),
+            page_cache: over.page_cache.or(self.page_cache),
         }
     }
 
@@ -372,6 +379,7 @@ impl MachineArgs {
             swap: self.swap.clone(),
             zswap: self.zswap,
             memcg_max_bytes: self.memcg_max,
+            page_cache_bytes: self.page_cache.unwrap_or(0),
             ..MachineConfig::default()
         })
     }
@@ -398,6 +406,9 @@ impl MachineArgs {
         c.swap = self.swap.clone();
         c.zswap = self.zswap;
         c.memcg_max_bytes = self.memcg_max;
+        if let Some(bytes) = self.page_cache {
+            c.page_cache_bytes = bytes;
+        }
         Ok(c)
     }
 }

@@ -257,6 +257,36 @@ fn run_json_has_the_kernels_exact_counts() {
     }
     let j = &run_json(&["page_fault1:iterations=2", "--thp", "2M=always"])[0];
     assert_eq!(j["vmstat"]["thp_fault_alloc"], 128);
+    assert!(j["memcg"].is_null(), "no --memcg-max, no memcg section");
+    assert_eq!(j["swap"]["total_kb"], 0);
+}
+
+#[test]
+fn run_json_has_swap_and_memcg_sections_under_a_limit() {
+    // 64 MiB of 64K folios in a 32 MiB memcg with a zram device: the
+    // excess swaps out, the read pass swaps it back in.
+    let lines = run_json(&[
+        "swap-pressure:size=64M,passes=1",
+        "--thp",
+        "64K",
+        "--swap",
+        "1G",
+        "--memcg-max",
+        "32M",
+    ]);
+    let j = &lines[0];
+    // SwapTotal leaves out the header page, as swapon does.
+    assert_eq!(j["swap"]["total_kb"], (1 << 20) - 4);
+    let pswpout = j["swap"]["pswpout"].as_u64().unwrap();
+    assert!(pswpout >= (32 << 20) / 4096, "at least the excess went out: {pswpout}");
+    assert_eq!(j["swap"]["pswpout"], j["vmstat"]["pswpout"]);
+    assert_eq!(j["memcg"]["max_kb"], 32 << 10);
+    assert_eq!(j["memcg"]["peak_kb"], 32 << 10, "usage reached the limit");
+    assert!(j["memcg"]["failcnt"].as_u64().unwrap() > 0);
+    assert_eq!(j["memcg"]["oom_kill"], 0);
+    assert!(j["mthp"]["64kB"]["swpout"].as_u64().unwrap() > 0);
+    assert!(j["mthp"]["64kB"]["swpin"].as_u64().unwrap() > 0);
+    assert!(!j["khugepaged"]["full_scans"].is_null());
 }
 
 #[test]

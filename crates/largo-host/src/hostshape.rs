@@ -154,7 +154,19 @@ pub fn host_config() -> Result<MachineConfig, ShapeError> {
         read("/proc/sys/vm/min_free_kbytes")?.trim(),
     )?;
     c.knobs.extend(host_thp_knobs());
+    c.page_cache_bytes = host_page_cache_bytes();
     Ok(c)
+}
+
+/// The host's resident file pages now (`Active(file)` + `Inactive(file)`
+/// of /proc/meminfo), bytes; 0 if unreadable.
+pub fn host_page_cache_bytes() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("Active(file):") || l.starts_with("Inactive(file):"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum::<u64>()
+        * 1024
 }
 
 /// The host's THP settings as knob writes for the model: the value of

@@ -103,9 +103,12 @@ pub fn new_cgroup_dir() -> Result<PathBuf, KnobError> {
     unreachable!("some name is free")
 }
 
-/// `mkdir` of the cgroup and its limit.
+/// `mkdir` of the cgroup and its limit (`u64::MAX`: none).
 pub fn make_cgroup(dir: &Path, bytes: u64) -> Result<(), KnobError> {
     fs::create_dir(dir).map_err(io(dir))?;
+    if bytes == u64::MAX {
+        return Ok(());
+    }
     write(&dir.join("memory.limit_in_bytes"), &bytes.to_string())
 }
 
@@ -127,6 +130,33 @@ pub fn remove_cgroup(dir: &Path) -> Result<(), KnobError> {
         path: dir.to_path_buf(),
         source: last.expect("tried"),
     })
+}
+
+/// The pid of the kernel thread named `name` (`/proc/PID/comm`).
+pub fn kthread_pid(name: &str) -> Option<u32> {
+    fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let comm = fs::read_to_string(e.path().join("comm")).ok()?;
+        (comm.trim() == name).then_some(pid)
+    })
+}
+
+/// The cpus `pid` may run on (`Cpus_allowed_list`).
+pub fn cpus_allowed(pid: u32) -> Option<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// Binds `pid` to the cpus of `list` (`taskset -pc`); a thread that has
+/// gone meanwhile (khugepaged stops when THP is turned off) is fine.
+pub fn set_cpus_allowed(pid: u32, list: &str) -> Result<(), KnobError> {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        return Ok(());
+    }
+    run("taskset", &["-pc", list, &pid.to_string()])
 }
 
 /// Whether zswap was ever set up on this boot (its debugfs directory

@@ -89,6 +89,12 @@ fn write_knob(knob: &str, value: &str) -> Result<(), KnobError> {
     if let Some(dev) = knob.strip_prefix("!zram-off ") {
         return crate::hostswap::zram_off(dev);
     }
+    if let Some(pid) = knob.strip_prefix("!affinity ") {
+        let pid = pid
+            .parse()
+            .map_err(|_| KnobError::Unsupported(format!("journal entry !affinity {pid}")))?;
+        return crate::hostswap::set_cpus_allowed(pid, value);
+    }
     if let Some(dir) = knob.strip_prefix("!rmdir ") {
         return crate::hostswap::remove_cgroup(Path::new(dir));
     }
@@ -243,6 +249,20 @@ impl KnobGuard {
         self.saved.push((format!("!zram-off {dev}"), String::new()));
         self.write_journal()?;
         crate::hostswap::zram_on(dev, bytes)
+    }
+
+    /// Binds the kernel thread `name` (khugepaged) to `cpu`; the restore
+    /// gives it back its cpus. Nothing to do if it is not running.
+    pub fn pin_kthread(&mut self, name: &str, cpu: usize) -> Result<(), KnobError> {
+        let Some(pid) = crate::hostswap::kthread_pid(name) else {
+            return Ok(());
+        };
+        let Some(allowed) = crate::hostswap::cpus_allowed(pid) else {
+            return Ok(());
+        };
+        self.saved.push((format!("!affinity {pid}"), allowed));
+        self.write_journal()?;
+        crate::hostswap::set_cpus_allowed(pid, &cpu.to_string())
     }
 
     /// Creates a memory cgroup (v1) with `memory.limit_in_bytes` = `bytes`;

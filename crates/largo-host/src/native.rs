@@ -64,6 +64,18 @@ pub struct Plan {
     pub hi: u64,
 }
 
+impl Plan {
+    /// Some process forks: the forked copies of the native runner carry
+    /// its own address space (page tables, stacks) into a memcg, so the
+    /// memcg's charges are not the program's alone.
+    pub fn forks(&self) -> bool {
+        fn any(steps: &[Step]) -> bool {
+            steps.iter().any(|s| matches!(s, Step::Fork(_)))
+        }
+        self.roots.iter().any(|r| any(r))
+    }
+}
+
 /// Why an event cannot run natively.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unsupported {
@@ -378,6 +390,9 @@ pub struct Placement {
     pub cpu: Option<usize>,
     /// ... and in this memory cgroup (its directory).
     pub memcg: Option<std::path::PathBuf>,
+    /// Fold every cpu's pending vmstat deltas before each capture (node
+    /// statistics such as `workingset_refault_anon` are then exact).
+    pub exact_gauges: bool,
 }
 
 /// Reserves a window covering every mapping of the plan.
@@ -410,6 +425,7 @@ pub fn place_with(plan: &Plan, page_size: u64, own_tables: bool) -> Result<Place
         user_work: None,
         cpu: None,
         memcg: None,
+        exact_gauges: false,
     })
 }
 
@@ -436,7 +452,7 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
     );
     for (r, steps) in plan.roots.iter().enumerate() {
         let result_file = std::env::temp_dir().join(format!("largo-counters-{}-{r}", std::process::id()));
-        let mut capture = RawCapture::prepare_with(plan.shmem);
+        let mut capture = RawCapture::prepare_with(plan.shmem || placement.exact_gauges);
         // Read last thing before the fork, so nothing of this process
         // counts after it; the child reads its "after" into the same
         // prepared buffers, allocating nothing.

@@ -35,6 +35,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "collapse-stops-at-empty-pmd",
         include_str!("../scenarios/collapse-stops-at-empty-pmd.trace"),
     ),
+    ("collapse-swapped", include_str!("../scenarios/collapse-swapped.trace")),
     (
         "collapse-then-shrink",
         include_str!("../scenarios/collapse-then-shrink.trace"),
@@ -83,6 +84,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/khugepaged-max-ptes-none.trace"),
     ),
     (
+        "khugepaged-max-ptes-swap",
+        include_str!("../scenarios/khugepaged-max-ptes-swap.trace"),
+    ),
+    (
         "khugepaged-shared-after-fork",
         include_str!("../scenarios/khugepaged-shared-after-fork.trace"),
     ),
@@ -114,6 +119,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "madv-nohugepage-middle",
         include_str!("../scenarios/madv-nohugepage-middle.trace"),
     ),
+    ("memcg-munmap-all", include_str!("../scenarios/memcg-munmap-all.trace")),
     ("memfd-fork", include_str!("../scenarios/memfd-fork.trace")),
     ("memfd-pmd-split", include_str!("../scenarios/memfd-pmd-split.trace")),
     ("memfd-punch-hole", include_str!("../scenarios/memfd-punch-hole.trace")),
@@ -206,6 +212,43 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/shmem-anon-within-size.trace"),
     ),
     ("shmem-anon-write", include_str!("../scenarios/shmem-anon-write.trace")),
+    (
+        "swap-cold-then-limit",
+        include_str!("../scenarios/swap-cold-then-limit.trace"),
+    ),
+    (
+        "swap-fork-after-pageout",
+        include_str!("../scenarios/swap-fork-after-pageout.trace"),
+    ),
+    ("swap-memcg-limit", include_str!("../scenarios/swap-memcg-limit.trace")),
+    (
+        "swap-memcg-refault",
+        include_str!("../scenarios/swap-memcg-refault.trace"),
+    ),
+    (
+        "swap-mremap-swapped",
+        include_str!("../scenarios/swap-mremap-swapped.trace"),
+    ),
+    (
+        "swap-pageout-after-fork",
+        include_str!("../scenarios/swap-pageout-after-fork.trace"),
+    ),
+    (
+        "swap-pageout-partial",
+        include_str!("../scenarios/swap-pageout-partial.trace"),
+    ),
+    (
+        "swap-pageout-read-half",
+        include_str!("../scenarios/swap-pageout-read-half.trace"),
+    ),
+    (
+        "swap-pageout-write-back",
+        include_str!("../scenarios/swap-pageout-write-back.trace"),
+    ),
+    (
+        "swap-unmap-swapped",
+        include_str!("../scenarios/swap-unmap-swapped.trace"),
+    ),
     ("underused-thp", include_str!("../scenarios/underused-thp.trace")),
     (
         "vma-end-inside-pmd",

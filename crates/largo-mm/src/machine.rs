@@ -50,6 +50,12 @@ pub struct MachineConfig {
     /// The workload's memory cgroup limit (`--memcg-max`): every task the
     /// workload starts runs in one memcg with this `memory.limit_in_bytes`.
     pub memcg_max_bytes: Option<u64>,
+    /// Resident file pages outside the model (the rest of a real
+    /// machine's page cache, `--page-cache`): only their count is kept,
+    /// in node 0's root lruvec, where refaults of memory reclaimed without
+    /// a memcg target (MADV_PAGEOUT, global reclaim) are judged
+    /// (`workingset_test_recent`). Nothing reclaims them.
+    pub page_cache_bytes: u64,
 }
 
 /// A snapshot of a real machine's zones to shape the free memory after.
@@ -111,6 +117,7 @@ impl Default for MachineConfig {
             swap: Vec::new(),
             zswap: false,
             memcg_max_bytes: None,
+            page_cache_bytes: 0,
         }
     }
 }
@@ -239,6 +246,7 @@ impl Machine {
         for (path, value) in &knobs {
             machine.set_knob(path, value)?;
         }
+        machine.vm.page_cache_pages = machine.config.page_cache_bytes / machine.geo.page_size();
         if let Some(bytes) = machine.config.memcg_max_bytes {
             let pages = bytes / machine.geo.page_size();
             if pages == 0 {
@@ -431,7 +439,7 @@ impl Machine {
 
     /// A one-line description of the machine for reports.
     pub fn describe(&self) -> String {
-        format!(
+        let mut text = format!(
             "{} {} {} node(s) {} cpu(s) {} backing, {}K pages, MAX_PAGE_ORDER {}, pageblock order {}",
             self.config.preset.name(),
             format_size(self.config.mem_bytes),
@@ -441,7 +449,17 @@ impl Machine {
             self.geo.page_size() >> 10,
             self.geo.max_page_order,
             self.geo.pageblock_order,
-        )
+        );
+        for swap in &self.config.swap {
+            text += &format!(", swap {} {}", format_size(swap.size_bytes), swap.kind.name());
+        }
+        if self.config.zswap {
+            text += ", zswap";
+        }
+        if let Some(max) = self.config.memcg_max_bytes {
+            text += &format!(", memcg max {}", format_size(max));
+        }
+        text
     }
 }
 

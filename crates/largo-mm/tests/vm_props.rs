@@ -462,16 +462,23 @@ impl Runner {
                     return;
                 };
                 let cpu = self.cpu(pid);
-                self.m.with_vm(cpu, |vm, ctx| {
-                    let mut a = addr;
-                    while a < addr + len {
-                        match vm.access(ctx, pid, a, write) {
-                            Ok(Access::Oom) | Err(_) => break,
-                            _ => {}
+                // VM_PROPS_CHECK_EACH: check the invariants after every
+                // access (to find the one that breaks them).
+                let dbg = std::env::var("VM_PROPS_CHECK_EACH").is_ok();
+                let mut a = addr;
+                while a < addr + len {
+                    let r = self.m.with_vm(cpu, |vm, ctx| vm.access(ctx, pid, a, write));
+                    if dbg {
+                        if let Err(e) = self.m.check() {
+                            panic!("access {a:#x} ({r:?}): {e}");
                         }
-                        a += stride * page;
                     }
-                });
+                    match r {
+                        Ok(Access::Oom) | Err(_) => break,
+                        _ => {}
+                    }
+                    a += stride * page;
+                }
             }
             Op::Hog { task, percent } => {
                 let Some(pid) = self.task(task) else { return };
@@ -765,4 +772,106 @@ proptest! {
     ) {
         run(config, knobs, ops)?;
     }
+}
+
+/// A swap-cache folio of a disk device paged out, then a MADV_HUGEPAGE
+/// and drop_caches: everything must still come back at exit (a case the
+/// random sequences found).
+#[test]
+fn pageout_to_disk_then_exit_leaves_nothing_on_the_lru() {
+    let config = MachineConfig {
+        mem_bytes: 64 << 20,
+        nr_cpus: 1,
+        kernel_reserved_bytes: 1 << 20,
+        memory_block_bytes: Some(2 << 20),
+        maxmem_bytes: Some(80 << 20),
+        swap: vec![largo_mm::swap::SwapSpec::parse("8M:disk").unwrap()],
+        ..MachineConfig::default()
+    };
+    let map = |write| Op::Mmap {
+        task: 0,
+        pages: 1,
+        write,
+        populate: false,
+        noreserve: false,
+        backing: 0,
+    };
+    let ops = vec![
+        map(false),
+        Op::Hog { task: 0, percent: 14 },
+        Op::Madvise {
+            task: 0,
+            range: Range {
+                vma: 1351990187104369302,
+                first: 661584613099187101,
+                pages: 2,
+            },
+            advice: 6,
+        },
+        map(false),
+        Op::Madvise {
+            task: 0,
+            range: Range {
+                vma: 2235347235320545908,
+                first: 0,
+                pages: 761,
+            },
+            advice: 2,
+        },
+        Op::DropCaches,
+        Op::Sleep { ms: 0, wake: false },
+    ];
+    run(config, Vec::new(), ops).unwrap();
+}
+
+/// Memory charged over a memcg limit with zram, MADV_FREE, a fork and
+/// writes: RSS counts stay right (a case the random sequences found).
+#[test]
+fn lazyfree_after_memcg_reclaim_then_fork_and_write_keeps_rss() {
+    let config = MachineConfig {
+        mem_bytes: 32 << 20,
+        nr_cpus: 1,
+        kernel_reserved_bytes: 1 << 20,
+        memory_block_bytes: Some(2 << 20),
+        maxmem_bytes: Some(48 << 20),
+        swap: vec![largo_mm::swap::SwapSpec::parse("8M:zram").unwrap()],
+        memcg_max_bytes: Some(16 << 20),
+        ..MachineConfig::default()
+    };
+    let ops = vec![
+        Op::Hog { task: 0, percent: 50 },
+        Op::Spawn,
+        Op::Exit {
+            task: 4592357365273706917,
+        },
+        Op::Mmap {
+            task: 0,
+            pages: 1,
+            write: false,
+            populate: false,
+            noreserve: false,
+            backing: 0,
+        },
+        Op::Madvise {
+            task: 0,
+            range: Range {
+                vma: 1666705305191508324,
+                first: 6376515191107150836,
+                pages: 1416,
+            },
+            advice: 1,
+        },
+        Op::Fork { task: 0 },
+        Op::Touch {
+            task: 0,
+            range: Range {
+                vma: 3739748372628291375,
+                first: 14593741142220382655,
+                pages: 1318,
+            },
+            write: true,
+            stride: 1,
+        },
+    ];
+    run(config, vec![(269873824828063708, 7821640815807979904)], ops).unwrap();
 }

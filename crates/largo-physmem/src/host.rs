@@ -122,7 +122,7 @@ pub enum HostError {
     },
 }
 
-fn sys(call: &'static str) -> HostError {
+pub(crate) fn sys(call: &'static str) -> HostError {
     HostError::Sys {
         call,
         source: io::Error::last_os_error(),
@@ -567,10 +567,36 @@ pub unsafe fn fork_and_wait(child: impl FnOnce() -> i32) -> Result<ChildExit, Ho
     wait_child(pid)
 }
 
+/// Waits for the kernel's deferred frees to run: page-table pages freed
+/// by munmap (and other RCU-freed memory) go back to their memcg only
+/// after a grace period. `membarrier(MEMBARRIER_CMD_GLOBAL)` waits for
+/// one (`synchronize_rcu`); the callbacks run just after. Allocation-free.
+pub fn rcu_settle() {
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    for _ in 0..2 {
+        // SAFETY: membarrier takes no pointers; a failure (not supported)
+        // only makes the wait shorter.
+        unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    }
+    std::thread::sleep(std::time::Duration::from_millis(10));
+}
+
 /// Stops the calling process (SIGSTOP) until its parent resumes it.
 pub fn stop_self() {
     // SAFETY: raising a signal at oneself has no memory effects.
     unsafe { libc::raise(libc::SIGSTOP) };
+}
+
+/// `child`, then a stop of the process (SIGSTOP) if it succeeded.
+fn then_stop(child: impl FnOnce() -> i32) -> impl FnOnce() -> i32 {
+    || {
+        let code = child();
+        if code == 0 {
+            // SAFETY: raising a signal at oneself has no memory effects.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
+        code
+    }
 }
 
 /// Forks a child that runs `child` and then stops itself (SIGSTOP), so
@@ -580,19 +606,48 @@ pub fn stop_self() {
 ///
 /// As for [`fork_and_wait`].
 pub(crate) unsafe fn fork_and_stop(child: impl FnOnce() -> i32) -> Result<Forked, HostError> {
-    let run = || {
-        let code = child();
-        if code == 0 {
-            // SAFETY: raising a signal at oneself has no memory effects.
-            unsafe { libc::raise(libc::SIGSTOP) };
-        }
-        code
-    };
+    let run = then_stop(child);
     // SAFETY: the caller upholds the contract of `fork_child`.
     let pid = unsafe { fork_child(run) }?;
     let (status, rusage) = wait4(pid, libc::WUNTRACED)?;
     if libc::WIFSTOPPED(status) {
-        return Ok(Forked::Stopped(StoppedChild { pid, resumed: false }));
+        return Ok(Forked::Stopped(StoppedChild {
+            pid,
+            resumed: false,
+            handshake: None,
+        }));
+    }
+    Ok(Forked::Exited(child_exit(status, &rusage)))
+}
+
+/// [`fork_and_stop`] for a child that first waits at `handshake`: the
+/// parent stops it there from outside (see [`crate::handshake`]) and
+/// returns it stopped; resumed, it goes on to its end and stops again.
+///
+/// # Safety
+///
+/// As for [`fork_and_wait`].
+pub(crate) unsafe fn fork_and_stop_at(
+    child: impl FnOnce() -> i32,
+    handshake: crate::handshake::Handshake,
+) -> Result<Forked, HostError> {
+    let run = then_stop(child);
+    // SAFETY: the caller upholds the contract of `fork_child`.
+    let pid = unsafe { fork_child(run) }?;
+    if let crate::handshake::Arrival::Exited(status, rusage) = handshake.wait_arrival(pid)? {
+        return Ok(Forked::Exited(child_exit(status, &rusage)));
+    }
+    // SAFETY: a signal to our own child.
+    if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
+        return Err(sys("kill"));
+    }
+    let (status, rusage) = wait4(pid, libc::WUNTRACED)?;
+    if libc::WIFSTOPPED(status) {
+        return Ok(Forked::Stopped(StoppedChild {
+            pid,
+            resumed: false,
+            handshake: Some(handshake),
+        }));
     }
     Ok(Forked::Exited(child_exit(status, &rusage)))
 }
@@ -609,6 +664,8 @@ pub enum Forked {
 pub struct StoppedChild {
     pid: libc::pid_t,
     resumed: bool,
+    /// Stopped at a handshake, which resuming releases.
+    handshake: Option<crate::handshake::Handshake>,
 }
 
 impl StoppedChild {
@@ -619,6 +676,9 @@ impl StoppedChild {
     /// Lets it run until it stops again (`Forked::Stopped`) or exits.
     pub fn resume_until_stopped(mut self) -> Result<Forked, HostError> {
         self.resumed = true;
+        if let Some(h) = self.handshake.take() {
+            h.release();
+        }
         // SAFETY: a signal to our own stopped child.
         if unsafe { libc::kill(self.pid, libc::SIGCONT) } != 0 {
             return Err(sys("kill"));
@@ -628,6 +688,7 @@ impl StoppedChild {
             return Ok(Forked::Stopped(StoppedChild {
                 pid: self.pid,
                 resumed: false,
+                handshake: None,
             }));
         }
         Ok(Forked::Exited(child_exit(status, &rusage)))
@@ -636,6 +697,9 @@ impl StoppedChild {
     /// Lets it exit, and waits for it.
     pub fn resume(mut self) -> Result<ChildExit, HostError> {
         self.resumed = true;
+        if let Some(h) = self.handshake.take() {
+            h.release();
+        }
         // SAFETY: a signal to our own stopped child.
         if unsafe { libc::kill(self.pid, libc::SIGCONT) } != 0 {
             return Err(sys("kill"));
@@ -675,6 +739,30 @@ fn wait4(pid: libc::pid_t, options: libc::c_int) -> Result<(libc::c_int, libc::r
     }
 }
 
+/// `wait4(WNOHANG)`: the child's status and rusage if it has ended.
+pub(crate) fn wait4_nohang(pid: libc::pid_t) -> Result<Option<(libc::c_int, libc::rusage)>, HostError> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `r` are valid, exclusively borrowed.
+        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut r) };
+        if got == pid {
+            return Ok(Some((status, r)));
+        }
+        if got == 0 {
+            return Ok(None);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(HostError::Sys {
+                call: "wait4",
+                source: err,
+            });
+        }
+    }
+}
+
 fn child_exit(status: libc::c_int, r: &libc::rusage) -> ChildExit {
     ChildExit {
         code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
@@ -703,6 +791,50 @@ pub fn prctl_thp_disable(mode: u8) -> Result<(), HostError> {
         return Err(sys("prctl"));
     }
     Ok(())
+}
+
+/// `prctl(PR_GET_THP_DISABLE)`: this process's mode as
+/// [`prctl_thp_disable`] takes it.
+pub fn prctl_thp_disable_mode() -> u8 {
+    const PR_GET_THP_DISABLE: libc::c_int = 42;
+    // SAFETY: prctl with integer arguments only; no memory is passed.
+    let r = unsafe {
+        libc::prctl(
+            PR_GET_THP_DISABLE,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    match r {
+        r if r <= 0 => 0,
+        r if r & (1 << 1) != 0 => 2,
+        _ => 1,
+    }
+}
+
+/// THP off for this process while it lives (`PR_SET_THP_DISABLE`),
+/// restored on drop: khugepaged then leaves the memory of a process that
+/// forks native programs alone (its pages are shared with the children,
+/// and would count as shared PTEs in khugepaged's scans). The native
+/// children turn it back on first thing.
+pub struct ThpOffGuard {
+    previous: u8,
+}
+
+impl ThpOffGuard {
+    pub fn new() -> Result<ThpOffGuard, HostError> {
+        let previous = prctl_thp_disable_mode();
+        prctl_thp_disable(1)?;
+        Ok(ThpOffGuard { previous })
+    }
+}
+
+impl Drop for ThpOffGuard {
+    fn drop(&mut self) {
+        let _ = prctl_thp_disable(self.previous);
+    }
 }
 
 /// `move_pages(0, ...)` for this process: with `nodes`, move each page to

@@ -15,6 +15,7 @@
 
 mod backing;
 pub mod copy;
+pub mod handshake;
 pub mod host;
 pub mod native;
 mod ram;

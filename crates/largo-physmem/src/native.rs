@@ -247,7 +247,17 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, mut end
     let page = host_page_size();
     let stop = matches!(end, End::SnapshotAndStop { .. } | End::Stop);
     let own = own_mappings_outside(window.base(), window.base() + window.size());
+    // A child that runs in a cgroup and stops at its end waits first, still
+    // in the cgroup, for its parent to stop it and read it.
+    let handshake = match (stop, place.cgroup) {
+        (true, Some(_)) => Some(crate::handshake::Handshake::new()?),
+        _ => None,
+    };
+    let handshake_end = handshake.as_ref().map(|h| h.child_end());
     let body = move || {
+        // THP may be off in the parent (`ThpOffGuard`): a program starts
+        // with the default, as a process forked by a shell does.
+        let _ = crate::host::prctl_thp_disable(0);
         // This process's own memory (a copy of the parent's) takes no
         // THP and is no work for khugepaged: only the program's is.
         for &(start, end) in &own {
@@ -287,10 +297,12 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, mut end
             return STEP_FAILED + index.min(100) as i32;
         }
         if let Some(cg) = place.cgroup {
-            if stop {
-                // The parent reads the cgroup (and the layout) now, while
-                // everything is still charged as the program left it.
-                crate::host::stop_self();
+            if let Some(h) = handshake_end {
+                // The parent stops it and reads the cgroup (and the
+                // layout) now, while everything is still charged as the
+                // program left it, once the page tables it freed are back.
+                crate::host::rcu_settle();
+                h.arrive_and_wait();
             }
             if !crate::host::join_cgroup(cg.leave) {
                 return SETUP_FAILED;
@@ -308,7 +320,10 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, mut end
         // SAFETY: the child runs `exec` (system calls and memory accesses
         // on the window) and the snapshot (file reads into a prepared
         // buffer, one file write): no lock another thread may hold.
-        unsafe { fork_and_stop(body) }
+        match handshake {
+            Some(h) => unsafe { crate::host::fork_and_stop_at(body, h) },
+            None => unsafe { fork_and_stop(body) },
+        }
     } else {
         // SAFETY: as above, without the snapshot.
         unsafe { fork_and_wait(body) }.map(Forked::Exited)

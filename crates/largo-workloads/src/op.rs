@@ -28,6 +28,9 @@ pub enum AdviceKind {
     Free,
     HugePage,
     NoHugePage,
+    Cold,
+    PageOut,
+    Collapse,
 }
 
 impl AdviceKind {
@@ -38,6 +41,22 @@ impl AdviceKind {
             AdviceKind::Free => Advice::Free,
             AdviceKind::HugePage => Advice::HugePage,
             AdviceKind::NoHugePage => Advice::NoHugePage,
+            AdviceKind::Cold => Advice::Cold,
+            AdviceKind::PageOut => Advice::PageOut,
+            AdviceKind::Collapse => Advice::Collapse,
+        }
+    }
+
+    /// The `MADV_*` value.
+    pub fn raw(self) -> u32 {
+        match self {
+            AdviceKind::DontNeed => largo_trace::MADV_DONTNEED,
+            AdviceKind::Free => largo_trace::MADV_FREE,
+            AdviceKind::HugePage => largo_trace::MADV_HUGEPAGE,
+            AdviceKind::NoHugePage => largo_trace::MADV_NOHUGEPAGE,
+            AdviceKind::Cold => largo_trace::MADV_COLD,
+            AdviceKind::PageOut => largo_trace::MADV_PAGEOUT,
+            AdviceKind::Collapse => largo_trace::MADV_COLLAPSE,
         }
     }
 }
@@ -88,6 +107,15 @@ pub enum Op {
         len: u64,
         node: u32,
     },
+    /// `memfd_create`, `ftruncate(len)`, `mmap(MAP_SHARED)` of it all and
+    /// `close`: a memfd mapping (the file lives on in it); the address goes
+    /// to `slot`.
+    MmapMemfd { slot: Slot, len: u64, write: bool },
+    /// `nanosleep(ns)`: time passes for the machine's background work
+    /// (khugepaged), and the host runner sleeps it too.
+    Sleep { ns: u64 },
+    /// Wakes khugepaged (a write of its `scan_sleep_millisecs`).
+    KhugepagedWake,
 }
 
 /// An executed operation with the addresses the model gave its regions.
@@ -130,6 +158,16 @@ pub enum ResolvedOp {
         len: u64,
         node: u32,
     },
+    MmapMemfd {
+        addr: u64,
+        len: u64,
+        write: bool,
+        fd: u32,
+    },
+    Sleep {
+        ns: u64,
+    },
+    KhugepagedWake,
 }
 
 /// The offsets (multiples of `stride` below `len`) a touch visits, in order.
@@ -178,12 +216,7 @@ fn emit(ops: &[ResolvedOp], pid: u32, page_size: u64, next_pid: &mut u32, out: &
                 pid,
                 addr,
                 len,
-                advice: match advice {
-                    AdviceKind::DontNeed => largo_trace::MADV_DONTNEED,
-                    AdviceKind::Free => largo_trace::MADV_FREE,
-                    AdviceKind::HugePage => largo_trace::MADV_HUGEPAGE,
-                    AdviceKind::NoHugePage => largo_trace::MADV_NOHUGEPAGE,
-                },
+                advice: advice.raw(),
             }),
             ResolvedOp::Touch {
                 addr,
@@ -219,6 +252,22 @@ fn emit(ops: &[ResolvedOp], pid: u32, page_size: u64, next_pid: &mut u32, out: &
             ResolvedOp::DropCaches { mode } => out.push(Event::DropCaches { pid, mode: mode as u8 }),
             ResolvedOp::Idle { ns } => out.push(Event::Tick { ns }),
             ResolvedOp::MovePages { addr, len, node } => out.push(Event::MovePages { pid, addr, len, node }),
+            ResolvedOp::MmapMemfd { addr, len, write, fd } => {
+                out.push(Event::MemfdCreate { pid, fd });
+                out.push(Event::Ftruncate { pid, fd, len });
+                out.push(Event::MmapFd {
+                    pid,
+                    addr,
+                    len,
+                    prot: TP(TP::READ | if write { TP::WRITE } else { 0 }),
+                    flags: TF(TF::SHARED),
+                    fd,
+                    offset: 0,
+                });
+                out.push(Event::Close { pid, fd });
+            }
+            ResolvedOp::Sleep { ns } => out.push(Event::Sleep { pid, ns }),
+            ResolvedOp::KhugepagedWake => out.push(Event::KhugepagedWake { pid }),
         }
     }
 }

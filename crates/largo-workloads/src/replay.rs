@@ -579,7 +579,11 @@ pub struct ReplayOptions {
     pub cpu: Option<usize>,
     /// Root processes are forked outside the workload's memcg and join it
     /// before their first event (as a validation's host tasks do): their
-    /// page-table roots are not charged to it.
+    /// page-table roots are not charged to it. With a fixed `cpu`, the
+    /// snapshot is taken as such a task is stopped by its parent: the
+    /// signal's sigqueue, charged to the parent's cgroup, is freed on the
+    /// task's cpu first and drains the cpu's object stock
+    /// ([`largo_mm::vm::Vm::foreign_obj_free`]).
     pub roots_join_memcg: bool,
 }
 
@@ -591,6 +595,15 @@ pub struct ReplayOutcome {
     /// The layout and the counters at `snapshot_at`.
     pub snapshot: Option<largo_mm::vm::ThpMaps>,
     pub snapshot_counters: Option<Counters>,
+}
+
+/// The task's stop by its parent before a snapshot (see
+/// [`ReplayOptions::roots_join_memcg`]).
+fn stopped_by_parent(m: &mut Machine, opts: &ReplayOptions) {
+    if let (true, Some(cpu)) = (opts.roots_join_memcg, opts.cpu) {
+        let cpu = cpu.min(m.config().nr_cpus.max(1) - 1);
+        m.with_vm(cpu, |vm, ctx| vm.foreign_obj_free(ctx));
+    }
 }
 
 /// The index of the first root process's exit (where a native run reads
@@ -640,6 +653,7 @@ pub fn replay(
         // sampling the peak before each of them, and now and then between
         // faults, finds it.
         if opts.snapshot_at == Some(i) {
+            stopped_by_parent(r.m, opts);
             snapshot = Some(r.m.vm().thpmaps(r.m.page_alloc()));
             snapshot_counters = Some(Counters::read(r.m));
         }
@@ -669,6 +683,7 @@ pub fn replay(
     r.stats.events = total;
     r.problems.oom_killed_tasks = m.vm().oom_kills().len() as u64;
     if opts.snapshot_at.is_some_and(|i| i >= events.len()) {
+        stopped_by_parent(m, opts);
         snapshot = Some(m.vm().thpmaps(m.page_alloc()));
         snapshot_counters = Some(Counters::read(m));
     }

@@ -261,13 +261,9 @@ impl Scheduler {
                 let kind = if shared { MapFlags::SHARED } else { MapFlags::PRIVATE };
                 let flags = kind | MapFlags::ANONYMOUS;
                 let result = m.with_vm(cpu, |vm, ctx| vm.mmap(ctx, pid, 0, len, prot, flags));
-                let t = &mut self.tasks[i];
-                if t.slots.len() <= slot {
-                    t.slots.resize(slot + 1, None);
-                }
+                self.set_slot(i, slot, result.as_ref().ok().copied());
                 match result {
                     Ok(addr) => {
-                        t.slots[slot] = Some(addr);
                         self.log(
                             i,
                             ResolvedOp::Mmap {
@@ -278,10 +274,7 @@ impl Scheduler {
                             },
                         );
                     }
-                    Err(e) => {
-                        t.slots[slot] = None;
-                        self.fail("mmap", e);
-                    }
+                    Err(e) => self.fail("mmap", e),
                 }
             }
             Op::Munmap { slot, offset, len } => {
@@ -348,6 +341,15 @@ impl Scheduler {
                 m.advance_time(ns);
                 self.log(i, ResolvedOp::Idle { ns });
             }
+            Op::MmapMemfd { slot, len, write } => self.mmap_memfd(m, i, slot, len, write),
+            Op::Sleep { ns } => {
+                m.advance_time(ns);
+                self.log(i, ResolvedOp::Sleep { ns });
+            }
+            Op::KhugepagedWake => {
+                m.with_vm(cpu, |vm, _| vm.khugepaged_wake());
+                self.log(i, ResolvedOp::KhugepagedWake);
+            }
             Op::MovePages {
                 slot,
                 offset,
@@ -371,6 +373,36 @@ impl Scheduler {
             }
         }
         self.tasks[i].ip += 1;
+    }
+
+    /// Task `i`'s slot `slot` holds `addr` (`None`: nothing).
+    fn set_slot(&mut self, i: usize, slot: usize, addr: Option<u64>) {
+        let t = &mut self.tasks[i];
+        if t.slots.len() <= slot {
+            t.slots.resize(slot + 1, None);
+        }
+        t.slots[slot] = addr;
+    }
+
+    /// [`Op::MmapMemfd`]: the descriptor is the task's lowest free one
+    /// from 3 (0-2 are the standard streams), closed once mapped.
+    fn mmap_memfd(&mut self, m: &mut Machine, i: usize, slot: usize, len: u64, write: bool) {
+        const FIRST_FD: u32 = 3;
+        let (pid, cpu) = (self.tasks[i].pid, self.tasks[i].cpu);
+        let fd = FIRST_FD;
+        let prot = if write { Prot::READ | Prot::WRITE } else { Prot::READ };
+        let result = m.with_vm(cpu, |vm, ctx| {
+            vm.memfd_create(ctx, pid, fd)?;
+            vm.ftruncate(ctx, pid, fd, len)?;
+            let addr = vm.mmap_fd(ctx, pid, 0, len, prot, MapFlags::SHARED, fd, 0);
+            vm.close(ctx, pid, fd)?;
+            addr
+        });
+        self.set_slot(i, slot, result.as_ref().ok().copied());
+        match result {
+            Ok(addr) => self.log(i, ResolvedOp::MmapMemfd { addr, len, write, fd }),
+            Err(e) => self.fail("memfd", e),
+        }
     }
 
     fn start_touch(&mut self, i: usize, addr: u64, len: u64, stride: u64, write: bool, order: TouchOrder) {

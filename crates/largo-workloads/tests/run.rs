@@ -89,6 +89,11 @@ fn every_workload_on_every_preset_keeps_the_invariants() {
                 if *name == "size" || *name == "fill" {
                     *value = (*value).min(8 << 20);
                 }
+                if def.name == "collapse" && *name == "size" {
+                    // MADV_COLLAPSE needs one whole PMD range (32 MiB with 16K pages).
+                    let page_size = preset.geometry().page_size();
+                    *value = (*value).max(page_size / 8 * page_size);
+                }
                 if *name == "iterations" {
                     *value = 1;
                 }

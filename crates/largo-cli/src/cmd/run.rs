@@ -449,6 +449,9 @@ impl Report<'_> {
                 "mthp": c.mthp,
                 "meminfo": c.meminfo,
                 "buddyinfo": c.buddyinfo,
+                "swap": c.swap,
+                "memcg": c.memcg,
+                "khugepaged": c.khugepaged,
                 "allocs": c.allocs,
                 "locks": c.locks,
                 "cost": {

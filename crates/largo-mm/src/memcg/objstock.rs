@@ -135,6 +135,13 @@ impl ObjStocks {
         })
     }
 
+    /// `drain_obj_stock` of `cpu`, as a free of another cgroup's object
+    /// there does (`refill_obj_stock` switching the stock).
+    pub fn drain_cpu(&mut self, cpu: usize, page_bytes: u64) -> Option<Unchargeable> {
+        let cpu = cpu % self.stock.len();
+        self.drain_cpu_with(cpu, page_bytes)
+    }
+
     /// The object stocks `drain_all_stock(memcg)` flushes: those of every
     /// cpu caching `memcg`.
     pub fn drain_all(&mut self, memcg: usize, page_bytes: u64) -> Vec<Unchargeable> {

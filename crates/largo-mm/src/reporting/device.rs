@@ -48,7 +48,8 @@ impl Machine {
                 self.vm.stats_flush_due_ns = due + crate::vm::lru::STATS_FLUSH_NS;
             } else if khugepaged == Some(due) {
                 self.vm.khugepaged.due_ns = None;
-                self.with_vm(0, |vm, ctx| vm.khugepaged_run(ctx, due));
+                let cpu = self.vm.khugepaged.cpu.min(self.config().nr_cpus.max(1) - 1);
+                self.with_vm(cpu, |vm, ctx| vm.khugepaged_run(ctx, due));
             } else if report == Some(due) {
                 self.page_alloc
                     .reporter()

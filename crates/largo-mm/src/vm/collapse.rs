@@ -302,7 +302,16 @@ impl Vm {
                 self.pt.set(table, j, Pte::NONE);
             }
             self.remove_rmap_ptes(ctx.pa, key, pfn, nr as u64, mm);
+            let cached = self.folios[key].swap.is_some();
             self.folio_put_refs(ctx, key, nr as u32);
+            if cached && self.folios.contains(key) {
+                // free_swap_cache: a source swapped in from the swap cache
+                // gives its slots up once unmapped.
+                self.free_swap_cache(ctx, key);
+                if self.folio_refcount(ctx.pa, key) == 0 {
+                    self.free_anon_folio(ctx, key);
+                }
+            }
             i += nr;
         }
         self.deposits.insert(pmd, table);

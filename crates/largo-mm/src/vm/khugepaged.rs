@@ -35,6 +35,9 @@ pub struct Khugepaged {
     /// The thread is running (its reclaim counts as khugepaged's:
     /// `current_is_khugepaged`).
     pub running: bool,
+    /// The cpu the thread runs on (its per-cpu LRU batches, pcp lists and
+    /// memcg stocks are that cpu's).
+    pub cpu: usize,
 }
 
 impl Vm {

@@ -106,6 +106,19 @@ impl Vm {
         g.memory.uncharge(d.nr_pages);
     }
 
+    /// An object of a cgroup outside the model freed on `ctx.cpu`
+    /// (`refill_obj_stock` of another objcg): the cpu's object stock is
+    /// drained, its whole pages uncharged, the rest parked. A validation's
+    /// native task sees this when its parent's SIGSTOP is dequeued (the
+    /// sigqueue is charged to the sender).
+    pub fn foreign_obj_free(&mut self, ctx: &mut Ctx) {
+        self.flush_slab_ops(ctx);
+        let page = self.page_size();
+        if let Some(d) = self.memcg.obj.drain_cpu(ctx.cpu, page) {
+            self.obj_drained(d);
+        }
+    }
+
     /// The object stocks `drain_all_stock` flushes along with the charge
     /// stocks.
     pub(crate) fn drain_all_obj_stock(&mut self, memcg: usize) {

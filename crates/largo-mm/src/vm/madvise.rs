@@ -37,7 +37,10 @@ impl Vm {
                 Advice::Free if !self.vmas[id].is_anonymous() => {
                     return Err(VmError::Invalid("MADV_FREE of a non-anonymous mapping"))
                 }
-                Advice::DontNeed => self.zap_range(ctx, id, s, e),
+                Advice::DontNeed => {
+                    self.zap_range(ctx, id, s, e);
+                    self.reclaim_empty_pte_tables(ctx, id, s, e);
+                }
                 Advice::Free => self.madvise_free(ctx, id, s, e),
                 Advice::HugePage => self.set_hugepage_flags(id, VmFlags::HUGEPAGE, VmFlags::NOHUGEPAGE),
                 Advice::NoHugePage => self.set_hugepage_flags(id, VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE),

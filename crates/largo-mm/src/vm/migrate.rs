@@ -85,6 +85,13 @@ impl Vm {
     ) -> MigrateResult {
         let mut result = MigrateResult::default();
         let batch_pages = 1u64 << self.pmd_order();
+        // The folios leave the LRU first (`folio_isolate_lru` after
+        // `lru_add_drain_all`): reclaim that allocating a destination may
+        // run cannot take them away meanwhile.
+        self.lru_add_drain_all(ctx.pa);
+        for &k in keys {
+            self.lru_forget(ctx.pa, super::lru::FolioRef::Anon(k));
+        }
         let mut pending: Vec<usize> = keys.to_vec();
         let mut split_pieces = Vec::new();
         while !pending.is_empty() {
@@ -140,6 +147,14 @@ impl Vm {
             }
             result.nr_succeeded += extra.nr_succeeded;
             result.nr_batches += extra.nr_batches;
+        }
+        // putback_movable_pages and the moved folios' putback: every folio
+        // of the list that is still there goes back on the LRU.
+        for &k in keys.iter().chain(split_pieces.iter()) {
+            let r = super::lru::FolioRef::Anon(k);
+            if self.folios.contains(k) && !self.lru_is_on(r) {
+                self.folio_add_lru(ctx.pa, ctx.cpu, r);
+            }
         }
         ctx.pa.events.count(VmEvent::PgmigrateSuccess, result.nr_succeeded);
         ctx.pa.events.count(VmEvent::PgmigrateFail, result.nr_failed_pages);

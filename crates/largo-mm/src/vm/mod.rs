@@ -152,6 +152,8 @@ pub struct Vm {
     /// Accounted slab objects made or freed since the charge path last
     /// ran, in order (`vm/kmem.rs`).
     pub(crate) slab_pending: Vec<crate::memcg::SlabOp>,
+    /// File pages outside the model in node 0 ([`crate::MachineConfig::page_cache_bytes`]).
+    pub page_cache_pages: u64,
     pub(crate) tasks: BTreeMap<Pid, Task>,
     next_pid: Pid,
     next_mm_id: u32,
@@ -219,6 +221,7 @@ impl Vm {
             khugepaged: khugepaged::Khugepaged::default(),
             stats_flush_due_ns: lru::STATS_FLUSH_NS,
             slab_pending: Vec::new(),
+            page_cache_pages: 0,
             tasks: BTreeMap::new(),
             next_pid: 1,
             next_mm_id: 1,

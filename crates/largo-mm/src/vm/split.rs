@@ -187,10 +187,17 @@ impl Vm {
             }
             return None;
         }
+        // unmap_folio: a PMD mapping is frozen whole; PTEs go one at a
+        // time, so a folio mapped by PTEs at two pages or more is partially
+        // mapped on the way (`__folio_remove_rmap` queues it, counted).
+        let pte_mapped = self.folios[key].entire_mapcount == 0 && self.folios[key].nr_pages_mapped >= 2;
         for m in self.rmap_walk(key) {
             if m.level == 1 {
                 self.split_huge_pmd(ctx, m.mm, m.slot);
             }
+        }
+        if pte_mapped {
+            self.deferred_split_folio(ctx.pa, key, true);
         }
         let mappings = self.rmap_walk(key);
         if self.folios[key].deferred.is_some() {

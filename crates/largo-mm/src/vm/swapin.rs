@@ -301,6 +301,10 @@ impl Vm {
         let distance = self.lruvecs[evict_lv].nonresident_age.wrapping_sub(s.eviction);
         let mut size = self.lruvec_page_state(evict_lv, super::lru::LruList::ActiveFile)
             + self.lruvec_page_state(evict_lv, super::lru::LruList::InactiveFile);
+        // The machine's page cache outside the model is the root's (node 0).
+        if evict_lv == 0 {
+            size += self.page_cache_pages;
+        }
         if self.swap.free_pages() > 0 {
             size += self.lruvec_page_state(evict_lv, super::lru::LruList::ActiveAnon);
         }

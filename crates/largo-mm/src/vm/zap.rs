@@ -81,6 +81,26 @@ impl Vm {
         }
     }
 
+    /// MADV_DONTNEED's page-table reclaim (`CONFIG_PT_RECLAIM`,
+    /// mm/pt_reclaim.c): a PTE table whose whole PMD range the zap
+    /// covered is freed once empty (`reclaim_pt_is_enabled`: the range
+    /// within that PMD spans it all; `free_pte`).
+    pub(crate) fn reclaim_empty_pte_tables(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) {
+        let mm = self.vmas[vma].mm;
+        let pmd_size = self.pmd_size();
+        let mut addr = start.next_multiple_of(pmd_size);
+        while addr + pmd_size <= end {
+            if let Some(pmd) = self.pmd_slot(mm, addr) {
+                let entry = self.pt.entry(pmd);
+                if entry.is_table() && !entry.is_huge() && self.pt.pages[entry.table_idx()].nr_used == 0 {
+                    self.pt.set(pmd.table, pmd.index, Pte::NONE);
+                    self.free_table(ctx, mm, entry.table_idx());
+                }
+            }
+            addr += pmd_size;
+        }
+    }
+
     /// `free_pgtables` after unmapping `[start, end)`: frees every table
     /// whose whole range lies in `[floor, ceiling)`, the span no remaining
     /// VMA reaches into. `ceiling == 0` means the top of the address space.

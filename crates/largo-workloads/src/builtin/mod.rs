@@ -2,6 +2,7 @@
 //! parameters to one task's script.
 
 mod lifecycle;
+mod memlife;
 mod vmscalability;
 mod willitscale;
 
@@ -49,7 +50,7 @@ pub fn catalog() -> &'static [WorkloadDef] {
     &CATALOG
 }
 
-static CATALOG: [WorkloadDef; 15] = [
+static CATALOG: [WorkloadDef; 18] = [
     willitscale::PAGE_FAULT1,
     willitscale::MALLOC1,
     willitscale::MMAP1,
@@ -65,6 +66,9 @@ static CATALOG: [WorkloadDef; 15] = [
     lifecycle::MOVE_PAGES,
     lifecycle::MUNMAP_PARTIAL,
     lifecycle::FRAGMENT,
+    memlife::MEMFD_W_SEQ,
+    memlife::SWAP_PRESSURE,
+    memlife::COLLAPSE,
 ];
 
 /// The workload a specification names.

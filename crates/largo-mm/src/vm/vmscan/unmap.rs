@@ -51,7 +51,8 @@ impl Vm {
 
     /// A lazyfree folio: discarded where every PTE is clean; a dirty PTE
     /// (written since MADV_FREE) makes it swap-backed again and nothing
-    /// is unmapped.
+    /// is unmapped; a reference beyond the mappings and reclaim's own (a
+    /// fault copying it, a pin) leaves it mapped for now.
     fn unmap_lazyfree(&mut self, ctx: &mut Ctx, key: usize) -> bool {
         let mappings = self.rmap_walk(key);
         let dirty = mappings
@@ -59,6 +60,9 @@ impl Vm {
             .any(|m| (0..m.nr as usize).any(|j| self.pt.get(m.slot.table, m.slot.index + j).has(Pte::DIRTY)));
         if dirty {
             self.folio_set_swapbacked(ctx, key);
+            return false;
+        }
+        if self.folio_refcount(ctx.pa, key) as u64 != 1 + self.folio_mapcount(ctx.pa, key) as u64 {
             return false;
         }
         let pfn = self.folios[key].pfn;
