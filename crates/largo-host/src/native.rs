@@ -95,6 +95,10 @@ pub enum Unsupported {
     MovePages,
     #[error("memory hotplug (offlining the host's memory is not a test step; hotplug is validated on the model)")]
     Hotplug,
+    #[error("SysV segment {0}: a native run makes at most {max} segments, each before its use", max = largo_physmem::sysv::MAX_SEGMENTS)]
+    Segment(u32),
+    #[error("shmdt at {0:#x}: no segment attached there")]
+    Detach(u64),
 }
 
 /// Builds a plan, event by event (the trace's [`EventHandler`]).
@@ -105,9 +109,22 @@ struct Planner {
     stack: Vec<(u32, Vec<Step>)>,
     lo: u64,
     hi: u64,
+    /// The trace's SysV segments in order of creation (a segment's index
+    /// natively) and their sizes.
+    segments: Vec<(u32, u64)>,
+    /// Attached segments: address -> length.
+    attached: std::collections::HashMap<u64, u64>,
 }
 
 impl Planner {
+    /// The native index of trace segment `shmid`.
+    fn segment(&self, shmid: u32) -> Result<usize, Unsupported> {
+        self.segments
+            .iter()
+            .position(|&(id, _)| id == shmid)
+            .ok_or(Unsupported::Segment(shmid))
+    }
+
     /// The event's process must be the one running (or the first).
     fn enter(&mut self, pid: u32) -> Result<(), Unsupported> {
         if self.stack.is_empty() {
@@ -213,6 +230,40 @@ impl EventHandler for Planner {
             offset,
             len,
         })
+    }
+
+    fn shmget(&mut self, _: u32, shmid: u32, size: u64) -> Result<(), Unsupported> {
+        if self.segments.len() >= largo_physmem::sysv::MAX_SEGMENTS || self.segment(shmid).is_ok() {
+            return Err(Unsupported::Segment(shmid));
+        }
+        self.shmem = true;
+        self.segments.push((shmid, size));
+        self.push(Step::ShmGet {
+            index: self.segments.len() - 1,
+            size,
+        })
+    }
+
+    fn shmat(&mut self, _: u32, shmid: u32, addr: u64, len: u64, prot: Prot) -> Result<(), Unsupported> {
+        let index = self.segment(shmid)?;
+        self.cover(addr, len);
+        self.attached.insert(addr, len);
+        self.push(Step::ShmAt {
+            index,
+            addr,
+            len,
+            write: prot.writable(),
+        })
+    }
+
+    fn shmdt(&mut self, _: u32, addr: u64) -> Result<(), Unsupported> {
+        let len = *self.attached.get(&addr).ok_or(Unsupported::Detach(addr))?;
+        self.push(Step::ShmDt { addr, len })
+    }
+
+    fn shm_rmid(&mut self, _: u32, shmid: u32) -> Result<(), Unsupported> {
+        let index = self.segment(shmid)?;
+        self.push(Step::ShmRmid { index })
     }
 
     fn munmap(&mut self, _: u32, addr: u64, len: u64) -> Result<(), Unsupported> {
@@ -354,6 +405,8 @@ pub fn plan(events: &[Event]) -> Result<Plan, NativeError> {
         stack: Vec::new(),
         lo: u64::MAX,
         hi: 0,
+        segments: Vec::new(),
+        attached: Default::default(),
     };
     for (index, e) in events.iter().enumerate() {
         let entered = match e.pid() {

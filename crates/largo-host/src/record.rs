@@ -48,6 +48,14 @@ pub const EVENTS: &[&str] = &[
     "syscalls:sys_exit_fallocate",
     "syscalls:sys_enter_close",
     "syscalls:sys_exit_close",
+    "syscalls:sys_enter_shmget",
+    "syscalls:sys_exit_shmget",
+    "syscalls:sys_enter_shmat",
+    "syscalls:sys_exit_shmat",
+    "syscalls:sys_enter_shmdt",
+    "syscalls:sys_exit_shmdt",
+    "syscalls:sys_enter_shmctl",
+    "syscalls:sys_exit_shmctl",
     "syscalls:sys_enter_execve",
     "syscalls:sys_exit_execve",
     "syscalls:sys_enter_execveat",
@@ -386,10 +394,38 @@ pub fn thp_off() -> Result<Vec<(String, String)>, RecordError> {
 /// Records `launcher` (a command that stops itself with SIGSTOP, turns
 /// ASLR off and execs the program: `largo record-exec -- CMD`).
 /// `describe` is the command line for the header.
-pub fn record(
+pub fn record(launcher: Command, describe: &str, stop_flag: &AtomicBool) -> Result<(Trace, RecordStats), RecordError> {
+    record_with(launcher, describe, stop_flag, &RecordLimits::default())
+}
+
+/// Where a recorded program runs: in a memory cgroup of its own with
+/// this limit, with a zram swap device of this size swapped on for the
+/// recording (both made and removed under the knob guard).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecordLimits {
+    pub memcg_max_bytes: Option<u64>,
+    pub zram_bytes: Option<u64>,
+}
+
+impl RecordLimits {
+    /// The trace header keys a replay applies (see
+    /// `Workload::machine_config`).
+    fn write_to(&self, header: &mut Header) {
+        if let Some(bytes) = self.memcg_max_bytes {
+            header.set("memcg_max", bytes.to_string());
+        }
+        if let Some(bytes) = self.zram_bytes {
+            header.set("swap", format!("{bytes}:zram"));
+        }
+    }
+}
+
+/// [`record`] under `limits`.
+pub fn record_with(
     mut launcher: Command,
     describe: &str,
     stop_flag: &AtomicBool,
+    limits: &RecordLimits,
 ) -> Result<(Trace, RecordStats), RecordError> {
     if let Some(reason) = unavailable_reason() {
         return Err(RecordError::Unavailable(reason));
@@ -417,6 +453,16 @@ pub fn record(
                 "the launcher did not stop before exec: {other:?}"
             )))
         }
+    }
+    if let Some(bytes) = limits.zram_bytes {
+        guard.swapon_zram(crate::validate::ZRAM_DEVICE, bytes)?;
+    }
+    if let Some(bytes) = limits.memcg_max_bytes {
+        // The stopped launcher moves in; what it execs is charged there.
+        let dir = guard.create_memcg(bytes)?;
+        let procs = dir.join("cgroup.procs");
+        std::fs::write(&procs, root.as_raw().to_string())
+            .map_err(|e| RecordError::Io(format!("joining {}", procs.display()), e))?;
     }
     guard.set("tracing/tracing_on", "0")?;
     guard.set("tracing/buffer_size_kb", BUFFER_KB)?;
@@ -461,7 +507,8 @@ pub fn record(
         sys_time_ns: after.stime_ns.saturating_sub(before.stime_ns),
         ..RecordStats::default()
     };
-    let trace = build(&lines, root.as_raw() as u32, &mut layouts, describe, &mut stats);
+    let mut trace = build(&lines, root.as_raw() as u32, &mut layouts, describe, &mut stats);
+    limits.write_to(&mut trace.header);
     Ok((trace, stats))
 }
 
@@ -523,6 +570,7 @@ fn build(
     // segments), before its exec event; they go after its layout.
     let mut in_exec: HashMap<u32, Vec<Event>> = HashMap::new();
     let mut memfds = Memfds::default();
+    let mut segments = Segments::default();
     for raw in lines {
         let Some(l) = parse_line(raw) else { continue };
         if !started {
@@ -581,6 +629,7 @@ fn build(
                 };
                 live.insert(child as u32);
                 memfds.inherit(pid, child as u32);
+                segments.inherit(pid, child as u32);
                 events.push(Event::Clone {
                     pid,
                     child: child as u32,
@@ -636,7 +685,11 @@ fn build(
                     |h| u64::from_str_radix(h, 16).ok(),
                 );
                 let ret = ret.unwrap_or(u64::MAX);
-                if let Some(ev) = memfds.event(pid, &p, ret).or_else(|| syscall_event(pid, &p, ret)) {
+                let ev = memfds
+                    .event(pid, &p, ret)
+                    .or_else(|| segments.event(pid, &p, ret))
+                    .or_else(|| syscall_event(pid, &p, ret));
+                if let Some(ev) = ev {
                     events.push(ev);
                 }
             }
@@ -739,6 +792,79 @@ impl Memfds {
                     fd,
                     offset: f("off")?,
                 })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `shmctl` command `IPC_RMID` (glibc may add `IPC_64`, 0x100).
+const IPC_RMID: u64 = 0;
+/// `shmat` flag `SHM_RDONLY`.
+const SHM_RDONLY: u64 = 0o10000;
+
+/// The SysV segments made while recording (their sizes) and where each
+/// task has them attached: their calls become the trace's SysV events.
+/// Segments made before the recording started are not followed (their
+/// attaches are not recorded). A clone copies the attachments.
+#[derive(Default)]
+struct Segments {
+    sizes: HashMap<u32, u64>,
+    attached: HashMap<u32, std::collections::HashSet<u64>>,
+}
+
+impl Segments {
+    fn inherit(&mut self, parent: u32, child: u32) {
+        if let Some(at) = self.attached.get(&parent).cloned() {
+            self.attached.insert(child, at);
+        }
+    }
+
+    /// The event of a finished SysV shared memory call, if it is one on
+    /// a followed segment.
+    fn event(&mut self, pid: u32, p: &Pending, ret: u64) -> Option<Event> {
+        if is_error(ret) {
+            return None;
+        }
+        let f = |k: &str| field(&p.fields, k);
+        match p.call.as_str() {
+            "shmget" => {
+                let shmid = u32::try_from(ret).ok()?;
+                let size = f("size")?;
+                // A lookup of an existing segment (size 0 or one seen).
+                if size == 0 || self.sizes.contains_key(&shmid) {
+                    return None;
+                }
+                self.sizes.insert(shmid, size);
+                Some(Event::ShmGet { pid, shmid, size })
+            }
+            "shmat" => {
+                let shmid = u32::try_from(f("shmid")?).ok()?;
+                let size = *self.sizes.get(&shmid)?;
+                self.attached.entry(pid).or_default().insert(ret);
+                let read_only = f("shmflg")? & SHM_RDONLY != 0;
+                Some(Event::ShmAt {
+                    pid,
+                    shmid,
+                    addr: ret,
+                    len: page_up(size),
+                    prot: Prot(if read_only {
+                        Prot::READ
+                    } else {
+                        Prot::READ | Prot::WRITE
+                    }),
+                })
+            }
+            "shmdt" => {
+                let addr = f("shmaddr")?;
+                self.attached
+                    .get_mut(&pid)?
+                    .remove(&addr)
+                    .then_some(Event::ShmDt { pid, addr })
+            }
+            "shmctl" if f("cmd")? & 0xff == IPC_RMID => {
+                let shmid = u32::try_from(f("shmid")?).ok()?;
+                self.sizes.contains_key(&shmid).then_some(Event::ShmRmid { pid, shmid })
             }
             _ => None,
         }
@@ -849,5 +975,49 @@ mod tests {
                 .unwrap();
         assert_eq!(field(&l.fields, "pid"), Some(6));
         assert_eq!(field_hex(&l.fields, "clone_flags"), Some(0x1200011));
+    }
+
+    #[test]
+    fn sysv_calls_on_segments_made_while_recording_become_events() {
+        let call = |call: &str, fields: &str| Pending {
+            call: call.to_string(),
+            fields: fields.to_string(),
+        };
+        let mut seg = Segments::default();
+        let get = call("shmget", "key: 0, size: 0x2000001, shmflg: 0x780");
+        assert_eq!(
+            seg.event(1, &get, 28),
+            Some(Event::ShmGet {
+                pid: 1,
+                shmid: 28,
+                size: 0x2000001
+            })
+        );
+        // A lookup of the same segment by key is not a new one.
+        assert_eq!(seg.event(1, &call("shmget", "key: 0x42, size: 0, shmflg: 0"), 28), None);
+        let at = call("shmat", "shmid: 0x1c, shmaddr: 0, shmflg: 0x1000");
+        let Some(Event::ShmAt { len, prot, .. }) = seg.event(1, &at, 0x7f00_0000_0000) else {
+            panic!("an attach of a followed segment");
+        };
+        assert_eq!(len, 0x2001000, "the size in whole pages");
+        assert!(!prot.writable(), "SHM_RDONLY");
+        seg.inherit(1, 2);
+        let dt = call("shmdt", "shmaddr: 0x7f0000000000");
+        assert_eq!(
+            seg.event(2, &dt, 0),
+            Some(Event::ShmDt {
+                pid: 2,
+                addr: 0x7f00_0000_0000
+            })
+        );
+        assert_eq!(seg.event(2, &dt, 0), None, "detached once");
+        let rmid = call("shmctl", "shmid: 0x1c, cmd: 0x100, buf: 0");
+        assert_eq!(seg.event(1, &rmid, 0), Some(Event::ShmRmid { pid: 1, shmid: 28 }));
+        let other = call("shmat", "shmid: 0x5, shmaddr: 0, shmflg: 0");
+        assert_eq!(
+            seg.event(1, &other, 0x1000),
+            None,
+            "a segment from before the recording"
+        );
     }
 }

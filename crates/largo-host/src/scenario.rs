@@ -249,6 +249,12 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "swap-unmap-swapped",
         include_str!("../scenarios/swap-unmap-swapped.trace"),
     ),
+    ("sysv-shm-attach", include_str!("../scenarios/sysv-shm-attach.trace")),
+    (
+        "sysv-shm-fork-rmid",
+        include_str!("../scenarios/sysv-shm-fork-rmid.trace"),
+    ),
+    ("sysv-shm-persist", include_str!("../scenarios/sysv-shm-persist.trace")),
     ("underused-thp", include_str!("../scenarios/underused-thp.trace")),
     (
         "vma-end-inside-pmd",

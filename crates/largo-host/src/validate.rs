@@ -467,7 +467,11 @@ impl HostMachine {
             Some(bytes) => Some(guard.create_memcg(bytes)?),
             None => None,
         };
+        // SysV segments outlive their processes: whatever a run (or a
+        // killed one before it) left is removed.
+        largo_physmem::sysv::remove_segments();
         let out = f(memcg.clone());
+        largo_physmem::sysv::remove_segments();
         if let Some(dir) = memcg {
             hostswap::remove_cgroup(&dir)?;
         }

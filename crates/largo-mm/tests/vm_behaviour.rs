@@ -847,3 +847,48 @@ fn khugepaged_collapses_registered_ranges_on_simulated_time() {
     p.check();
     p.m.vm().check_invariants(p.m.page_alloc()).unwrap();
 }
+
+#[test]
+fn a_sysv_segment_lives_until_removed_and_detached_and_ignores_the_per_size_knobs() {
+    let mut m = machine(&[
+        ("transparent_hugepage/hugepages-64kB/shmem_enabled", "always"),
+        ("transparent_hugepage/shmem_enabled", "never"),
+    ]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let base = 0x7f00_0000_0000u64;
+    m.with_vm(0, |vm, _| vm.shmget(5, 4 * MIB + 1)).unwrap();
+    assert_eq!(m.with_vm(0, |vm, _| vm.shmget(5, MIB)), Err(VmError::Exists));
+    let len = m.with_vm(0, |vm, ctx| vm.shmat(ctx, pid, 5, base, true)).unwrap();
+    assert_eq!(len, 4 * MIB + PAGE, "the whole segment in pages");
+    for off in (0..len).step_by(PAGE as usize) {
+        m.with_vm(0, |vm, ctx| vm.access(ctx, pid, base + off, true)).unwrap();
+    }
+    // Not anonymous shmem: 4K folios despite the 64K per-size knob.
+    assert_eq!(m.vm().mthp.get(4, MthpStat::ShmemAlloc), 0);
+    assert_eq!(vmstat_value(&m, "nr_shmem"), len / PAGE);
+    // Detached, the segment keeps its pages until IPC_RMID.
+    m.with_vm(0, |vm, ctx| vm.shmdt(ctx, pid, base)).unwrap();
+    assert!(m
+        .vm()
+        .maps(pid)
+        .unwrap()
+        .iter()
+        .all(|v| v.end <= base || v.start >= base + len));
+    assert_eq!(vmstat_value(&m, "nr_shmem"), len / PAGE);
+    assert!(
+        m.with_vm(0, |vm, ctx| vm.shmdt(ctx, pid, base)).is_err(),
+        "nothing attached"
+    );
+    // Attached again then removed: the pages go with the last mapping.
+    m.with_vm(0, |vm, ctx| vm.shmat(ctx, pid, 5, base, false)).unwrap();
+    m.with_vm(0, |vm, ctx| vm.shm_rmid(ctx, 5)).unwrap();
+    assert_eq!(vmstat_value(&m, "nr_shmem"), len / PAGE, "still attached");
+    m.check().unwrap();
+    m.with_vm(0, |vm, ctx| vm.shmdt(ctx, pid, base)).unwrap();
+    assert_eq!(vmstat_value(&m, "nr_shmem"), 0);
+    assert!(
+        m.with_vm(0, |vm, ctx| vm.shmat(ctx, pid, 5, base, true)).is_err(),
+        "removed"
+    );
+    m.check().unwrap();
+}

@@ -277,6 +277,24 @@ impl Window {
         Ok(())
     }
 
+    /// `shmat` of SysV segment `id` (`len` bytes) at `addr` in the window.
+    pub fn attach_shm(&mut self, id: i32, addr: u64, len: u64, write: bool) -> Result<(), HostError> {
+        self.check_inside(addr, len)?;
+        crate::sysv::attach(id, addr, write)?;
+        self.mapped.insert(addr, addr + len, write);
+        Ok(())
+    }
+
+    /// `shmdt(addr)` of the segment (`len` bytes) attached there; the
+    /// range returns to the reservation.
+    pub fn detach_shm(&mut self, addr: u64, len: u64) -> Result<(), HostError> {
+        self.check_inside(addr, len)?;
+        crate::sysv::detach(addr)?;
+        self.reserve_again(addr, len)?;
+        self.forget(addr, addr + len);
+        Ok(())
+    }
+
     /// `munmap(addr, len)`; the range returns to the reservation.
     pub fn unmap(&mut self, addr: u64, len: u64) -> Result<(), HostError> {
         self.check_inside(addr, len)?;

@@ -21,6 +21,7 @@ pub mod native;
 mod ram;
 mod sim;
 mod spans;
+pub mod sysv;
 
 pub use backing::{Backing, BackingError, BackingKind, BackingStats};
 pub use ram::RamBacking;

@@ -55,6 +55,28 @@ pub enum Step {
         offset: u64,
         len: u64,
     },
+    /// `shmget` of a new SysV segment, the program's segment `index`
+    /// (below [`crate::sysv::MAX_SEGMENTS`]).
+    ShmGet {
+        index: usize,
+        size: u64,
+    },
+    /// `shmat` of segment `index`, `len` bytes, at `addr`.
+    ShmAt {
+        index: usize,
+        addr: u64,
+        len: u64,
+        write: bool,
+    },
+    /// `shmdt(addr)` of a segment of `len` bytes.
+    ShmDt {
+        addr: u64,
+        len: u64,
+    },
+    /// `shmctl(IPC_RMID)` of segment `index`.
+    ShmRmid {
+        index: usize,
+    },
     /// `nanosleep` of `ns`.
     Sleep {
         ns: u64,
@@ -232,7 +254,30 @@ pub enum End<'a> {
 pub const MAX_FDS: usize = 64;
 
 /// The program's descriptors -> this process's (-1: none).
-type FdTable = [i32; MAX_FDS];
+/// A process's identifiers: the host descriptor of each program
+/// descriptor, the identifier of each SysV segment it made or found (-1:
+/// none). A fork copies them.
+#[derive(Clone, Copy)]
+struct Ids {
+    fds: [i32; MAX_FDS],
+    shm: [i32; crate::sysv::MAX_SEGMENTS],
+}
+
+impl Ids {
+    const NONE: Ids = Ids {
+        fds: [-1; MAX_FDS],
+        shm: [-1; crate::sysv::MAX_SEGMENTS],
+    };
+
+    /// Segment `index`: the identifier this process knows, else the one
+    /// its key names (made by another process of the run).
+    fn shm_id(&mut self, index: usize) -> Option<i32> {
+        if self.shm[index] < 0 {
+            self.shm[index] = crate::sysv::lookup(index)?;
+        }
+        Some(self.shm[index])
+    }
+}
 
 /// Exit status of a child whose snapshot could not be written.
 pub const SNAPSHOT_FAILED: i32 = 99;
@@ -293,7 +338,7 @@ pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, mut end
                 return SETUP_FAILED;
             }
         }
-        if let Err(index) = exec(steps, window, place, page, &mut [-1; MAX_FDS]) {
+        if let Err(index) = exec(steps, window, place, page, &mut { Ids::NONE }) {
             return STEP_FAILED + index.min(100) as i32;
         }
         if let Some(cg) = place.cgroup {
@@ -370,7 +415,7 @@ fn khugepaged_wake() -> bool {
 
 /// Executes one process's steps (in its forked child). Returns the index
 /// of the failing step.
-fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, fds: &mut FdTable) -> Result<(), usize> {
+fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, ids: &mut Ids) -> Result<(), usize> {
     let at = |a: u64| a.wrapping_add(place.delta);
     for (i, step) in steps.iter().enumerate() {
         let ok = match *step {
@@ -382,8 +427,8 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, fds: &mut F
             } => w
                 .map_with(at(addr), len, write, MapSource::Anonymous { shared })
                 .is_ok(),
-            Step::MemfdCreate { fd } => memfd_create().map(|host| fds[fd as usize] = host).is_ok(),
-            Step::Ftruncate { fd, len } => ftruncate(fds[fd as usize], len).is_ok(),
+            Step::MemfdCreate { fd } => memfd_create().map(|host| ids.fds[fd as usize] = host).is_ok(),
+            Step::Ftruncate { fd, len } => ftruncate(ids.fds[fd as usize], len).is_ok(),
             Step::MapFd {
                 addr,
                 len,
@@ -393,14 +438,25 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, fds: &mut F
                 offset,
             } => {
                 let source = MapSource::Fd {
-                    fd: fds[fd as usize],
+                    fd: ids.fds[fd as usize],
                     offset,
                     shared,
                 };
                 w.map_with(at(addr), len, write, source).is_ok()
             }
-            Step::Close { fd } => close_fd(std::mem::replace(&mut fds[fd as usize], -1)).is_ok(),
-            Step::PunchHole { fd, offset, len } => punch_hole(fds[fd as usize], offset, len).is_ok(),
+            Step::Close { fd } => close_fd(std::mem::replace(&mut ids.fds[fd as usize], -1)).is_ok(),
+            Step::PunchHole { fd, offset, len } => punch_hole(ids.fds[fd as usize], offset, len).is_ok(),
+            Step::ShmGet { index, size } => crate::sysv::create(index, size).map(|id| ids.shm[index] = id).is_ok(),
+            Step::ShmAt {
+                index,
+                addr,
+                len,
+                write,
+            } => ids
+                .shm_id(index)
+                .is_some_and(|id| w.attach_shm(id, at(addr), len, write).is_ok()),
+            Step::ShmDt { addr, len } => w.detach_shm(at(addr), len).is_ok(),
+            Step::ShmRmid { index } => ids.shm_id(index).is_some_and(|id| crate::sysv::remove(id).is_ok()),
             Step::KhugepagedWake => khugepaged_wake(),
             Step::Sleep { ns } => {
                 std::thread::sleep(std::time::Duration::from_nanos(ns));
@@ -429,8 +485,8 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, fds: &mut F
             Step::Fork(ref child) => {
                 prefault_stack(STACK_PREFAULT_BYTES);
                 // SAFETY: the grandchild runs `exec` too (see `run_forked`).
-                let mut child_fds = *fds;
-                let exit = unsafe { fork_and_wait(|| i32::from(exec(child, w, place, page, &mut child_fds).is_err())) };
+                let mut child_ids = *ids;
+                let exit = unsafe { fork_and_wait(|| i32::from(exec(child, w, place, page, &mut child_ids).is_err())) };
                 exit.is_ok_and(|e| e.code == Some(0))
             }
             Step::ThpDisable(mode) => prctl_thp_disable(mode).is_ok(),

@@ -382,6 +382,13 @@ plain_number!(
     "FD"
 );
 
+plain_number!(
+    /// A SysV shared memory identifier (`shmget`'s result).
+    ShmId,
+    u32,
+    "SHMID"
+);
+
 /// Another process's pid (a clone's child).
 pub struct ChildPid;
 

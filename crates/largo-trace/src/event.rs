@@ -5,7 +5,7 @@
 
 use crate::codec::{
     Access as AccessCodec, Addr, Advice as AdviceCodec, Block, CacheMode, ChildPid, Fd, Len, MmapFlags, Name, Named,
-    Node, Ns, Perms, ProtBits,
+    Node, Ns, Perms, ProtBits, ShmId,
 };
 use crate::error::RecordError;
 use crate::macros::define_events;
@@ -309,6 +309,21 @@ define_events! {
     /// `echo $(cat F) > F` for F = khugepaged/scan_sleep_millisecs: the
     /// write wakes khugepaged, which scans at once.
     KhugepagedWake = 32, khugepaged_wake(pid) {},
+    /// `shmget` made SysV shared memory segment `shmid` of `size` bytes.
+    ShmGet = 33, shmget(pid) { shmid: u32 as ShmId, size: u64 as Len },
+    /// `shmat(shmid)` mapped the whole segment (`len`: its size in whole
+    /// pages) at `addr`; read-only with `SHM_RDONLY`.
+    ShmAt = 34, shmat(pid) {
+        shmid: u32 as ShmId,
+        addr: u64 as Addr,
+        len: u64 as Len,
+        prot: Prot as ProtBits,
+    },
+    /// `shmdt(addr)`: the segment attached at `addr` unmapped.
+    ShmDt = 35, shmdt(pid) { addr: u64 as Addr },
+    /// `shmctl(shmid, IPC_RMID)`: the segment goes once nothing has it
+    /// attached.
+    ShmRmid = 36, shm_rmid(pid) { shmid: u32 as ShmId },
 }
 
 impl Event {

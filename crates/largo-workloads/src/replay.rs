@@ -383,6 +383,36 @@ impl EventHandler for Replayer<'_> {
         Ok(())
     }
 
+    fn shmget(&mut self, _pid: TracePid, shmid: u32, size: u64) -> Result<(), EventError> {
+        if let Err(e) = self.vm(|vm, _, _| vm.shmget(shmid, size)) {
+            self.fail("shmget", e);
+        }
+        Ok(())
+    }
+
+    /// An attach is modelled as a shared mapping is: its failure ends the
+    /// replay.
+    fn shmat(&mut self, _pid: TracePid, shmid: u32, addr: u64, len: u64, p: TraceProt) -> Result<(), EventError> {
+        let write = p.writable();
+        self.vm(|vm, ctx, pid| vm.shmat(ctx, pid, shmid, addr, write))
+            .map(|_| ())
+            .map_err(|source| EventError::Mmap { addr, len, source })
+    }
+
+    fn shmdt(&mut self, _pid: TracePid, addr: u64) -> Result<(), EventError> {
+        if let Err(e) = self.vm(|vm, ctx, pid| vm.shmdt(ctx, pid, addr)) {
+            self.fail("shmdt", e);
+        }
+        Ok(())
+    }
+
+    fn shm_rmid(&mut self, _pid: TracePid, shmid: u32) -> Result<(), EventError> {
+        if let Err(e) = self.vm(|vm, ctx, _| vm.shm_rmid(ctx, shmid)) {
+            self.fail("shmctl", e);
+        }
+        Ok(())
+    }
+
     fn munmap(&mut self, _pid: TracePid, addr: u64, len: u64) -> Result<(), EventError> {
         let _ = self.vm(|vm, ctx, pid| vm.munmap(ctx, pid, addr, len));
         Ok(())

@@ -161,6 +161,25 @@ impl Workload {
         }
     }
 
+    /// The machine it runs on under `config`: a trace recorded under a
+    /// memory limit (`largo record --memcg-max`, `--swap`: header keys
+    /// `memcg_max` in bytes and `swap` as `SIZE:KIND`) runs under the same
+    /// limit and swap device unless the configuration sets its own.
+    pub fn machine_config(&self, config: &largo_mm::MachineConfig) -> largo_mm::MachineConfig {
+        let mut c = config.clone();
+        let Workload::Trace { trace, .. } = self else {
+            return c;
+        };
+        if c.memcg_max_bytes.is_none() {
+            c.memcg_max_bytes = trace.header.get("memcg_max").and_then(|v| v.parse().ok());
+        }
+        if c.swap.is_empty() {
+            let spec = trace.header.get("swap").map(largo_mm::swap::SwapSpec::parse);
+            c.swap.extend(spec.and_then(Result::ok));
+        }
+        c
+    }
+
     /// Why it cannot run on a machine with `page_size` base pages, if it
     /// cannot: a trace recorded with other base pages. A program's
     /// layout follows its kernel's page size (ELF segment alignment,

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use largo_host::record::{interrupt, record};
+use largo_host::record::{interrupt, record_with, RecordLimits};
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {
@@ -21,6 +21,17 @@ pub struct RecordArgs {
     /// which `largo advise` states its estimates against.
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=50))]
     pub baseline_runs: u64,
+    /// Run the command in a memory cgroup of its own with this limit
+    /// (cgroup v1 `memory.limit_in_bytes`, K/M/G suffixes); the trace's
+    /// header keeps it and a replay runs under the same limit unless its
+    /// configuration sets one (`--memcg-max`).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub memcg_max: Option<u64>,
+    /// A zram swap device of this size swapped on while recording (the
+    /// host must have no swap on); the header keeps it for replays
+    /// (`--swap SIZE:zram`).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub swap: Option<u64>,
     /// Send the command's standard output to standard error (when another
     /// command records on its behalf and owns standard output).
     #[arg(skip)]
@@ -28,6 +39,10 @@ pub struct RecordArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    largo_types::parse_size(text).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -67,7 +82,11 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         launcher.stdout(err);
     }
     let describe = args.command.join(" ");
-    let (mut trace, stats) = record(launcher, &describe, &AtomicBool::new(false))?;
+    let limits = RecordLimits {
+        memcg_max_bytes: args.memcg_max,
+        zram_bytes: args.swap,
+    };
+    let (mut trace, stats) = record_with(launcher, &describe, &AtomicBool::new(false), &limits)?;
     if args.baseline_runs > 0 {
         let whole = untraced_kernel_time(&args.command, args.baseline_runs as usize)?;
         whole.write_to(&mut trace.header);

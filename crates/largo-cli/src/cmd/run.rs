@@ -350,7 +350,7 @@ fn run_one(
     opts: &RunOptions,
     profile: &Profile,
 ) -> Result<(String, RunOutcome, Estimate)> {
-    let mut m = Machine::new(c.config.clone())?;
+    let mut m = Machine::new(w.machine_config(&c.config))?;
     let outcome = w
         .run(&mut m, opts, &mut |_, _| {})
         .map_err(|e| anyhow::anyhow!("{} under {}: {e}", w.describe(), c.name))?;

@@ -20,7 +20,7 @@ pub struct MremapFlags {
 }
 
 impl Vm {
-    fn page_align(&self, len: u64) -> Option<u64> {
+    pub(crate) fn page_align(&self, len: u64) -> Option<u64> {
         let mask = self.page_size() - 1;
         len.checked_add(mask).map(|l| l & !mask)
     }

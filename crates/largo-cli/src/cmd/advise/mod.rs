@@ -435,6 +435,8 @@ fn workload(args: &AdviseArgs) -> Result<Workload> {
     let recorded = super::record::run(&super::record::RecordArgs {
         output: path.clone(),
         baseline_runs: 0,
+        memcg_max: None,
+        swap: None,
         stdout_to_stderr: true,
         command: args.command.clone(),
     });

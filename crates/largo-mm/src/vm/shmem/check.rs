@@ -80,6 +80,14 @@ impl Vm {
             vec![0i64; nodes],
             vec![0i64; nodes],
         );
+        for (id, i) in self.shmem.inodes.iter() {
+            let named = self.shmem.sysv.values().any(|&inode| inode == id);
+            ensure!(
+                i.ipc_held == named && (!i.ipc_held || i.sysv),
+                "shmem inode {id}: held by the IPC namespace {} but named by a segment {named}",
+                i.ipc_held
+            );
+        }
         for (key, f) in self.shmem.folios.iter() {
             ensure!(
                 self.shmem.inodes.get(f.inode).and_then(|i| i.cache.get(&f.index)) == Some(&key),

@@ -8,6 +8,7 @@
 //! - `fault.rs`: `shmem_fault`, fault-around, `finish_fault`, `do_set_pmd`
 //! - `rmap.rs`: file rmap counts and unmapping shmem ranges
 //! - `check.rs`: shmem invariants
+//! - `sysv.rs`: SysV segments (shmget, shmat, shmdt, IPC_RMID)
 //!
 //! A shmem folio's head page carries PG_swapbacked and not PG_anon; its
 //! private word holds its key in [`ShmemFs::folios`] + 1, as an anon
@@ -17,6 +18,7 @@ mod check;
 mod fault;
 mod order;
 mod rmap;
+mod sysv;
 
 pub(crate) use check::ShmemRecount;
 
@@ -45,6 +47,13 @@ pub struct ShmemInode {
     pub unlinked: bool,
     /// Open descriptors (across every process) referring to it.
     pub nr_fds: u32,
+    /// A SysV segment: its mappings carry `shm_vm_ops`, so they are not
+    /// anonymous shmem even though the inode is unlinked (the per-size
+    /// `shmem_enabled` do not apply to them).
+    pub sysv: bool,
+    /// A SysV segment not yet removed (`IPC_RMID`): the IPC namespace
+    /// keeps it with no descriptor and no mapping.
+    pub ipc_held: bool,
 }
 
 /// A folio in a shmem page cache.
@@ -76,6 +85,9 @@ impl ShmemFolio {
 pub struct ShmemFs {
     pub inodes: Slab<ShmemInode>,
     pub folios: Slab<ShmemFolio>,
+    /// SysV segments by identifier -> inode. Invariant: exactly the
+    /// inodes with `ipc_held`.
+    pub sysv: BTreeMap<u32, usize>,
 }
 
 impl Vm {
@@ -89,12 +101,14 @@ impl Vm {
     }
 
     /// A new shmem inode of `size_bytes`.
-    fn new_shmem_inode(&mut self, size_bytes: u64, unlinked: bool) -> usize {
+    pub(crate) fn new_shmem_inode(&mut self, size_bytes: u64, unlinked: bool) -> usize {
         self.shmem.inodes.insert(ShmemInode {
             size_bytes,
             cache: BTreeMap::new(),
             unlinked,
             nr_fds: 0,
+            sysv: false,
+            ipc_held: false,
         })
     }
 
@@ -191,7 +205,8 @@ impl Vm {
     /// Drops the inode once no descriptor and no VMA refers to it
     /// (`shmem_evict_inode`): its whole page cache is freed.
     pub(crate) fn shmem_put_if_unused(&mut self, ctx: &mut Ctx, inode: usize) {
-        if !self.shmem.inodes.contains(inode) || self.shmem.inodes[inode].nr_fds > 0 {
+        let held = |i: &ShmemInode| i.nr_fds > 0 || i.ipc_held;
+        if !self.shmem.inodes.contains(inode) || held(&self.shmem.inodes[inode]) {
             return;
         }
         if self.vmas.iter().any(|(_, v)| v.shmem == Some(inode)) {

@@ -40,7 +40,10 @@ impl Vm {
             return 0;
         }
         let global = self.shmem_huge_global_orders(inode, index, vma);
-        if !self.shmem.inodes[inode].unlinked {
+        // Not anonymous shmem (`vma_is_anon_shmem`): a named file, or a
+        // SysV segment mapped through `shm_vm_ops`.
+        let i = &self.shmem.inodes[inode];
+        if !i.unlinked || i.sysv {
             return global;
         }
         let knobs = &self.thp.shmem;
