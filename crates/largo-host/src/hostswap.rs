@@ -166,3 +166,84 @@ pub fn zswap_ever_enabled() -> bool {
     let enabled = fs::read_to_string("/sys/module/zswap/parameters/enabled").unwrap_or_default();
     enabled.trim() == "Y" || Path::new("/sys/kernel/debug/zswap").exists()
 }
+
+/// The NUMA nodes online (`/sys/devices/system/node/online`, `0-1,3`);
+/// 1 where it cannot be read.
+pub fn nr_online_nodes() -> usize {
+    let Ok(text) = fs::read_to_string("/sys/devices/system/node/online") else {
+        return 1;
+    };
+    let last = text
+        .trim()
+        .split(',')
+        .filter_map(|r| r.rsplit('-').next()?.parse::<usize>().ok())
+        .max();
+    last.map_or(1, |n| n + 1)
+}
+
+/// `khugepaged/full_scans`, if khugepaged's files are there.
+fn khugepaged_full_scans() -> Option<u64> {
+    fs::read_to_string("/sys/kernel/mm/transparent_hugepage/khugepaged/full_scans")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Wakes khugepaged (a write of its `scan_sleep_millisecs`) and waits up
+/// to `timeout` for the pass that follows to end (`full_scans` moves):
+/// the knob writes that set up a case wake it too, and its scan starts
+/// with `lru_add_drain_all`, which must not land inside the case's run.
+/// Returns whether a pass ended; nothing to wait for when khugepaged
+/// does not run (no PMD THP).
+pub fn settle_khugepaged(timeout: std::time::Duration) -> bool {
+    if kthread_pid("khugepaged").is_none() {
+        return true;
+    }
+    let Some(before) = khugepaged_full_scans() else {
+        return true;
+    };
+    let knob = "/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs";
+    let Ok(value) = fs::read_to_string(knob) else {
+        return false;
+    };
+    if fs::write(knob, value.trim()).is_err() {
+        return false;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if khugepaged_full_scans().is_some_and(|n| n > before) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    false
+}
+
+/// This process bound to one cpu while it lives; its former cpus come
+/// back on drop. A validation whose tasks run on another cpu keeps the
+/// validator (and the tools it starts) off theirs: folios it faults or
+/// reads in would go through that cpu's LRU batches and drain the tasks'.
+pub struct CpuPin {
+    saved: Option<nix::sched::CpuSet>,
+}
+
+impl CpuPin {
+    pub fn to(cpu: usize) -> CpuPin {
+        let me = nix::unistd::Pid::from_raw(0);
+        let saved = nix::sched::sched_getaffinity(me).ok();
+        let mut set = nix::sched::CpuSet::new();
+        let pinned = set.set(cpu).is_ok() && nix::sched::sched_setaffinity(me, &set).is_ok();
+        CpuPin {
+            saved: saved.filter(|_| pinned),
+        }
+    }
+}
+
+impl Drop for CpuPin {
+    fn drop(&mut self) {
+        if let Some(set) = self.saved.take() {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+        }
+    }
+}

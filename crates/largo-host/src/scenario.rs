@@ -222,6 +222,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ),
     ("swap-memcg-limit", include_str!("../scenarios/swap-memcg-limit.trace")),
     (
+        "swap-memcg-munmap",
+        include_str!("../scenarios/swap-memcg-munmap.trace"),
+    ),
+    (
         "swap-memcg-refault",
         include_str!("../scenarios/swap-memcg-refault.trace"),
     ),

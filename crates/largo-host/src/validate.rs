@@ -337,10 +337,22 @@ pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, 
     if config.zswap {
         guard.set("zswap/enabled", "Y")?;
     }
+    // The validator keeps off the tasks' cpu (restored on every exit).
+    let _off_their_cpu = host.pinned().then(|| hostswap::CpuPin::to(KHUGEPAGED_CPU));
     if host.pinned() {
         guard.pin_kthread("khugepaged", KHUGEPAGED_CPU)?;
+        // kcompactd's proactive compaction (every 500 ms) drains the LRU
+        // batches of the cpu it runs on (`compact_zone`): not the tasks'.
+        for node in 0..hostswap::nr_online_nodes() {
+            guard.pin_kthread(&format!("kcompactd{node}"), KHUGEPAGED_CPU)?;
+        }
     }
     let sentinel = crate::sentinel::Sentinel::start(m.geometry().pmd_size_bytes())?;
+    if host.pinned() {
+        // The knob writes woke khugepaged: its pass (and the LRU drain it
+        // starts with) ends before the case runs, not inside it.
+        hostswap::settle_khugepaged(std::time::Duration::from_secs(2));
+    }
     let mut attempts = 0;
     let validation = loop {
         attempts += 1;
@@ -512,6 +524,20 @@ fn host_once(
                 host: d.vmstat(e),
             });
         }
+    }
+    if std::env::var("LARGO_DEBUG_MEMCG").is_ok() {
+        eprintln!(
+            "DEBUG host memcg: {:?}",
+            d.memcg.iter().filter(|(_, v)| **v != 0).collect::<Vec<_>>()
+        );
+        eprintln!(
+            "DEBUG host vmstat swap: {:?}",
+            d.vmstat
+                .iter()
+                .filter(|(k, v)| **v != 0
+                    && (k.contains("swap") || k.contains("anon") || k.contains("lru") || k.contains("isolated")))
+                .collect::<Vec<_>>()
+        );
     }
     if let Some(g) = c.memcg.as_ref().filter(|_| !plan.forks()) {
         memcg_rows(g, &d.memcg, page_size, &mut rows);

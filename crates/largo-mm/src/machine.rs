@@ -317,9 +317,10 @@ impl Machine {
         &self.vm
     }
 
-    /// `lru_add_drain_all`: every cpu's batched folios join the LRU.
+    /// `lru_add_drain_all`: every cpu's batched folios join the LRU, and
+    /// those only a batch held are freed.
     pub fn lru_add_drain_all(&mut self) {
-        self.vm.lru_add_drain_all(&mut self.page_alloc);
+        self.with_vm(0, |vm, ctx| vm.lru_add_drain_all(ctx.pa));
     }
 
     /// Runs a VM operation on `cpu` with the machine's allocator and backing.
@@ -330,8 +331,10 @@ impl Machine {
             cpu,
         };
         let out = f(&mut self.vm, &mut ctx);
-        // Slab objects made or freed by the operation meet the charge path.
+        // Slab objects made or freed by the operation meet the charge path,
+        // and folios a batch drain released are freed.
         self.vm.flush_slab_ops(&mut ctx);
+        self.vm.free_drained(&mut ctx);
         out
     }
 
@@ -371,7 +374,15 @@ impl Machine {
             vm: &mut self.vm,
             backing: self.backing.as_mut(),
         };
-        f(&mut self.page_alloc, &mut reclaim)
+        let out = f(&mut self.page_alloc, &mut reclaim);
+        // Folios the drains of reclaim or migration released are freed.
+        let mut ctx = Ctx {
+            pa: &mut self.page_alloc,
+            backing: self.backing.as_mut(),
+            cpu: 0,
+        };
+        self.vm.free_drained(&mut ctx);
+        out
     }
 
     /// `alloc_pages` with direct reclaim and compaction through the VM.

@@ -693,6 +693,9 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
         r.m.with_vm(0, |vm, ctx| vm.exit(ctx, pid)).unwrap();
     }
     r.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 2));
+    // Exit drains no LRU batch (6.18): the folios only a batch still
+    // holds go when the batches drain.
+    r.m.lru_add_drain_all();
     // Blocks left offline come back online.
     let offline: Vec<u64> =
         r.m.sparse()

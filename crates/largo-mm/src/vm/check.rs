@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use super::lru::FolioRef;
 use super::pgtable::Slot;
 use super::stats::{LruStat, MthpStat};
 use super::Vm;
@@ -201,6 +202,15 @@ impl Vm {
             );
             let unmapped = FolioCount::default();
             let c = per_folio.get(&key);
+            if meta.lru.released {
+                let held = meta.lru.batched || self.lru_drained_dead.contains(&FolioRef::Anon(key));
+                ensure!(
+                    c.is_none() && meta.swap.is_none() && head.refcount() == 1 && held,
+                    "released folio {:#x}: only its lru_add batch may hold it",
+                    meta.pfn
+                );
+                continue;
+            }
             ensure!(
                 c.is_some() || meta.swap.is_some(),
                 "anon folio {:#x} of order {} is neither mapped nor in the swap cache",

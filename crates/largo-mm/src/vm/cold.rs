@@ -17,7 +17,7 @@ impl Vm {
         if !self.vmas[vma].is_anonymous() {
             return;
         }
-        self.lru_add_drain(ctx.pa, ctx.cpu);
+        self.lru_add_drain(ctx);
         let mm = self.vmas[vma].mm;
         let mut addr = start;
         while addr < end {

@@ -230,7 +230,7 @@ impl Vm {
             swapped_in += 1;
         }
         if swapped_in > 0 {
-            self.lru_add_drain(ctx.pa, ctx.cpu);
+            self.lru_add_drain(ctx);
         }
         Ok(())
     }

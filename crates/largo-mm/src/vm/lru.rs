@@ -6,10 +6,14 @@
 //! something drains it (`lru_add_drain`); then they join the head of the
 //! list their flags choose.
 //!
-//! The batch holds no reference on its folios, unlike the kernel's: every
-//! kernel path whose decision would see that reference drains the local
-//! batch first (reuse on a write fault, reclaim, madvise), and the model
-//! drains at the same places.
+//! The batch holds a reference on its folios, as the kernel's does: a
+//! folio unmapped and put while it waits there is *released*
+//! ([`LruState::released`]): still allocated and charged, its other
+//! state gone, until the batch drains and frees it. (munmap and exit do
+//! not drain in 6.18, so a memcg still counts up to 30 such pages after
+//! an unmap.) Every kernel path whose decision would see the reference
+//! of a live folio drains the local batch first (reuse on a write fault,
+//! reclaim, madvise), and the model drains at the same places.
 
 use super::Vm;
 use crate::memmap::PageFlags;
@@ -102,6 +106,9 @@ pub struct LruState {
     pub reclaim: bool,
     /// Waiting in a cpu's `lru_add` batch.
     pub batched: bool,
+    /// Batched, and the batch's reference is the only one left: freed
+    /// when the batch drains.
+    pub released: bool,
 }
 
 impl LruState {
@@ -371,6 +378,12 @@ impl Vm {
         let cpu = cpu % self.lru_batches.len();
         let batch = std::mem::take(&mut self.lru_batches[cpu]);
         for r in batch {
+            if self.lru_state(r).released {
+                // folios_put: the batch's reference was the last.
+                self.lru_state_mut(r).batched = false;
+                self.lru_drained_dead.push(r);
+                continue;
+            }
             self.lruvec_add(pa, r, false);
         }
         let batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
@@ -426,12 +439,37 @@ impl Vm {
         }
     }
 
-    /// `lru_add_drain`: this cpu's batch.
-    pub(crate) fn lru_add_drain(&mut self, pa: &mut PageAlloc, cpu: usize) {
-        self.lru_add_drain_cpu(pa, cpu);
+    /// `lru_add_drain`: this cpu's batch, and the folios it held last
+    /// are freed.
+    pub(crate) fn lru_add_drain(&mut self, ctx: &mut super::Ctx) {
+        self.lru_add_drain_cpu(ctx.pa, ctx.cpu);
+        self.free_drained(ctx);
     }
 
-    /// `lru_add_drain_all`: every cpu's batch.
+    /// A folio put for the last time while its batch holds it: the batch
+    /// keeps it (one reference) until it drains.
+    pub(crate) fn release_to_batch(&mut self, pa: &mut PageAlloc, r: FolioRef) {
+        let (pfn, _) = self.folio_pfn_order(r);
+        pa.memmap.page_mut(pfn).set_refcount(1);
+        self.lru_state_mut(r).released = true;
+    }
+
+    /// Frees the folios drains found released (uncharged, pages given
+    /// back), in drain order.
+    pub(crate) fn free_drained(&mut self, ctx: &mut super::Ctx) {
+        for r in std::mem::take(&mut self.lru_drained_dead) {
+            let (pfn, _) = self.folio_pfn_order(r);
+            ctx.pa.memmap.page_mut(pfn).set_refcount(0);
+            self.lru_state_mut(r).released = false;
+            match r {
+                FolioRef::Anon(k) => self.free_anon_folio(ctx, k),
+                FolioRef::Shmem(k) => self.free_shmem_folio(ctx, k),
+            }
+        }
+    }
+
+    /// `lru_add_drain_all`: every cpu's batch (the folios they held last
+    /// are freed at the next [`Vm::free_drained`]).
     pub(crate) fn lru_add_drain_all(&mut self, pa: &mut PageAlloc) {
         for cpu in 0..self.lru_batches.len() {
             self.lru_add_drain_cpu(pa, cpu);

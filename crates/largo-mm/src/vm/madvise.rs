@@ -78,7 +78,7 @@ impl Vm {
     /// range become lazyfree; a large folio only partly covered is split
     /// first (skipped if it may be shared).
     fn madvise_free(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) {
-        self.lru_add_drain(ctx.pa, ctx.cpu);
+        self.lru_add_drain(ctx);
         let mm = self.vmas[vma].mm;
         let mut addr = start;
         while addr < end {

@@ -105,6 +105,8 @@ impl Vm {
         // Objects the operation made so far are charged first (the kernel
         // allocated them before these pages).
         self.flush_slab_ops(ctx);
+        // Folios a drain released were uncharged as it ran.
+        self.free_drained(ctx);
         loop {
             if self.memcg.consume_stock(ctx.cpu, memcg, nr) {
                 break;

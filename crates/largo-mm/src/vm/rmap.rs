@@ -385,13 +385,17 @@ impl Vm {
         if self.folios[key].deferred.is_some() {
             self.deferred_remove(ctx.pa, key);
         }
+        if anon_vma != super::folio::NO_ANON_VMA {
+            self.put_anon_vma_folio(anon_vma);
+            self.folios[key].anon_vma = super::folio::NO_ANON_VMA;
+        }
+        if self.lru_state(FolioRef::Anon(key)).batched {
+            return self.release_to_batch(ctx.pa, FolioRef::Anon(key));
+        }
         self.lru_forget(ctx.pa, FolioRef::Anon(key));
         self.mem_cgroup_uncharge(ctx, memcg, 1 << order);
         self.mthp.add(order, MthpStat::NrAnon, -1);
         self.folios.remove(key);
-        if anon_vma != super::folio::NO_ANON_VMA {
-            self.put_anon_vma_folio(anon_vma);
-        }
         free_user_folio(ctx, pfn, order);
     }
 

@@ -378,7 +378,7 @@ impl Vm {
                     }
                 }
             }
-            self.lru_add_drain(ctx.pa, ctx.cpu);
+            self.lru_add_drain(ctx);
         }
         self.swap_cache_folio(target)
             .or_else(|| self.read_swap_cache_async(ctx, target, vmf.mm))
@@ -415,7 +415,7 @@ impl Vm {
                     }
                 }
             }
-            self.lru_add_drain(ctx.pa, ctx.cpu);
+            self.lru_add_drain(ctx);
         }
         self.swap_cache_folio(target)
             .or_else(|| self.read_swap_cache_async(ctx, target, usize::MAX))
@@ -497,7 +497,7 @@ impl Vm {
     /// otherwise unreferenced.
     fn map_swapcache_folio(&mut self, ctx: &mut Ctx, vmf: &VmFault, pte: Slot, orig: Pte, key: usize) -> Fault {
         if vmf.write && self.lru_state(FolioRef::Anon(key)).batched {
-            self.lru_add_drain(ctx.pa, ctx.cpu);
+            self.lru_add_drain(ctx);
         }
         let entry = orig.swap_entry();
         let folio_entry = self.folios[key].swap.expect("a swap-cache folio");

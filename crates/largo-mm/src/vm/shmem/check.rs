@@ -89,6 +89,14 @@ impl Vm {
             );
         }
         for (key, f) in self.shmem.folios.iter() {
+            if f.lru.released {
+                let held = f.lru.batched || self.lru_drained_dead.contains(&super::super::lru::FolioRef::Shmem(key));
+                ensure!(
+                    pa.memmap.page(f.pfn).refcount() == 1 && held && f.entire_mapcount == 0,
+                    "released shmem folio {key}: only its lru_add batch may hold it"
+                );
+                continue;
+            }
             ensure!(
                 self.shmem.inodes.get(f.inode).and_then(|i| i.cache.get(&f.index)) == Some(&key),
                 "shmem folio {key} is not in its inode's page cache at {}",

@@ -276,9 +276,20 @@ impl Vm {
         if rc > 0 {
             return;
         }
+        self.free_shmem_folio(ctx, key);
+    }
+
+    /// The end of a shmem folio nothing refers to: off the LRU, uncharged,
+    /// freed; one still in its `lru_add` batch waits there for the drain.
+    pub(crate) fn free_shmem_folio(&mut self, ctx: &mut Ctx, key: usize) {
+        let r = super::lru::FolioRef::Shmem(key);
+        if self.lru_state(r).batched {
+            return self.release_to_batch(ctx.pa, r);
+        }
+        let pfn = self.shmem.folios[key].pfn;
         let order = self.shmem.folios[key].order;
         let memcg = self.shmem.folios[key].memcg as usize;
-        self.lru_forget(ctx.pa, super::lru::FolioRef::Shmem(key));
+        self.lru_forget(ctx.pa, r);
         self.mem_cgroup_uncharge(ctx, memcg, 1 << order);
         self.shmem.folios.remove(key);
         super::rmap::free_user_folio(ctx, pfn, order);

@@ -69,7 +69,7 @@ impl Vm {
         nr_to_scan: u64,
         sc: &mut ScanControl,
     ) -> u64 {
-        self.lru_add_drain(ctx.pa, ctx.cpu);
+        self.lru_add_drain(ctx);
         let (list, scanned) = self.isolate_lru_folios(ctx, lv, lru, nr_to_scan);
         let nr_taken: u64 = list.iter().map(|&r| self.folio_nr_pages(r)).sum();
         let file = lru.is_file();
@@ -116,7 +116,7 @@ impl Vm {
         nr_to_scan: u64,
         sc: &mut ScanControl,
     ) {
-        self.lru_add_drain(ctx.pa, ctx.cpu);
+        self.lru_add_drain(ctx);
         let (list, scanned) = self.isolate_lru_folios(ctx, lv, lru, nr_to_scan);
         let nr_taken: u64 = list.iter().map(|&r| self.folio_nr_pages(r)).sum();
         if !sc.cgroup_reclaim() {
