@@ -506,6 +506,12 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
     for (r, steps) in plan.roots.iter().enumerate() {
         let result_file = std::env::temp_dir().join(format!("largo-counters-{}-{r}", std::process::id()));
         let mut capture = RawCapture::prepare_with(plan.shmem || placement.exact_gauges);
+        // The page the child's stop is arranged through is shmem: made
+        // before the capture, it is in both readings.
+        let handshake = match (snapshot, &placement.memcg) {
+            (true, Some(_)) => Some(largo_physmem::handshake::Handshake::new().map_err(NativeError::Host)?),
+            _ => None,
+        };
         // Read last thing before the fork, so nothing of this process
         // counts after it; the child reads its "after" into the same
         // prepared buffers, allocating nothing.
@@ -537,7 +543,7 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         } else {
             native::End::Exit
         };
-        let (exit, layout) = match native::run_forked(&mut placement.window, steps, place, end)? {
+        let (exit, layout) = match native::run_forked_with(&mut placement.window, steps, place, end, handshake)? {
             Forked::Stopped(child) => {
                 let layout = host_layout(child.pid(), lo, hi);
                 let exit = match (placement.memcg.as_deref(), stopped_memcg.as_mut()) {

@@ -212,6 +212,11 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/shmem-anon-within-size.trace"),
     ),
     ("shmem-anon-write", include_str!("../scenarios/shmem-anon-write.trace")),
+    ("shmem-swap-memcg", include_str!("../scenarios/shmem-swap-memcg.trace")),
+    (
+        "shmem-swap-read-back",
+        include_str!("../scenarios/shmem-swap-read-back.trace"),
+    ),
     (
         "swap-cold-then-limit",
         include_str!("../scenarios/swap-cold-then-limit.trace"),

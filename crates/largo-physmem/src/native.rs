@@ -253,7 +253,6 @@ pub enum End<'a> {
 /// Program descriptors a native run can hold (`Step::MemfdCreate`).
 pub const MAX_FDS: usize = 64;
 
-/// The program's descriptors -> this process's (-1: none).
 /// A process's identifiers: the host descriptor of each program
 /// descriptor, the identifier of each SysV segment it made or found (-1:
 /// none). A fork copies them.
@@ -287,17 +286,32 @@ pub const STEP_FAILED: i32 = 100;
 /// Runs `steps` in a forked child on `window`. With
 /// [`End::SnapshotAndStop`] the child, once its steps succeeded, is
 /// returned stopped; otherwise (or when a step failed) it has exited.
-pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, mut end: End) -> Result<Forked, HostError> {
-    prefault_stack(STACK_PREFAULT_BYTES);
-    let page = host_page_size();
+pub fn run_forked(window: &mut Window, steps: &[Step], place: Placement, end: End) -> Result<Forked, HostError> {
     let stop = matches!(end, End::SnapshotAndStop { .. } | End::Stop);
-    let own = own_mappings_outside(window.base(), window.base() + window.size());
     // A child that runs in a cgroup and stops at its end waits first, still
     // in the cgroup, for its parent to stop it and read it.
     let handshake = match (stop, place.cgroup) {
         (true, Some(_)) => Some(crate::handshake::Handshake::new()?),
         _ => None,
     };
+    run_forked_with(window, steps, place, end, handshake)
+}
+
+/// [`run_forked`] with the handshake (for a child that runs in a cgroup
+/// and stops) made by the caller: before a counter snapshot, so its
+/// shared page is not in the program's counts (`nr_shmem`).
+pub fn run_forked_with(
+    window: &mut Window,
+    steps: &[Step],
+    place: Placement,
+    mut end: End,
+    handshake: Option<crate::handshake::Handshake>,
+) -> Result<Forked, HostError> {
+    prefault_stack(STACK_PREFAULT_BYTES);
+    let page = host_page_size();
+    let stop = matches!(end, End::SnapshotAndStop { .. } | End::Stop);
+    let own = own_mappings_outside(window.base(), window.base() + window.size());
+    let handshake = handshake.filter(|_| stop && place.cgroup.is_some());
     let handshake_end = handshake.as_ref().map(|h| h.child_end());
     let body = move || {
         // THP may be off in the parent (`ThpOffGuard`): a program starts

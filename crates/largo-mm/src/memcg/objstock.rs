@@ -14,6 +14,13 @@ pub enum SlabCache {
     /// `anon_vma` and `anon_vma_chain` (mm/rmap.c).
     AnonVma,
     AnonVmaChain,
+    /// `xa_node` of a page cache (lib/radix-tree.c `radix_tree_node`).
+    RadixTreeNode,
+    /// A shmem file's inode, dentry and file (mm/shmem.c, fs/dcache.c,
+    /// fs/file_table.c).
+    ShmemInode,
+    Dentry,
+    Filp,
 }
 
 impl SlabCache {
@@ -26,6 +33,9 @@ impl SlabCache {
             SlabCache::VmArea => 192,
             SlabCache::AnonVma => 104,
             SlabCache::AnonVmaChain => 64,
+            SlabCache::RadixTreeNode => 584,
+            SlabCache::ShmemInode => 752,
+            SlabCache::Dentry | SlabCache::Filp => 192,
         }
     }
 }

@@ -173,6 +173,14 @@ impl Vm {
                 mm.swap_ents
             );
         }
+        // Shmem's references on the slots of its swapped pages.
+        for inode in self.shmem.inodes.iter().map(|(_, i)| i) {
+            for &(entry, order) in inode.swapped.values() {
+                for i in 0..1u64 << order {
+                    *swap_refs.entry(entry.plus(i)).or_default() += 1;
+                }
+            }
+        }
         self.check_swap(&swap_refs)?;
         self.check_lru(pa)?;
         ensure!(
@@ -289,7 +297,9 @@ impl Vm {
             if meta.entire_mapcount > 0 {
                 anon_thps[nid] += meta.nr_pages() as i64;
             }
-            nr_anon[meta.order as usize] += 1;
+            if !meta.from_shmem {
+                nr_anon[meta.order as usize] += 1;
+            }
             let zi = pa.page_zone_index(meta.pfn).expect("anon folio in a zone");
             count_lru(&mut lru[zi], meta.lru.list, meta.nr_pages() as i64);
             if pa.memmap.page(meta.pfn).flags().contains(PageFlags::PARTIALLY_MAPPED) {

@@ -50,6 +50,9 @@ pub struct AnonFolio {
     pub writeback: bool,
     /// `PG_readahead`: swap readahead brought it in, no fault asked yet.
     pub readahead: bool,
+    /// A shmem folio on its way out through the swap cache (not
+    /// anonymous: no anon_vma, not in the per-size `nr_anon`).
+    pub from_shmem: bool,
 }
 
 impl AnonFolio {
@@ -72,6 +75,7 @@ impl AnonFolio {
             swap: None,
             writeback: false,
             readahead: false,
+            from_shmem: false,
         }
     }
 

@@ -29,6 +29,20 @@ impl Vm {
         }
     }
 
+    /// An object of `cache` made for a task of `memcg` (0: not charged).
+    pub(crate) fn slab_alloc_memcg(&mut self, memcg: u16, cache: SlabCache, count: usize) {
+        if memcg == 0 {
+            return;
+        }
+        for _ in 0..count {
+            self.slab_pending.push(SlabOp {
+                memcg,
+                cache,
+                alloc: true,
+            });
+        }
+    }
+
     /// An object of `cache` charged to `memcg` freed.
     pub(crate) fn slab_free(&mut self, memcg: u16, cache: SlabCache, count: usize) {
         if memcg == 0 {

@@ -338,7 +338,7 @@ impl Vm {
         }
         // A shared anonymous mapping is page 0 onwards of a new inode of its size.
         let file = match (backing, file) {
-            (VmaBacking::Shmem, None) => Some((self.shmem_zero_setup(len), 0)),
+            (VmaBacking::Shmem, None) => Some((self.shmem_zero_setup(len, self.mms[mm].memcg), 0)),
             (_, file) => file,
         };
         let pgoff = file.map_or(addr >> self.page_shift(), |(_, pgoff)| pgoff);

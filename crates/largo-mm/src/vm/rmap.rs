@@ -394,7 +394,9 @@ impl Vm {
         }
         self.lru_forget(ctx.pa, FolioRef::Anon(key));
         self.mem_cgroup_uncharge(ctx, memcg, 1 << order);
-        self.mthp.add(order, MthpStat::NrAnon, -1);
+        if !self.folios[key].from_shmem {
+            self.mthp.add(order, MthpStat::NrAnon, -1);
+        }
         self.folios.remove(key);
         free_user_folio(ctx, pfn, order);
     }

@@ -237,7 +237,7 @@ impl Vm {
     /// `swap_read_folio`: the zero map (`swpin_zero`), zswap (`zswpin`,
     /// order 0 only), or the device (`pswpin`, the per-size `swpin`); on
     /// the ram backing the bytes come back.
-    fn swap_read_folio(&mut self, ctx: &mut Ctx, folio: Folio, entry: SwapEntry) {
+    pub(crate) fn swap_read_folio(&mut self, ctx: &mut Ctx, folio: Folio, entry: SwapEntry) {
         let nr = folio.nr_pages();
         let page_size = self.page_size() as usize;
         for i in 0..nr {
@@ -280,7 +280,7 @@ impl Vm {
     /// shadow: it goes to the active list when its refault distance fits
     /// in the workingset, and keeps `PG_workingset` if it had it. Returns
     /// (active, workingset).
-    fn workingset_refault(
+    pub(crate) fn workingset_refault(
         &mut self,
         ctx: &mut Ctx,
         folio: Folio,

@@ -81,6 +81,15 @@ impl Vm {
             vec![0i64; nodes],
         );
         for (id, i) in self.shmem.inodes.iter() {
+            for (&first, &(_, order)) in &i.swapped {
+                let nr = 1u64 << order;
+                ensure!(
+                    first % nr == 0 && i.cache.range(..first + nr).next_back().is_none_or(|(&c, &k)| {
+                        c + self.shmem.folios.get(k).map_or(1, |f| f.nr_pages()) <= first
+                    }),
+                    "shmem inode {id}: swapped range at {first} (order {order}) overlaps its page cache or is unaligned"
+                );
+            }
             let named = self.shmem.sysv.values().any(|&inode| inode == id);
             ensure!(
                 i.ipc_held == named && (!i.ipc_held || i.sysv),

@@ -9,6 +9,9 @@
 //! - `rmap.rs`: file rmap counts and unmapping shmem ranges
 //! - `check.rs`: shmem invariants
 //! - `sysv.rs`: SysV segments (shmget, shmat, shmdt, IPC_RMID)
+//! - `swap.rs`: reclaim of shmem folios (dropped clean, swapped dirty)
+//!   and their swap-in
+//! - `xarray.rs`: the kernel memory a shmem file costs its memcg
 //!
 //! A shmem folio's head page carries PG_swapbacked and not PG_anon; its
 //! private word holds its key in [`ShmemFs::folios`] + 1, as an anon
@@ -18,7 +21,9 @@ mod check;
 mod fault;
 mod order;
 mod rmap;
+pub(crate) mod swap;
 mod sysv;
+mod xarray;
 
 pub(crate) use check::ShmemRecount;
 
@@ -45,8 +50,17 @@ pub struct ShmemInode {
     /// from the per-size `shmem_enabled`. A named tmpfs file's would come
     /// from its mount's `huge=` alone.
     pub unlinked: bool,
+    /// Swapped-out ranges: each first index -> the swap entry of its first
+    /// page and the range's order. Invariant: disjoint from `cache`, each
+    /// range aligned to its size.
+    pub swapped: BTreeMap<u64, (crate::swap::SwapEntry, u32)>,
     /// Open descriptors (across every process) referring to it.
     pub nr_fds: u32,
+    /// The memcg its inode, dentry and file are charged to (0: none).
+    pub kmem_memcg: u16,
+    /// The page cache's xarray nodes, (level, index >> 6 * (level + 1)),
+    /// each with the memcg it is charged to.
+    pub xa_nodes: BTreeMap<(u32, u64), u16>,
     /// A SysV segment: its mappings carry `shm_vm_ops`, so they are not
     /// anonymous shmem even though the inode is unlinked (the per-size
     /// `shmem_enabled` do not apply to them).
@@ -101,12 +115,16 @@ impl Vm {
     }
 
     /// A new shmem inode of `size_bytes`.
-    pub(crate) fn new_shmem_inode(&mut self, size_bytes: u64, unlinked: bool) -> usize {
+    pub(crate) fn new_shmem_inode(&mut self, size_bytes: u64, unlinked: bool, memcg: u16) -> usize {
+        self.shmem_file_objects_alloc(memcg);
         self.shmem.inodes.insert(ShmemInode {
             size_bytes,
             cache: BTreeMap::new(),
+            swapped: BTreeMap::new(),
             unlinked,
             nr_fds: 0,
+            kmem_memcg: memcg,
+            xa_nodes: BTreeMap::new(),
             sysv: false,
             ipc_held: false,
         })
@@ -120,7 +138,7 @@ impl Vm {
         if self.mms[mm].files.contains_key(&fd) {
             self.close(ctx, pid, fd)?;
         }
-        let inode = self.new_shmem_inode(0, true);
+        let inode = self.new_shmem_inode(0, true, self.mms[mm].memcg);
         self.shmem.inodes[inode].nr_fds = 1;
         self.mms[mm].files.insert(fd, inode);
         Ok(())
@@ -198,8 +216,8 @@ impl Vm {
 
     /// The shmem inode of a new shared anonymous mapping of `len` bytes
     /// (`shmem_zero_setup`).
-    pub(crate) fn shmem_zero_setup(&mut self, len: u64) -> usize {
-        self.new_shmem_inode(len, true)
+    pub(crate) fn shmem_zero_setup(&mut self, len: u64, memcg: u16) -> usize {
+        self.new_shmem_inode(len, true, memcg)
     }
 
     /// Drops the inode once no descriptor and no VMA refers to it
@@ -213,7 +231,8 @@ impl Vm {
             return;
         }
         self.shmem_truncate_range(ctx, inode, 0, u64::MAX);
-        self.shmem.inodes.remove(inode);
+        let gone = self.shmem.inodes.remove(inode);
+        self.shmem_file_objects_free(gone.kmem_memcg);
     }
 
     /// The shmem inodes of `fds` get one more descriptor each (fork).
@@ -242,17 +261,24 @@ impl Vm {
             .map(|(&i, &k)| (i, k))
             .filter(|&(i, k)| i >= first && i + self.shmem.folios[k].nr_pages() <= end)
             .collect();
+        if !keys.is_empty() {
+            // folio_batch_release drains this cpu's LRU batches first
+            // (`__folio_batch_release`), so the folios die off them.
+            self.lru_add_drain(ctx);
+        }
         for (index, key) in keys {
             self.shmem.inodes[inode].cache.remove(&index);
             self.shmem_cache_stats(ctx, key, -1);
             let nr = self.shmem.folios[key].nr_pages() as u32;
             self.shmem_folio_put_refs(ctx, key, nr);
         }
+        self.shmem_free_swap_range(ctx, inode, first, end);
+        self.shmem_xa_update(inode, 0);
     }
 
     /// The node counters of a folio entering (+1) or leaving (-1) a shmem
     /// page cache (`shmem_update_stats`) and its LRU list.
-    fn shmem_cache_stats(&mut self, ctx: &mut Ctx, key: usize, sign: i64) {
+    pub(crate) fn shmem_cache_stats(&mut self, ctx: &mut Ctx, key: usize, sign: i64) {
         let (pfn, order) = (self.shmem.folios[key].pfn, self.shmem.folios[key].order);
         let nr = (1i64 << order) * sign;
         let nid = self.node_of(ctx.pa, pfn);
@@ -317,6 +343,7 @@ impl Vm {
             lru: Default::default(),
         });
         self.shmem.inodes[inode].cache.insert(index, key);
+        self.shmem_xa_update(inode, memcg);
         let head = ctx.pa.memmap.page_mut(folio.pfn.0);
         head.insert_flags(PageFlags::SWAPBACKED | PageFlags::UPTODATE);
         head.set_private(key as u32 + 1);

@@ -112,13 +112,16 @@ impl Vm {
         let key = self
             .shmem_key_of_pfn(ctx.pa, entry.pfn())
             .expect("a shmem PMD maps a shmem folio");
+        if entry.has(Pte::DIRTY) {
+            self.shmem_mark_dirty(ctx.pa, key);
+        }
         self.remove_file_rmap_pmd(ctx.pa, key);
         self.mms[mm].rss_shmem -= 1 << self.pmd_order();
         self.shmem_folio_put_refs(ctx, key, 1);
     }
 
     /// `zap_pte_range` of shmem pages within one PTE table.
-    fn zap_shmem_ptes(&mut self, ctx: &mut Ctx, mm: MmId, table: usize, start: u64, end: u64) {
+    pub(crate) fn zap_shmem_ptes(&mut self, ctx: &mut Ctx, mm: MmId, table: usize, start: u64, end: u64) {
         let first = self.pt.shape.index(0, start);
         let limit = first + ((end - start) >> self.page_shift()) as usize;
         let mut i = first;
@@ -134,6 +137,10 @@ impl Vm {
                 .expect("a shmem PTE maps a shmem folio");
             let f = &self.shmem.folios[key];
             let nr = self.pt.folio_pte_batch(table, i, limit, pfn, f.pfn + f.nr_pages());
+            // zap_present_folio_ptes: a dirty PTE dirties the folio.
+            if (i..i + nr).any(|j| self.pt.get(table, j).has(Pte::DIRTY)) {
+                self.shmem_mark_dirty(ctx.pa, key);
+            }
             for j in i..i + nr {
                 self.pt.set(table, j, Pte::NONE);
             }

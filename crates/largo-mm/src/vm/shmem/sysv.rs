@@ -21,7 +21,7 @@ impl Vm {
         if self.shmem.sysv.contains_key(&shmid) {
             return Err(VmError::Exists);
         }
-        let inode = self.new_shmem_inode(size_bytes, true);
+        let inode = self.new_shmem_inode(size_bytes, true, 0);
         let i = &mut self.shmem.inodes[inode];
         i.sysv = true;
         i.ipc_held = true;

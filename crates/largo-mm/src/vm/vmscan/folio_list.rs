@@ -2,7 +2,7 @@
 //! reclaim isolated, oldest first: the reference check, swap space
 //! (splitting a large folio that cannot get contiguous slots), unmapping,
 //! writing out, and freeing (`__remove_mapping`); the rest are kept or
-//! activated. Shmem folios are kept: shmem swap-out is not modelled.
+//! activated. Shmem folios go through `shmem/swap.rs`.
 
 use std::collections::VecDeque;
 
@@ -55,8 +55,8 @@ impl Vm {
             sc.nr_scanned += nr_pages;
             let key = match r {
                 FolioRef::Anon(k) => k,
-                FolioRef::Shmem(_) => {
-                    stat.survivors.push(r);
+                FolioRef::Shmem(k) => {
+                    self.shrink_shmem(ctx, k, sc, ignore_references, &mut stat);
                     continue;
                 }
             };
@@ -90,6 +90,27 @@ impl Vm {
             .events
             .count(VmEvent::Pgactivate, stat.nr_activate[0] + stat.nr_activate[1]);
         stat
+    }
+
+    /// One shmem folio's pass (`shrink_shmem_one`) and its outcome.
+    fn shrink_shmem(
+        &mut self,
+        ctx: &mut Ctx,
+        key: usize,
+        sc: &ScanControl,
+        ignore_references: bool,
+        stat: &mut ReclaimStat,
+    ) {
+        use crate::vm::shmem::swap::ShmemReclaim;
+        match self.shrink_shmem_one(ctx, key, sc, ignore_references, stat) {
+            ShmemReclaim::Freed(nr) => stat.nr_reclaimed += nr,
+            ShmemReclaim::Keep(r) => stat.survivors.push(r),
+            ShmemReclaim::Activate(r) => {
+                self.lru_state_mut(r).active = true;
+                stat.nr_activate[0] += self.folio_nr_pages(r);
+                stat.survivors.push(r);
+            }
+        }
     }
 
     /// One anonymous folio's pass; also returns the folio's key, which a
@@ -222,7 +243,7 @@ impl Vm {
     /// `__remove_mapping` of a swap-cache folio: only when nothing but
     /// reclaim and the swap cache holds it; it leaves the cache with a
     /// shadow and its memory charge moves to swap (`memcg1_swapout`).
-    fn remove_mapping(&mut self, ctx: &mut Ctx, key: usize, target_memcg: Option<usize>) -> bool {
+    pub(crate) fn remove_mapping(&mut self, ctx: &mut Ctx, key: usize, target_memcg: Option<usize>) -> bool {
         let Some(entry) = self.folios[key].swap else {
             return false;
         };

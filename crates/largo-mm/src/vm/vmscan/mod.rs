@@ -13,12 +13,12 @@
 //! - `lruvec.rs`: `get_scan_count`, `shrink_lruvec`, `inactive_is_low`
 //! - `node.rs`: the priority loop for memcg and global reclaim
 
-mod folio_list;
+pub(crate) mod folio_list;
 mod lists;
 mod lruvec;
 mod node;
-mod pageout;
-mod references;
+pub(crate) mod pageout;
+pub(crate) mod references;
 mod unmap;
 
 /// `DEF_PRIORITY`.

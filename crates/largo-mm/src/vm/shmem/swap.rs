@@ -1,0 +1,298 @@
+//! Shmem under reclaim (mm/vmscan.c `shrink_folio_list`, mm/shmem.c
+//! `shmem_writeout`, `shmem_swapin_folio`, `shmem_swap_alloc_folio`,
+//! `shmem_free_swap`, v6.18).
+//!
+//! A shmem folio reclaim isolates is unmapped from every VMA (a PMD
+//! mapping split, `thp_split_pmd`), then:
+//! - clean (never written): it simply leaves the page cache and is freed
+//!   (a later fault finds a hole and allocates zeroes again);
+//! - dirty: `shmem_writeout` gives it swap slots (whole when the device
+//!   has contiguous ones), puts the swap entry in the page cache in its
+//!   place and moves the folio to the swap cache, where the write and
+//!   `__remove_mapping` are those of an anonymous folio (the model hands
+//!   it to the anon folio table for that last stretch: `from_shmem`).
+//!
+//! A fault at a swapped index reads the folio back at the entry's order
+//! (order 0 once zswap was ever enabled, or when the large allocation or
+//! its charge fails, the large entry being split first), puts it back in
+//! the page cache dirty and frees the slots.
+
+use super::super::folio::{AnonFolio, NO_ANON_VMA};
+use super::super::lru::FolioRef;
+use super::super::vmscan::folio_list::ReclaimStat;
+use super::super::vmscan::pageout::Pageout;
+use super::super::vmscan::references::Verdict;
+use super::super::vmscan::ScanControl;
+use super::super::{Ctx, Vm};
+use crate::memmap::{Folio, PageFlags};
+use crate::page_alloc::gfp::GFP_HIGHUSER_MOVABLE;
+use crate::stats::VmEvent;
+use crate::swap::SwapEntry;
+
+/// What reclaim did with one shmem folio.
+pub(crate) enum ShmemReclaim {
+    /// Freed (clean, or written to swap): its pages.
+    Freed(u64),
+    /// Back to the LRU (under this identity: a folio still in the swap
+    /// cache under writeback is an anon-table one).
+    Keep(FolioRef),
+    Activate(FolioRef),
+}
+
+impl Vm {
+    /// Marks shmem folio `key` dirty (`folio_mark_dirty`; shmem's
+    /// `dirty_folio` only sets the flag).
+    pub(crate) fn shmem_mark_dirty(&self, pa: &mut crate::page_alloc::PageAlloc, key: usize) {
+        pa.memmap
+            .page_mut(self.shmem.folios[key].pfn)
+            .insert_flags(PageFlags::DIRTY);
+    }
+
+    /// `shrink_folio_list` for an isolated shmem folio (holding the
+    /// isolation reference).
+    pub(crate) fn shrink_shmem_one(
+        &mut self,
+        ctx: &mut Ctx,
+        key: usize,
+        sc: &ScanControl,
+        ignore_references: bool,
+        stat: &mut ReclaimStat,
+    ) -> ShmemReclaim {
+        let r = FolioRef::Shmem(key);
+        if !ignore_references {
+            match self.folio_check_references(r, sc.target_memcg) {
+                Verdict::Activate => return ShmemReclaim::Activate(r),
+                Verdict::Keep => return ShmemReclaim::Keep(r),
+                Verdict::Reclaim | Verdict::ReclaimClean => {}
+            }
+        }
+        self.shmem_try_to_unmap(ctx, key);
+        let f = &self.shmem.folios[key];
+        let (pfn, nr) = (f.pfn, f.nr_pages());
+        // is_page_cache_freeable / __remove_mapping: the cache's and
+        // reclaim's references only.
+        if ctx.pa.memmap.page(pfn).refcount() != 1 + nr as u32 {
+            return ShmemReclaim::Keep(r);
+        }
+        if !ctx.pa.memmap.page(pfn).flags().contains(PageFlags::DIRTY) {
+            self.shmem_remove_clean(ctx, key);
+            return ShmemReclaim::Freed(nr);
+        }
+        let Some(akey) = self.shmem_writeout(ctx, key) else {
+            // AOP_WRITEPAGE_ACTIVATE: redirtied and activated.
+            return ShmemReclaim::Activate(r);
+        };
+        stat.nr_pageout += nr;
+        let ar = FolioRef::Anon(akey);
+        match self.swap_writeout(ctx, akey) {
+            Pageout::Done => {}
+            Pageout::Writeback => {
+                stat.writeback.push(akey);
+                return ShmemReclaim::Keep(ar);
+            }
+            Pageout::SwapFreed => return ShmemReclaim::Keep(ar),
+        }
+        if self.remove_mapping(ctx, akey, sc.target_memcg) {
+            self.folio_put_refs(ctx, akey, 1);
+            return ShmemReclaim::Freed(nr);
+        }
+        ShmemReclaim::Keep(ar)
+    }
+
+    /// `try_to_unmap` of a shmem folio (`TTU_SPLIT_HUGE_PMD`): every PMD
+    /// mapping split away (`thp_split_pmd`), every PTE cleared (a dirty
+    /// one dirtying the folio).
+    fn shmem_try_to_unmap(&mut self, ctx: &mut Ctx, key: usize) {
+        let page = self.page_size();
+        for m in self.shmem_rmap_walk(key) {
+            if m.level == 1 {
+                ctx.pa.events.count(VmEvent::ThpSplitPmd, 1);
+                self.zap_shmem_pmd(ctx, m.mm, m.slot);
+            } else {
+                self.zap_shmem_ptes(ctx, m.mm, m.slot.table, m.addr, m.addr + m.nr * page);
+            }
+        }
+    }
+
+    /// `__remove_mapping` of a clean shmem folio: out of the page cache
+    /// (no shadow: shmem is not on the file LRU) and freed.
+    fn shmem_remove_clean(&mut self, ctx: &mut Ctx, key: usize) {
+        let (inode, index, nr) = {
+            let f = &self.shmem.folios[key];
+            (f.inode, f.index, f.nr_pages() as u32)
+        };
+        self.shmem.inodes[inode].cache.remove(&index);
+        self.shmem_cache_stats(ctx, key, -1);
+        self.shmem_folio_put_refs(ctx, key, nr + 1);
+        self.shmem_xa_update(inode, 0);
+    }
+
+    /// `shmem_writeout`: swap slots for the whole folio (a large one
+    /// crossing `i_size`, or one without contiguous slots, would be split:
+    /// the model activates it instead), the swap entry takes the folio's
+    /// place in the page cache (`shmem_delete_from_page_cache`, shmem's
+    /// reference on each slot: `swap_shmem_alloc`), and the folio enters
+    /// the swap cache. Returns its key in the anon folio table.
+    fn shmem_writeout(&mut self, ctx: &mut Ctx, key: usize) -> Option<usize> {
+        if !self.swap.has_swap() {
+            return None;
+        }
+        let f = &self.shmem.folios[key];
+        let (inode, index, order, pfn, memcg) = (f.inode, f.index, f.order, f.pfn, f.memcg);
+        let nr = f.nr_pages();
+        let size_pages = self.shmem.inodes[inode].size_bytes.div_ceil(self.page_size());
+        if order > 0 && size_pages > index && size_pages < index + nr {
+            return None;
+        }
+        let entry = self.swap.folio_alloc_swap(ctx.cpu, order)?;
+        for i in 0..nr {
+            self.swap
+                .swap_duplicate(entry.plus(i))
+                .unwrap_or_else(|e| unreachable!("a new slot takes shmem's reference: {e:?}"));
+        }
+        let lru = self.shmem.folios[key].lru.clone();
+        let i = &mut self.shmem.inodes[inode];
+        i.cache.remove(&index);
+        i.swapped.insert(index, (entry, order));
+        self.shmem_cache_stats(ctx, key, -1);
+        self.shmem.folios.remove(key);
+        let mut a = AnonFolio::new(pfn, order, NO_ANON_VMA, index);
+        a.memcg = memcg;
+        a.lru = lru;
+        a.from_shmem = true;
+        let akey = self.folios.insert(a);
+        let head = ctx.pa.memmap.page_mut(pfn);
+        head.insert_flags(PageFlags::ANON);
+        head.set_private(akey as u32 + 1);
+        // The cache's references go; reclaim's stays; the swap cache's come.
+        head.set_refcount(1);
+        self.swap_cache_add(ctx, akey, entry);
+        Some(akey)
+    }
+
+    /// The swap entry holding page `index` of `inode`, if it is swapped:
+    /// (the entry's first index, its first slot, its order).
+    pub(crate) fn shmem_swapped_at(&self, inode: usize, index: u64) -> Option<(u64, SwapEntry, u32)> {
+        let (&first, &(entry, order)) = self.shmem.inodes[inode].swapped.range(..=index).next_back()?;
+        (index < first + (1 << order)).then_some((first, entry, order))
+    }
+
+    /// `shmem_swapin_folio` for a fault at page `index` held by swap entry
+    /// `(first, entry, order)`: the folio back in the page cache, dirty,
+    /// with the fault's reference; its key. `None`: no memory (OOM).
+    pub(crate) fn shmem_swapin(
+        &mut self,
+        ctx: &mut Ctx,
+        vmf: &super::super::fault::VmFault,
+        inode: usize,
+        index: u64,
+        swapped: (u64, SwapEntry, u32),
+    ) -> Option<usize> {
+        let (mut first, mut entry, mut order) = swapped;
+        let sub = entry.plus(index - first);
+        if let Some(akey) = self.swap_cache_folio(sub) {
+            return Some(self.shmem_take_back(ctx, akey, inode, first, entry));
+        }
+        let (folio, memcg) = loop {
+            if order == 0 || self.swap.zswap.never_enabled() {
+                let gfp = if order > 0 {
+                    self.thp_gfp_mask(vmf.vma)
+                } else {
+                    GFP_HIGHUSER_MOVABLE
+                };
+                if let Some(folio) = self.alloc_folio(ctx, gfp, order) {
+                    // mem_cgroup_swapin_charge_folio with the allocation's
+                    // gfp: a large folio's cannot reclaim.
+                    let memcg = self.swapin_memcg(entry, Some(vmf.mm));
+                    let charged = if order > 0 {
+                        self.shmem_charge_large(ctx, folio, memcg, gfp)
+                    } else {
+                        self.mem_cgroup_charge(ctx, folio, memcg, gfp)
+                    };
+                    if charged {
+                        break (folio, memcg);
+                    }
+                    self.free_unused_folio(ctx, folio);
+                }
+            }
+            if order == 0 {
+                return None;
+            }
+            // shmem_split_large_entry: order-0 entries, the fault's read.
+            self.shmem_split_swap_entry(inode, first, entry, order);
+            let memcg = self.mm_memcg(vmf.mm) as u16;
+            self.shmem_xa_update(inode, memcg as usize);
+            (first, entry, order) = (index, sub, 0);
+        };
+        let nr = folio.nr_pages();
+        self.swap
+            .swapcache_prepare(entry, nr)
+            .unwrap_or_else(|e| unreachable!("a swapped shmem entry is in no swap cache: {e:?}"));
+        self.memcg_swapin(ctx, entry, nr);
+        let shadow = self.swap_cache_shadow(entry);
+        let (active, workingset) = self.workingset_refault(ctx, folio, memcg, shadow);
+        self.swap_read_folio(ctx, folio, entry);
+        ctx.pa.events.count(VmEvent::Pgmajfault, 1);
+        self.shmem.inodes[inode].swapped.remove(&first);
+        let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg);
+        let s = self.lru_state_mut(FolioRef::Shmem(key));
+        s.active = active;
+        s.workingset = workingset;
+        self.shmem_mark_dirty(ctx.pa, key);
+        self.swap.swap_free_nr(entry, nr);
+        self.swap.put_cache(entry, nr);
+        Some(key)
+    }
+
+    /// A swapped shmem folio still in the swap cache (its write in flight
+    /// or not yet reclaimed) goes back to the page cache as it is.
+    fn shmem_take_back(&mut self, ctx: &mut Ctx, akey: usize, inode: usize, first: u64, entry: SwapEntry) -> usize {
+        let (pfn, order, memcg) = {
+            let a = &self.folios[akey];
+            (a.pfn, a.order, a.memcg as usize)
+        };
+        let nr = 1u64 << order;
+        if self.folios[akey].writeback {
+            self.end_swap_writeback(ctx, akey);
+        }
+        self.lru_forget(ctx.pa, FolioRef::Anon(akey));
+        self.swap_cache_del(ctx, akey, None);
+        self.folios.remove(akey);
+        let head = ctx.pa.memmap.page_mut(pfn);
+        head.remove_flags(PageFlags::ANON);
+        self.shmem.inodes[inode].swapped.remove(&first);
+        let folio = Folio {
+            pfn: largo_types::Pfn(pfn),
+            order,
+        };
+        let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg);
+        self.shmem_mark_dirty(ctx.pa, key);
+        self.swap.swap_free_nr(entry, nr);
+        key
+    }
+
+    /// `shmem_split_large_entry`: the swap entry of `2^order` pages at
+    /// `first` becomes one entry per page.
+    fn shmem_split_swap_entry(&mut self, inode: usize, first: u64, entry: SwapEntry, order: u32) {
+        let swapped = &mut self.shmem.inodes[inode].swapped;
+        swapped.remove(&first);
+        for i in 0..1u64 << order {
+            swapped.insert(first + i, (entry.plus(i), 0));
+        }
+    }
+
+    /// `shmem_free_swap` for the swap entries lying wholly in `[first,
+    /// end)` of `inode`: their slots are freed.
+    pub(crate) fn shmem_free_swap_range(&mut self, ctx: &mut Ctx, inode: usize, first: u64, end: u64) {
+        let entries: Vec<(u64, SwapEntry, u32)> = self.shmem.inodes[inode]
+            .swapped
+            .range(first..end)
+            .filter(|&(&i, &(_, order))| i + (1 << order) <= end)
+            .map(|(&i, &(e, o))| (i, e, o))
+            .collect();
+        for (index, entry, order) in entries {
+            self.shmem.inodes[inode].swapped.remove(&index);
+            self.free_swap_and_cache_nr(ctx, entry, 1 << order);
+        }
+    }
+}
