@@ -53,6 +53,16 @@ enum Op {
         punch: Option<(u64, u64)>,
         shrink_to: Option<u64>,
     },
+    /// SysV segment `id` (made with `pages` if it does not exist) attached
+    /// where the kernel finds room, every third page touched; then
+    /// detached or not, removed or not.
+    Sysv {
+        task: usize,
+        id: u32,
+        pages: u64,
+        detach: bool,
+        rmid: bool,
+    },
     Munmap {
         task: usize,
         range: Range,
@@ -170,6 +180,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u64..30_000, any::<bool>()).prop_map(|(ms, wake)| Op::Sleep { ms, wake }),
         3 => (task, 1u64..1200, any::<bool>(), proptest::option::of((0u64..1200, 1u64..600)), proptest::option::of(0u64..1200))
             .prop_map(|(task, pages, keep_fd, punch, shrink_to)| Op::Memfd { task, pages, keep_fd, punch, shrink_to }),
+        2 => (task, 0u32..3, 1u64..600, any::<bool>(), any::<bool>())
+            .prop_map(|(task, id, pages, detach, rmid)| Op::Sysv { task, id, pages, detach, rmid }),
         3 => (task, range(), 1u64..1100, any::<bool>())
             .prop_map(|(task, range, new_pages, may_move)| Op::Mremap { task, range, new_pages, may_move }),
         6 => (task, range(), 0..ADVICE.len()).prop_map(|(task, range, advice)| Op::Madvise { task, range, advice }),
@@ -377,6 +389,34 @@ impl Runner {
                     self.m.with_vm(0, |vm, _| vm.khugepaged_wake());
                 }
                 self.m.advance_time(ms * 1_000_000);
+            }
+            Op::Sysv {
+                task,
+                id,
+                pages,
+                detach,
+                rmid,
+            } => {
+                let Some(pid) = self.task(task) else { return };
+                let cpu = self.cpu(pid);
+                let _ = self.m.with_vm(cpu, |vm, ctx| -> Result<(), largo_mm::vm::VmError> {
+                    if !vm.sysv_segments().contains(&id) {
+                        vm.shmget(id, pages * page)?;
+                    }
+                    let addr = vm.shmat(ctx, pid, id, 0, true)?;
+                    for i in (0..pages).step_by(3) {
+                        if vm.access(ctx, pid, addr + i * page, i % 2 == 0).is_err() {
+                            break;
+                        }
+                    }
+                    if detach {
+                        vm.shmdt(ctx, pid, addr)?;
+                    }
+                    if rmid {
+                        vm.shm_rmid(ctx, id)?;
+                    }
+                    Ok(())
+                });
             }
             Op::Memfd {
                 task,
@@ -691,6 +731,10 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
     let live: Vec<u32> = r.m.vm().tasks().filter(|t| t.alive).map(|t| t.pid).collect();
     for pid in live {
         r.m.with_vm(0, |vm, ctx| vm.exit(ctx, pid)).unwrap();
+    }
+    // SysV segments outlive their processes until removed.
+    for id in r.m.vm().sysv_segments() {
+        r.m.with_vm(0, |vm, ctx| vm.shm_rmid(ctx, id)).unwrap();
     }
     r.m.with_vm(0, |vm, ctx| vm.drop_caches(ctx, 2));
     // Exit drains no LRU batch (6.18): the folios only a batch still

@@ -16,17 +16,7 @@ use crate::page_alloc::gfp::GFP_KERNEL;
 impl Vm {
     /// An object of `cache` made for `mm` (charged to its memcg).
     pub(crate) fn slab_alloc(&mut self, mm: MmId, cache: SlabCache, count: usize) {
-        let memcg = self.mms[mm].memcg;
-        if memcg == 0 {
-            return;
-        }
-        for _ in 0..count {
-            self.slab_pending.push(SlabOp {
-                memcg,
-                cache,
-                alloc: true,
-            });
-        }
+        self.slab_alloc_memcg(self.mms[mm].memcg, cache, count);
     }
 
     /// An object of `cache` made for a task of `memcg` (0: not charged).

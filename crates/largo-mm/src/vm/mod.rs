@@ -580,6 +580,9 @@ impl Vm {
     /// The node a pfn belongs to.
     #[inline]
     pub(crate) fn node_of(&self, pa: &PageAlloc, pfn: u64) -> usize {
+        if self.node_stat.len() == 1 {
+            return 0;
+        }
         pa.page_zone_index(pfn).map_or(0, |zi| pa.zones()[zi].nid)
     }
 

@@ -38,15 +38,23 @@ impl Vm {
     }
 
     /// `shmat(shmid, addr)` (`do_shmat`): the whole segment, shared, at
-    /// `addr` (replacing what is there, as SHM_REMAP does); `write` false
-    /// is SHM_RDONLY. Returns the segment's length in whole pages.
+    /// `addr` (replacing what is there, as SHM_REMAP does; 0: where the
+    /// kernel finds room); `write` false is SHM_RDONLY. Returns where.
     pub fn shmat(&mut self, ctx: &mut Ctx, pid: Pid, shmid: u32, addr: u64, write: bool) -> Result<u64, VmError> {
         let inode = self.shm_inode(shmid)?;
         let len = self.shmem.inodes[inode].size_bytes;
         let prot = if write { Prot::READ | Prot::WRITE } else { Prot::READ };
-        let flags = MapFlags::SHARED | MapFlags::FIXED;
-        self.mmap_file(ctx, pid, addr, len, prot, flags, Some((inode, 0)))?;
-        Ok(self.page_align(len).unwrap_or(len))
+        let flags = if addr == 0 {
+            MapFlags::SHARED
+        } else {
+            MapFlags::SHARED | MapFlags::FIXED
+        };
+        self.mmap_file(ctx, pid, addr, len, prot, flags, Some((inode, 0)))
+    }
+
+    /// The SysV segments that exist (not removed), by identifier.
+    pub fn sysv_segments(&self) -> Vec<u32> {
+        self.shmem.sysv.keys().copied().collect()
     }
 
     /// `shmdt(addr)` (`ksys_shmdt`): every mapping of the segment attached

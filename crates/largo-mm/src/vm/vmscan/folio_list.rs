@@ -56,7 +56,16 @@ impl Vm {
             let key = match r {
                 FolioRef::Anon(k) => k,
                 FolioRef::Shmem(k) => {
-                    self.shrink_shmem(ctx, k, sc, ignore_references, &mut stat);
+                    use crate::vm::shmem::swap::ShmemReclaim;
+                    match self.shrink_shmem_one(ctx, k, sc, ignore_references, &mut stat) {
+                        ShmemReclaim::Freed(nr) => stat.nr_reclaimed += nr,
+                        ShmemReclaim::Keep(r) => stat.survivors.push(r),
+                        ShmemReclaim::Activate(r) => {
+                            self.lru_state_mut(r).active = true;
+                            stat.nr_activate[0] += self.folio_nr_pages(r);
+                            stat.survivors.push(r);
+                        }
+                    }
                     continue;
                 }
             };
@@ -90,27 +99,6 @@ impl Vm {
             .events
             .count(VmEvent::Pgactivate, stat.nr_activate[0] + stat.nr_activate[1]);
         stat
-    }
-
-    /// One shmem folio's pass (`shrink_shmem_one`) and its outcome.
-    fn shrink_shmem(
-        &mut self,
-        ctx: &mut Ctx,
-        key: usize,
-        sc: &ScanControl,
-        ignore_references: bool,
-        stat: &mut ReclaimStat,
-    ) {
-        use crate::vm::shmem::swap::ShmemReclaim;
-        match self.shrink_shmem_one(ctx, key, sc, ignore_references, stat) {
-            ShmemReclaim::Freed(nr) => stat.nr_reclaimed += nr,
-            ShmemReclaim::Keep(r) => stat.survivors.push(r),
-            ShmemReclaim::Activate(r) => {
-                self.lru_state_mut(r).active = true;
-                stat.nr_activate[0] += self.folio_nr_pages(r);
-                stat.survivors.push(r);
-            }
-        }
     }
 
     /// One anonymous folio's pass; also returns the folio's key, which a
