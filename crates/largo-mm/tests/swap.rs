@@ -288,3 +288,50 @@ fn cold_deactivates_only_active_folios_and_pageout_ignores_shared_ones() {
     assert_eq!(p.vmstat("pswpout"), 256);
     p.m.check().unwrap();
 }
+
+/// Shmem swapped to a disk beside anonymous memory in a small memcg:
+/// cluster readahead of the anonymous faults reads shmem slots as order-0
+/// swap-cache folios, so a 64K shmem entry meets a cached folio smaller
+/// than itself. The fault splits the entry and takes the page back alone,
+/// as `shmem_swapin_folio` does; every slot stays accounted.
+#[test]
+fn shmem_entries_read_ahead_by_anonymous_faults_split_and_come_back() {
+    let cfg = MachineConfig {
+        memcg_max_bytes: Some(4 * MIB),
+        ..config("1G:disk")
+    };
+    let mut m = machine(
+        cfg,
+        &[
+            (SIZE_64K, "always"),
+            ("transparent_hugepage/hugepages-64kB/shmem_enabled", "always"),
+            ("vm/page-cluster", "5"),
+            ("swap/vma_ra_enabled", "false"),
+        ],
+    );
+    let mut p = Proc::spawn(&mut m);
+    let anon = p.mmap(8 * MIB);
+    let pid = p.pid;
+    let shm =
+        p.m.with_vm(0, |vm, ctx| {
+            let flags = MapFlags::SHARED | MapFlags::ANONYMOUS;
+            vm.mmap(ctx, pid, 0, 8 * MIB, Prot::READ | Prot::WRITE, flags)
+        })
+        .unwrap();
+    for chunk in 0..(8 * MIB / (64 << 10)) {
+        let off = chunk * (64 << 10);
+        p.touch(anon + off, 64 << 10, true);
+        p.touch(shm + off, 64 << 10, true);
+    }
+    p.m.check().unwrap();
+    for chunk in 0..(8 * MIB / (64 << 10)) {
+        let off = chunk * (64 << 10);
+        p.touch(anon + off, 64 << 10, false);
+        p.touch(shm + off, 64 << 10, false);
+        if chunk % 16 == 0 {
+            p.m.check().unwrap();
+        }
+    }
+    assert!(vmstat_value(&*p.m, "pswpin") > 0, "it swapped");
+    p.m.check().unwrap();
+}

@@ -71,7 +71,7 @@ impl Machine {
         // The kernel drains the pcp lists (zone_pcp_disable) before
         // isolating; largo drains right after, so that a refused offline
         // changes nothing at all (pcp pages count as free for isolation).
-        self.vm.lru_add_drain_all(&mut self.page_alloc);
+        self.lru_add_drain_all();
         if let Err(e) = self
             .page_alloc
             .start_isolate_page_range(start, end, IsolateMode::MemoryOffline)

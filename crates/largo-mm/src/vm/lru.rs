@@ -112,6 +112,15 @@ pub struct LruState {
 }
 
 impl LruState {
+    /// Off every list, with `PG_active` and `PG_workingset` as given.
+    pub fn with_flags(active: bool, workingset: bool) -> LruState {
+        LruState {
+            active,
+            workingset,
+            ..LruState::default()
+        }
+    }
+
     /// The younger neighbour on the list.
     pub fn prev_link(&self) -> Option<FolioRef> {
         self.prev

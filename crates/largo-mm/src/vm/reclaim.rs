@@ -51,6 +51,13 @@ impl Reclaim for VmReclaim<'_> {
 
     fn lru_add_drain_all(&mut self, pa: &mut PageAlloc) {
         self.vm.lru_add_drain_all(pa);
+        // folios_put: the folios only a batch held are freed now.
+        let mut ctx = super::Ctx {
+            pa,
+            backing: &mut *self.backing,
+            cpu: 0,
+        };
+        self.vm.free_drained(&mut ctx);
     }
 
     /// Compaction, contiguous allocation and offlining migrate through

@@ -332,6 +332,20 @@ impl Vm {
         index: u64,
         memcg: usize,
     ) -> usize {
+        self.shmem_add_to_page_cache_with(ctx, folio, inode, index, memcg, (false, false))
+    }
+
+    /// [`Vm::shmem_add_to_page_cache`] of a folio whose LRU flags
+    /// (`PG_active`, `PG_workingset`) are set before it joins the LRU.
+    pub(crate) fn shmem_add_to_page_cache_with(
+        &mut self,
+        ctx: &mut Ctx,
+        folio: Folio,
+        inode: usize,
+        index: u64,
+        memcg: usize,
+        (active, workingset): (bool, bool),
+    ) -> usize {
         let key = self.shmem.folios.insert(ShmemFolio {
             pfn: folio.pfn.0,
             order: folio.order,
@@ -340,7 +354,7 @@ impl Vm {
             entire_mapcount: 0,
             nr_pages_mapped: 0,
             memcg: memcg as u16,
-            lru: Default::default(),
+            lru: super::lru::LruState::with_flags(active, workingset),
         });
         self.shmem.inodes[inode].cache.insert(index, key);
         self.shmem_xa_update(inode, memcg);

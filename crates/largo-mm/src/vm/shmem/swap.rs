@@ -190,6 +190,26 @@ impl Vm {
     ) -> Option<usize> {
         let (mut first, mut entry, mut order) = swapped;
         let sub = entry.plus(index - first);
+        let nr_entry = 1u64 << order;
+        // A large entry is read whole only from a synchronous device with
+        // none of its slots in the swap cache (`non_swapcache_batch`);
+        // else, or when a cached folio is smaller than the entry
+        // (readahead read its slots), it is split and the page at `index`
+        // taken alone (`shmem_split_large_entry`; the model reads it
+        // directly, without readahead, from a disk too).
+        let cached_smaller = (0..nr_entry).any(|i| {
+            self.swap_cache_folio(entry.plus(i))
+                .is_some_and(|k| self.folios[k].order < order)
+        });
+        let any_cached = (0..nr_entry).any(|i| self.swap_cache_folio(entry.plus(i)).is_some());
+        if order > 0
+            && (cached_smaller || (any_cached && self.swap_cache_folio(sub).is_none()) || !self.swap.synchronous(entry))
+        {
+            let memcg = self.mm_memcg(vmf.mm);
+            self.shmem_split_swap_entry(inode, first, entry, order);
+            self.shmem_xa_update(inode, memcg);
+            (first, entry, order) = (index, sub, 0);
+        }
         if let Some(akey) = self.swap_cache_folio(sub) {
             return Some(self.shmem_take_back(ctx, akey, inode, first, entry));
         }
@@ -225,19 +245,20 @@ impl Vm {
             (first, entry, order) = (index, sub, 0);
         };
         let nr = folio.nr_pages();
-        self.swap
-            .swapcache_prepare(entry, nr)
-            .unwrap_or_else(|e| unreachable!("a swapped shmem entry is in no swap cache: {e:?}"));
+        if self.swap.swapcache_prepare(entry, nr).is_err() {
+            // Checked above: no slot of the entry is cached.
+            self.mem_cgroup_uncharge(ctx, memcg, nr);
+            self.free_unused_folio(ctx, folio);
+            return None;
+        }
         self.memcg_swapin(ctx, entry, nr);
         let shadow = self.swap_cache_shadow(entry);
         let (active, workingset) = self.workingset_refault(ctx, folio, memcg, shadow);
         self.swap_read_folio(ctx, folio, entry);
         ctx.pa.events.count(VmEvent::Pgmajfault, 1);
         self.shmem.inodes[inode].swapped.remove(&first);
-        let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg);
-        let s = self.lru_state_mut(FolioRef::Shmem(key));
-        s.active = active;
-        s.workingset = workingset;
+        // PG_active and PG_workingset are set before the LRU add.
+        let key = self.shmem_add_to_page_cache_with(ctx, folio, inode, first, memcg, (active, workingset));
         self.shmem_mark_dirty(ctx.pa, key);
         self.swap.swap_free_nr(entry, nr);
         self.swap.put_cache(entry, nr);
@@ -247,9 +268,9 @@ impl Vm {
     /// A swapped shmem folio still in the swap cache (its write in flight
     /// or not yet reclaimed) goes back to the page cache as it is.
     fn shmem_take_back(&mut self, ctx: &mut Ctx, akey: usize, inode: usize, first: u64, entry: SwapEntry) -> usize {
-        let (pfn, order, memcg) = {
+        let (pfn, order, memcg, active) = {
             let a = &self.folios[akey];
-            (a.pfn, a.order, a.memcg as usize)
+            (a.pfn, a.order, a.memcg as usize, a.lru.active)
         };
         let nr = 1u64 << order;
         if self.folios[akey].writeback {
@@ -265,7 +286,7 @@ impl Vm {
             pfn: largo_types::Pfn(pfn),
             order,
         };
-        let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg);
+        let key = self.shmem_add_to_page_cache_with(ctx, folio, inode, first, memcg, (active, false));
         self.shmem_mark_dirty(ctx.pa, key);
         self.swap.swap_free_nr(entry, nr);
         key

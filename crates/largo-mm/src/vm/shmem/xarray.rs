@@ -36,9 +36,19 @@ impl Vm {
         if entries.is_empty() || lone_head {
             return need;
         }
+        // xas_max: a multi-index entry's last index, one more for one
+        // that starts at 0 (`mask == max`).
         let max_index = entries
             .iter()
-            .map(|&(index, order)| index + (1 << order) - 1)
+            .map(|&(index, order)| {
+                let mask = (1u64 << order) - 1;
+                let last = index | mask;
+                if order > 0 && last == mask {
+                    last + 1
+                } else {
+                    last
+                }
+            })
             .max()
             .unwrap_or(0);
         // Levels: the root's covers max_index.
