@@ -140,7 +140,7 @@ impl Vm {
                 }
                 self.mthp.add(order, MthpStat::ShmemAlloc, 1);
                 let first = index & !((1 << order) - 1);
-                return Some(self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg));
+                return Some(self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg, (false, false)));
             }
             if order == self.pmd_order() {
                 ctx.pa.events.count(VmEvent::ThpFileFallback, 1);
@@ -148,7 +148,7 @@ impl Vm {
             self.mthp.add(order, MthpStat::ShmemFallback, 1);
         }
         let folio = self.folio_prealloc(ctx, memcg, true)?;
-        Some(self.shmem_add_to_page_cache(ctx, folio, inode, index, memcg))
+        Some(self.shmem_add_to_page_cache(ctx, folio, inode, index, memcg, (false, false)))
     }
 
     /// `mem_cgroup_charge` of a large shmem folio with its THP gfp masked

@@ -324,20 +324,9 @@ impl Vm {
     /// A new folio enters the page cache of `inode` at `index`
     /// (`shmem_add_to_page_cache`): one reference per page for the cache
     /// on top of the caller's.
+    /// `lru`: its `PG_active` and `PG_workingset`, set before it joins
+    /// the LRU.
     pub(crate) fn shmem_add_to_page_cache(
-        &mut self,
-        ctx: &mut Ctx,
-        folio: Folio,
-        inode: usize,
-        index: u64,
-        memcg: usize,
-    ) -> usize {
-        self.shmem_add_to_page_cache_with(ctx, folio, inode, index, memcg, (false, false))
-    }
-
-    /// [`Vm::shmem_add_to_page_cache`] of a folio whose LRU flags
-    /// (`PG_active`, `PG_workingset`) are set before it joins the LRU.
-    pub(crate) fn shmem_add_to_page_cache_with(
         &mut self,
         ctx: &mut Ctx,
         folio: Folio,

@@ -258,7 +258,7 @@ impl Vm {
         ctx.pa.events.count(VmEvent::Pgmajfault, 1);
         self.shmem.inodes[inode].swapped.remove(&first);
         // PG_active and PG_workingset are set before the LRU add.
-        let key = self.shmem_add_to_page_cache_with(ctx, folio, inode, first, memcg, (active, workingset));
+        let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg, (active, workingset));
         self.shmem_mark_dirty(ctx.pa, key);
         self.swap.swap_free_nr(entry, nr);
         self.swap.put_cache(entry, nr);
@@ -286,7 +286,7 @@ impl Vm {
             pfn: largo_types::Pfn(pfn),
             order,
         };
-        let key = self.shmem_add_to_page_cache_with(ctx, folio, inode, first, memcg, (active, false));
+        let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg, (active, false));
         self.shmem_mark_dirty(ctx.pa, key);
         self.swap.swap_free_nr(entry, nr);
         key
