@@ -3,8 +3,9 @@
 //! this range are deactivated (COLD, clearing their young bits) or
 //! isolated and reclaimed at once, references ignored (PAGEOUT, one page
 //! table at a time); a large folio the range covers only in part is split
-//! first unless it may be shared. Shmem VMAs are skipped: shmem swap-out
-//! is not modelled.
+//! first unless it may be shared. Shmem VMAs are skipped (6.18 pages
+//! shmem out too where `can_do_file_pageout` allows: not modelled yet;
+//! shmem is reclaimed by memcg and global reclaim, `shmem/swap.rs`).
 
 use super::lru::FolioRef;
 use super::pgtable::Pte;
