@@ -183,9 +183,8 @@ pub fn nr_online_nodes() -> usize {
 
 /// `khugepaged/full_scans`, if khugepaged's files are there.
 fn khugepaged_full_scans() -> Option<u64> {
-    fs::read_to_string("/sys/kernel/mm/transparent_hugepage/khugepaged/full_scans")
+    crate::knobs::read_knob("transparent_hugepage/khugepaged/full_scans")
         .ok()?
-        .trim()
         .parse()
         .ok()
 }
@@ -203,11 +202,7 @@ pub fn settle_khugepaged(timeout: std::time::Duration) -> bool {
     let Some(before) = khugepaged_full_scans() else {
         return true;
     };
-    let knob = "/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs";
-    let Ok(value) = fs::read_to_string(knob) else {
-        return false;
-    };
-    if fs::write(knob, value.trim()).is_err() {
+    if !largo_physmem::native::khugepaged_wake() {
         return false;
     }
     let start = std::time::Instant::now();

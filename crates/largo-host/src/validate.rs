@@ -525,20 +525,6 @@ fn host_once(
             });
         }
     }
-    if std::env::var("LARGO_DEBUG_MEMCG").is_ok() {
-        eprintln!(
-            "DEBUG host memcg: {:?}",
-            d.memcg.iter().filter(|(_, v)| **v != 0).collect::<Vec<_>>()
-        );
-        eprintln!(
-            "DEBUG host vmstat swap: {:?}",
-            d.vmstat
-                .iter()
-                .filter(|(k, v)| **v != 0
-                    && (k.contains("swap") || k.contains("anon") || k.contains("lru") || k.contains("isolated")))
-                .collect::<Vec<_>>()
-        );
-    }
     if let Some(g) = c.memcg.as_ref().filter(|_| !plan.forks()) {
         memcg_rows(g, &d.memcg, page_size, &mut rows);
     }

@@ -415,7 +415,7 @@ const SCAN_SLEEP: &CStr = c"/sys/kernel/mm/transparent_hugepage/khugepaged/scan_
 
 /// Reads `scan_sleep_millisecs` and writes it back (no allocation: from
 /// a forked child): the store wakes khugepaged at once.
-fn khugepaged_wake() -> bool {
+pub fn khugepaged_wake() -> bool {
     let mut buf = [0u8; 32];
     let path = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs");
     let Ok(mut f) = std::fs::File::open(path) else {

@@ -2,7 +2,7 @@
 //! touches, touch-and-free, and partial unmaps feeding the deferred split
 //! queue.
 
-use super::{count, duration, map_region, size, touch_seq, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
+use super::{count, duration, map_anon, map_region, size, touch_seq, unmap_all, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
 use crate::op::{AdviceKind, Op};
 use crate::spec::{ParamDef, WorkloadSpec};
 
@@ -22,30 +22,13 @@ fn sparse(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     let len = spec.get("size");
     let mut ops = map_region(spec, len);
     ops.push(touch_seq(len, spec.get("stride").max(ctx.page_size), true));
-    ops.push(Op::Munmap {
-        slot: 0,
-        offset: 0,
-        len,
-    });
+    ops.push(unmap_all(len));
     ops
 }
 
 /// Map `len` bytes, write every page, unmap them.
 fn write_and_free(len: u64, page_size: u64) -> [Op; 3] {
-    [
-        Op::Mmap {
-            slot: 0,
-            len,
-            write: true,
-            shared: false,
-        },
-        touch_seq(len, page_size, true),
-        Op::Munmap {
-            slot: 0,
-            offset: 0,
-            len,
-        },
-    ]
+    [map_anon(len), touch_seq(len, page_size, true), unmap_all(len)]
 }
 
 pub const MEMHOG: WorkloadDef = WorkloadDef {
@@ -118,11 +101,7 @@ pub const MOVE_PAGES: WorkloadDef = WorkloadDef {
             len,
             node: spec.get("node") as u32,
         });
-        ops.push(Op::Munmap {
-            slot: 0,
-            offset: 0,
-            len,
-        });
+        ops.push(unmap_all(len));
         ops
     },
 };
@@ -171,11 +150,7 @@ fn munmap_partial(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     if spec.get("drop_caches") != 0 {
         ops.push(Op::DropCaches { mode: 2 });
     }
-    ops.push(Op::Munmap {
-        slot: 0,
-        offset: 0,
-        len,
-    });
+    ops.push(unmap_all(len));
     ops
 }
 
@@ -222,7 +197,7 @@ pub const FRAGMENT: WorkloadDef = WorkloadDef {
         ops.extend(map_region(spec, len));
         ops.push(touch_seq(len, page, true));
         ops.extend([
-            Op::Munmap { slot: 0, offset: 0, len },
+            unmap_all(len),
             Op::Munmap {
                 slot: 1,
                 offset: 0,

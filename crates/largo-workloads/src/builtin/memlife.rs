@@ -2,7 +2,7 @@
 //! a memory limit, and collapse of 4K-faulted ranges into PMD folios by
 //! khugepaged or `MADV_COLLAPSE`.
 
-use super::{count, duration, size, touch_seq, BuildCtx, WorkloadDef, MIB};
+use super::{count, duration, map_anon, size, touch_seq, unmap_all, BuildCtx, WorkloadDef, MIB};
 use crate::op::{AdviceKind, Op};
 use crate::spec::WorkloadSpec;
 
@@ -28,7 +28,7 @@ fn memfd_w_seq(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
             write: true,
         },
         touch_seq(len, ctx.page_size, true),
-        unmap(len),
+        unmap_all(len),
     ]
 }
 
@@ -47,11 +47,11 @@ pub const SWAP_PRESSURE: WorkloadDef = WorkloadDef {
 fn swap_pressure(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     let len = spec.get("size");
     let write_back = spec.get("rewrite") != 0;
-    let mut ops = vec![anon(len), touch_seq(len, ctx.page_size, true)];
+    let mut ops = vec![map_anon(len), touch_seq(len, ctx.page_size, true)];
     for _ in 0..spec.get("passes") {
         ops.push(touch_seq(len, ctx.page_size, write_back));
     }
-    ops.push(unmap(len));
+    ops.push(unmap_all(len));
     ops
 }
 
@@ -74,7 +74,7 @@ fn collapse(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     let len = spec.get("size");
     let pmd_bytes = pmd_size(ctx.page_size);
     let fill = spec.get("fill").clamp(ctx.page_size, pmd_bytes);
-    let mut ops = vec![anon(len), advise(len, AdviceKind::NoHugePage)];
+    let mut ops = vec![map_anon(len), advise(len, AdviceKind::NoHugePage)];
     let mut start = 0;
     while start < len {
         ops.push(Op::Touch {
@@ -95,7 +95,7 @@ fn collapse(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     } else {
         ops.push(advise(len, AdviceKind::Collapse));
     }
-    ops.push(unmap(len));
+    ops.push(unmap_all(len));
     ops
 }
 
@@ -104,29 +104,12 @@ fn pmd_size(page_size: u64) -> u64 {
     page_size / 8 * page_size
 }
 
-fn anon(len: u64) -> Op {
-    Op::Mmap {
-        slot: 0,
-        len,
-        write: true,
-        shared: false,
-    }
-}
-
 fn advise(len: u64, advice: AdviceKind) -> Op {
     Op::Madvise {
         slot: 0,
         offset: 0,
         len,
         advice,
-    }
-}
-
-fn unmap(len: u64) -> Op {
-    Op::Munmap {
-        slot: 0,
-        offset: 0,
-        len,
     }
 }
 

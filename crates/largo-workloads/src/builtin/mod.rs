@@ -144,14 +144,28 @@ fn touch_seq(len: u64, stride: u64, write: bool) -> Op {
     }
 }
 
-/// `mmap` of `len` into slot 0, advised MADV_HUGEPAGE when the spec asks.
-fn map_region(spec: &WorkloadSpec, len: u64) -> Vec<Op> {
-    let mut ops = vec![Op::Mmap {
+/// A private anonymous read-write `mmap` of `len` into slot 0.
+fn map_anon(len: u64) -> Op {
+    Op::Mmap {
         slot: 0,
         len,
         write: true,
         shared: false,
-    }];
+    }
+}
+
+/// `munmap` of slot 0's first `len` bytes.
+fn unmap_all(len: u64) -> Op {
+    Op::Munmap {
+        slot: 0,
+        offset: 0,
+        len,
+    }
+}
+
+/// `mmap` of `len` into slot 0, advised MADV_HUGEPAGE when the spec asks.
+fn map_region(spec: &WorkloadSpec, len: u64) -> Vec<Op> {
+    let mut ops = vec![map_anon(len)];
     if spec.params.get("hugepage").copied().unwrap_or(0) != 0 {
         ops.push(Op::Madvise {
             slot: 0,

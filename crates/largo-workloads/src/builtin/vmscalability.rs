@@ -2,7 +2,7 @@
 //! case-anon-r-seq, case-anon-cow-seq): one mapping per task, touched
 //! whole, then unmapped.
 
-use super::{map_region, size, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
+use super::{map_region, size, unmap_all, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
 use crate::op::{Op, TouchOrder};
 use crate::spec::{ParamDef, WorkloadSpec};
 
@@ -48,11 +48,7 @@ fn anon_rw_seq(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     let mut ops = map_region(spec, len);
     ops.push(whole(len, ctx, false, TouchOrder::Sequential));
     ops.push(whole(len, ctx, true, TouchOrder::Sequential));
-    ops.push(Op::Munmap {
-        slot: 0,
-        offset: 0,
-        len,
-    });
+    ops.push(unmap_all(len));
     ops
 }
 
@@ -79,11 +75,7 @@ fn touch_all(spec: &WorkloadSpec, ctx: &BuildCtx, write: bool, order: TouchOrder
     let len = spec.get("size");
     let mut ops = map_region(spec, len);
     ops.push(whole(len, ctx, write, order));
-    ops.push(Op::Munmap {
-        slot: 0,
-        offset: 0,
-        len,
-    });
+    ops.push(unmap_all(len));
     ops
 }
 
@@ -113,11 +105,7 @@ fn anon_cow_seq(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
             child: vec![whole(len, ctx, true, TouchOrder::Sequential)],
         },
         Op::Wait,
-        Op::Munmap {
-            slot: 0,
-            offset: 0,
-            len,
-        },
+        unmap_all(len),
     ]);
     ops
 }

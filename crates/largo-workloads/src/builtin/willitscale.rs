@@ -1,6 +1,6 @@
 //! will-it-scale style loops (tests/page_fault1.c, malloc1.c, mmap1.c).
 
-use super::{count, map_region, size, touch_seq, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
+use super::{count, map_region, size, touch_seq, unmap_all, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
 use crate::op::Op;
 use crate::spec::{ParamDef, WorkloadSpec};
 
@@ -30,11 +30,7 @@ fn page_fault1(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
     for _ in 0..spec.get("iterations") {
         ops.extend(map_region(spec, len));
         ops.push(touch_seq(len, ctx.page_size, true));
-        ops.push(Op::Munmap {
-            slot: 0,
-            offset: 0,
-            len,
-        });
+        ops.push(unmap_all(len));
     }
     ops
 }
@@ -63,11 +59,7 @@ fn malloc1(spec: &WorkloadSpec, ctx: &BuildCtx) -> Vec<Op> {
             shared: false,
         });
         ops.push(touch_seq(1, ctx.page_size, true));
-        ops.push(Op::Munmap {
-            slot: 0,
-            offset: 0,
-            len,
-        });
+        ops.push(unmap_all(len));
     }
     ops
 }
@@ -92,11 +84,7 @@ fn mmap1(spec: &WorkloadSpec, _ctx: &BuildCtx) -> Vec<Op> {
                     write: true,
                     shared: false,
                 },
-                Op::Munmap {
-                    slot: 0,
-                    offset: 0,
-                    len,
-                },
+                unmap_all(len),
             ]
         })
         .collect()

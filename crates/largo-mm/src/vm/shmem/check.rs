@@ -81,6 +81,12 @@ impl Vm {
             vec![0i64; nodes],
         );
         for (id, i) in self.shmem.inodes.iter() {
+            let have: std::collections::BTreeSet<(u32, u64)> = i.xa_nodes.keys().copied().collect();
+            ensure!(
+                have == self.xa_nodes_expected(id),
+                "shmem inode {id}: xarray nodes {have:?} but its entries need {:?}",
+                self.xa_nodes_expected(id)
+            );
             for (&first, &(_, order)) in &i.swapped {
                 let nr = 1u64 << order;
                 ensure!(

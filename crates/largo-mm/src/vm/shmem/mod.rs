@@ -61,6 +61,11 @@ pub struct ShmemInode {
     /// The page cache's xarray nodes, (level, index >> 6 * (level + 1)),
     /// each with the memcg it is charged to.
     pub xa_nodes: BTreeMap<(u32, u64), u16>,
+    /// Per node position, the entries beneath it (every level from each
+    /// entry's own up); see `xarray.rs`.
+    pub xa_count: std::collections::HashMap<(u32, u64), u32>,
+    /// Indices whose entries changed since the nodes were last settled.
+    pub xa_touched: Vec<u64>,
     /// A SysV segment: its mappings carry `shm_vm_ops`, so they are not
     /// anonymous shmem even though the inode is unlinked (the per-size
     /// `shmem_enabled` do not apply to them).
@@ -125,6 +130,8 @@ impl Vm {
             nr_fds: 0,
             kmem_memcg: memcg,
             xa_nodes: BTreeMap::new(),
+            xa_count: Default::default(),
+            xa_touched: Vec::new(),
             sysv: false,
             ipc_held: false,
         })
@@ -267,7 +274,10 @@ impl Vm {
             self.lru_add_drain(ctx);
         }
         for (index, key) in keys {
-            self.shmem.inodes[inode].cache.remove(&index);
+            let order = self.shmem.folios[key].order;
+            let i = &mut self.shmem.inodes[inode];
+            i.cache.remove(&index);
+            i.xa_count_entry(index, order, -1);
             self.shmem_cache_stats(ctx, key, -1);
             let nr = self.shmem.folios[key].nr_pages() as u32;
             self.shmem_folio_put_refs(ctx, key, nr);
@@ -345,7 +355,9 @@ impl Vm {
             memcg: memcg as u16,
             lru: super::lru::LruState::with_flags(active, workingset),
         });
-        self.shmem.inodes[inode].cache.insert(index, key);
+        let i = &mut self.shmem.inodes[inode];
+        i.cache.insert(index, key);
+        i.xa_count_entry(index, folio.order, 1);
         self.shmem_xa_update(inode, memcg);
         let head = ctx.pa.memmap.page_mut(folio.pfn.0);
         head.insert_flags(PageFlags::SWAPBACKED | PageFlags::UPTODATE);

@@ -117,11 +117,14 @@ impl Vm {
     /// `__remove_mapping` of a clean shmem folio: out of the page cache
     /// (no shadow: shmem is not on the file LRU) and freed.
     fn shmem_remove_clean(&mut self, ctx: &mut Ctx, key: usize) {
-        let (inode, index, nr) = {
+        let (inode, index, order) = {
             let f = &self.shmem.folios[key];
-            (f.inode, f.index, f.nr_pages() as u32)
+            (f.inode, f.index, f.order)
         };
-        self.shmem.inodes[inode].cache.remove(&index);
+        let nr = 1u32 << order;
+        let i = &mut self.shmem.inodes[inode];
+        i.cache.remove(&index);
+        i.xa_count_entry(index, order, -1);
         self.shmem_cache_stats(ctx, key, -1);
         self.shmem_folio_put_refs(ctx, key, nr + 1);
         self.shmem_xa_update(inode, 0);
@@ -256,7 +259,9 @@ impl Vm {
         let (active, workingset) = self.workingset_refault(ctx, folio, memcg, shadow);
         self.swap_read_folio(ctx, folio, entry);
         ctx.pa.events.count(VmEvent::Pgmajfault, 1);
-        self.shmem.inodes[inode].swapped.remove(&first);
+        let i = &mut self.shmem.inodes[inode];
+        i.swapped.remove(&first);
+        i.xa_count_entry(first, order, -1);
         // PG_active and PG_workingset are set before the LRU add.
         let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg, (active, workingset));
         self.shmem_mark_dirty(ctx.pa, key);
@@ -281,7 +286,9 @@ impl Vm {
         self.folios.remove(akey);
         let head = ctx.pa.memmap.page_mut(pfn);
         head.remove_flags(PageFlags::ANON);
-        self.shmem.inodes[inode].swapped.remove(&first);
+        let i = &mut self.shmem.inodes[inode];
+        i.swapped.remove(&first);
+        i.xa_count_entry(first, order, -1);
         let folio = Folio {
             pfn: largo_types::Pfn(pfn),
             order,
@@ -295,10 +302,12 @@ impl Vm {
     /// `shmem_split_large_entry`: the swap entry of `2^order` pages at
     /// `first` becomes one entry per page.
     fn shmem_split_swap_entry(&mut self, inode: usize, first: u64, entry: SwapEntry, order: u32) {
-        let swapped = &mut self.shmem.inodes[inode].swapped;
-        swapped.remove(&first);
+        let ino = &mut self.shmem.inodes[inode];
+        ino.swapped.remove(&first);
+        ino.xa_count_entry(first, order, -1);
         for i in 0..1u64 << order {
-            swapped.insert(first + i, (entry.plus(i), 0));
+            ino.swapped.insert(first + i, (entry.plus(i), 0));
+            ino.xa_count_entry(first + i, 0, 1);
         }
     }
 
@@ -312,7 +321,9 @@ impl Vm {
             .map(|(&i, &(e, o))| (i, e, o))
             .collect();
         for (index, entry, order) in entries {
-            self.shmem.inodes[inode].swapped.remove(&index);
+            let i = &mut self.shmem.inodes[inode];
+            i.swapped.remove(&index);
+            i.xa_count_entry(index, order, -1);
             self.free_swap_and_cache_nr(ctx, entry, 1 << order);
         }
     }
