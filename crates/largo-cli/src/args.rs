@@ -115,6 +115,12 @@ pub enum BenchCommand {
     /// allocations on an aged sim machine under MAX_PAGE_ORDER 10 +
     /// alloc_contig_pages, 18, 18 + gigapageblocks, 19 with 2G sections.
     Gigantic(crate::cmd::bench::gigantic::GiganticBenchArgs),
+    /// Dependent loads over memory mapped with each folio size, natively on
+    /// this host (root) and through largo's TLB model: ns per access.
+    Tlb(crate::cmd::bench::tlb::TlbBenchArgs),
+    /// will-it-scale page_fault1 with 1 and 2 tasks (processes, threads)
+    /// on this host (root) beside largo's lock-wait estimate.
+    Contention(crate::cmd::bench::contention::ContentionBenchArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -243,6 +249,13 @@ fn spec_of(writes: Result<Vec<(String, String)>, largo_workloads::policy::Policy
         .map_err(|e| e.to_string())
 }
 
+/// `--thp-policy`: checked here, applied as `largo/thp_policy`.
+fn parse_thp_policy(s: &str) -> Result<String, String> {
+    largo_mm::vm::policy::ThpPolicy::parse(s)
+        .map(|p| p.spec())
+        .map_err(|e| e.to_string())
+}
+
 fn parse_shmem_spec(s: &str) -> Result<ThpSpec, String> {
     spec_of(largo_workloads::policy::shmem_knobs(s))
 }
@@ -263,6 +276,13 @@ pub struct PolicyArgs {
     /// transparent_hugepage/shmem_enabled (--set).
     #[arg(long, value_name = "SIZES[=MODE]", value_parser = parse_shmem_spec)]
     pub shmem: Vec<ThpSpec>,
+    /// The order policy of anonymous write faults (largo only): `static`
+    /// (the kernel's choice, the default), `adaptive[:grow=N,small=PAGES]`
+    /// (folios grow with contiguous runs of faults, fall on sparse ones),
+    /// `ingens[:util=PERCENT]` (base pages, blocks promoted once that full).
+    /// Policies choose among the sizes the THP knobs allow.
+    #[arg(long, value_name = "NAME[:PARAM=VALUE,...]", value_parser = parse_thp_policy)]
+    pub thp_policy: Option<String>,
     /// Set any knob by kernel path, e.g. vm/min_free_kbytes=65536 (repeatable).
     #[arg(long = "set", value_name = "KNOB=VALUE", value_parser = parse_knob_write)]
     pub set: Vec<KnobWrite>,
@@ -271,10 +291,15 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// Any policy flag given.
     pub fn is_set(&self) -> bool {
-        !self.thp.is_empty() || self.thp_enabled.is_some() || !self.shmem.is_empty() || !self.set.is_empty()
+        !self.thp.is_empty()
+            || self.thp_enabled.is_some()
+            || !self.shmem.is_empty()
+            || self.thp_policy.is_some()
+            || !self.set.is_empty()
     }
 
-    /// The knob writes, in order: `--thp-enabled`, `--thp`, `--shmem`, `--set`.
+    /// The knob writes, in order: `--thp-enabled`, `--thp`, `--shmem`,
+    /// `--thp-policy`, `--set`.
     pub fn knobs(&self) -> Vec<(String, String)> {
         let top = self.thp_enabled.map(|m| KnobWrite {
             path: "transparent_hugepage/enabled".into(),
@@ -283,6 +308,10 @@ impl PolicyArgs {
         top.into_iter()
             .chain(self.thp.iter().flat_map(|t| t.0.iter().cloned()))
             .chain(self.shmem.iter().flat_map(|t| t.0.iter().cloned()))
+            .chain(self.thp_policy.iter().map(|p| KnobWrite {
+                path: "largo/thp_policy".into(),
+                value: p.clone(),
+            }))
             .chain(self.set.iter().cloned())
             .map(|k| (k.path, k.value))
             .collect()

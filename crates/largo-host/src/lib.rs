@@ -25,10 +25,12 @@ pub mod probe;
 pub mod program;
 pub mod record;
 pub mod reporting_check;
+pub mod scaling;
 pub mod scenario;
 pub mod sentinel;
 pub mod skip;
 pub mod stats;
+pub mod tlbbench;
 pub mod validate;
 
 pub use knobs::{unavailable_reason, KnobGuard};

@@ -210,7 +210,18 @@ fn knob_write(m: &Machine, path: usize, value: usize) -> (String, String) {
         .map(|o| largo_mm::knobs::size_dir(m.geometry().page_shift, o))
         .collect();
     let max_none = (1u64 << m.geometry().pmd_order) - 1;
-    match path % 7 {
+    match path % 8 {
+        7 => (
+            "largo/thp_policy".into(),
+            [
+                "static",
+                "adaptive",
+                "adaptive:grow=1,small=64",
+                "ingens",
+                "ingens:util=25",
+            ][value % 5]
+                .into(),
+        ),
         0..=2 => (
             format!("transparent_hugepage/{}/enabled", sizes[value % sizes.len()]),
             MODES[(value / sizes.len()) % MODES.len()].to_string(),

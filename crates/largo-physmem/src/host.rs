@@ -438,6 +438,11 @@ impl Window {
         self.mapped.iter().map(|s| (s.start, s.end, s.write)).collect()
     }
 
+    /// The live mapping holding `addr`: `(start, end, writable)`.
+    pub(crate) fn mapped_span(&self, addr: u64) -> Option<(u64, u64, bool)> {
+        self.mapped.find(addr).map(|s| (s.start, s.end, s.write))
+    }
+
     /// Whether `[addr, addr + 1)` is in a live mapping (a writable one
     /// for a write).
     fn is_mapped(&self, addr: u64, write: bool) -> bool {

@@ -14,6 +14,7 @@
 //! block carries a `// SAFETY:` comment.
 
 mod backing;
+mod chase;
 pub mod copy;
 pub mod handshake;
 pub mod host;

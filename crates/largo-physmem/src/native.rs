@@ -376,11 +376,13 @@ pub fn run_forked_with(
         0
     };
     if stop {
-        // SAFETY: the child runs `exec` (system calls and memory accesses
-        // on the window) and the snapshot (file reads into a prepared
-        // buffer, one file write): no lock another thread may hold.
+        // The child runs `exec` (system calls and memory accesses on the
+        // window) and the snapshot (file reads into a prepared buffer, one
+        // file write): no lock another thread may hold.
         match handshake {
+            // SAFETY: the child's body is as above.
             Some(h) => unsafe { crate::host::fork_and_stop_at(body, h) },
+            // SAFETY: the child's body is as above.
             None => unsafe { fork_and_stop(body) },
         }
     } else {
@@ -498,8 +500,8 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, ids: &mut I
             Step::Fault { addr, write } => w.touch_with(std::iter::once(at(addr)), write, place.work).is_ok(),
             Step::Fork(ref child) => {
                 prefault_stack(STACK_PREFAULT_BYTES);
-                // SAFETY: the grandchild runs `exec` too (see `run_forked`).
                 let mut child_ids = *ids;
+                // SAFETY: the grandchild runs `exec` too (see `run_forked`).
                 let exit = unsafe { fork_and_wait(|| i32::from(exec(child, w, place, page, &mut child_ids).is_err())) };
                 exit.is_ok_and(|e| e.code == Some(0))
             }

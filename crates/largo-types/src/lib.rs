@@ -8,6 +8,7 @@ mod migratetype;
 mod pfn;
 mod preset;
 mod size;
+mod tlb;
 mod zone_type;
 
 pub use geometry::{Arch, Geometry, GeometryError, GeometryOverrides, SUBSECTION_SHIFT};
@@ -15,6 +16,7 @@ pub use migratetype::{MigrateType, MIGRATE_PCPTYPES, MIGRATE_TYPES};
 pub use pfn::Pfn;
 pub use preset::Preset;
 pub use size::{format_size, parse_size, SizeError};
+pub use tlb::TlbGeometry;
 pub use zone_type::{ZoneType, MAX_NR_ZONES};
 
 /// Orders up to and including this one are "cheap" (include/linux/mmzone.h

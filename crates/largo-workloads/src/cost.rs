@@ -22,11 +22,69 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::Counters;
 
+/// What the terms count, read from a machine or from its counters: the
+/// work counters, lock acquisitions and the few vmstat items terms use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TermInput {
+    pub work: crate::report::Work,
+    pub locks: crate::report::Locks,
+    pub page_size: u64,
+    pub pgfault: u64,
+    pub drop_slab: u64,
+    pub pgmigrate_success: u64,
+    pub compact_migrate_scanned: u64,
+    pub compact_free_scanned: u64,
+    pub compact_daemon_migrate_scanned: u64,
+    pub compact_daemon_free_scanned: u64,
+}
+
+impl TermInput {
+    /// From a run's counters.
+    pub fn from_counters(c: &Counters) -> TermInput {
+        TermInput {
+            work: c.work,
+            locks: c.locks,
+            page_size: c.page_size,
+            pgfault: c.vmstat("pgfault"),
+            drop_slab: c.vmstat("drop_slab"),
+            pgmigrate_success: c.vmstat("pgmigrate_success"),
+            compact_migrate_scanned: c.vmstat("compact_migrate_scanned"),
+            compact_free_scanned: c.vmstat("compact_free_scanned"),
+            compact_daemon_migrate_scanned: c.vmstat("compact_daemon_migrate_scanned"),
+            compact_daemon_free_scanned: c.vmstat("compact_daemon_free_scanned"),
+        }
+    }
+
+    /// From the machine now, without reading every counter.
+    pub fn read(m: &largo_mm::Machine) -> TermInput {
+        // Straight from the event counters: these are all VmEvents, and
+        // the ledger reads them at every change of entry.
+        let v = |e: largo_mm::stats::VmEvent| m.page_alloc().events.get(e);
+        TermInput {
+            work: crate::report::Work::read(m),
+            locks: crate::report::Locks::read(m),
+            page_size: m.geometry().page_size(),
+            pgfault: v(largo_mm::stats::VmEvent::Pgfault),
+            drop_slab: v(largo_mm::stats::VmEvent::DropSlab),
+            pgmigrate_success: v(largo_mm::stats::VmEvent::PgmigrateSuccess),
+            compact_migrate_scanned: v(largo_mm::stats::VmEvent::CompactMigrateScanned),
+            compact_free_scanned: v(largo_mm::stats::VmEvent::CompactFreeScanned),
+            compact_daemon_migrate_scanned: v(largo_mm::stats::VmEvent::CompactDaemonMigrateScanned),
+            compact_daemon_free_scanned: v(largo_mm::stats::VmEvent::CompactDaemonFreeScanned),
+        }
+    }
+
+    /// Each term's count, in [`TERMS`] order.
+    pub fn counts(&self) -> Vec<u64> {
+        TERMS.iter().map(|t| (t.count)(self)).collect()
+    }
+}
+
 /// One kind of kernel work.
 pub struct Term {
     pub name: &'static str,
     pub help: &'static str,
-    pub count: fn(&Counters) -> u64,
+    pub count: fn(&TermInput) -> u64,
 }
 
 /// Every term, in report order.
@@ -34,7 +92,7 @@ pub const TERMS: &[Term] = &[
     Term {
         name: "fault",
         help: "page faults (exception entry and exit, handle_mm_fault, VMA lookup)",
-        count: |c| c.vmstat("pgfault"),
+        count: |c| c.pgfault,
     },
     Term {
         name: "page_zero",
@@ -124,7 +182,7 @@ pub const TERMS: &[Term] = &[
     Term {
         name: "drop_caches",
         help: "writes of 2 or 3 to drop_caches (slab shrinking beyond the deferred split queue)",
-        count: |c| c.vmstat("drop_slab"),
+        count: |c| c.drop_slab,
     },
     Term {
         name: "pgtable",
@@ -134,14 +192,14 @@ pub const TERMS: &[Term] = &[
     Term {
         name: "page_migrate",
         help: "4 KiB units migrated (isolate, unmap, copy, remap, free the source)",
-        count: |c| c.vmstat("pgmigrate_success") * (c.page_size / 4096).max(1),
+        count: |c| c.pgmigrate_success * (c.page_size / 4096).max(1),
     },
     Term {
         name: "compact_scan",
         help: "pages the compaction scanners looked at in direct compaction (kcompactd's are not the task's time)",
         count: |c| {
-            (c.vmstat("compact_migrate_scanned") + c.vmstat("compact_free_scanned"))
-                .saturating_sub(c.vmstat("compact_daemon_migrate_scanned") + c.vmstat("compact_daemon_free_scanned"))
+            (c.compact_migrate_scanned + c.compact_free_scanned)
+                .saturating_sub(c.compact_daemon_migrate_scanned + c.compact_daemon_free_scanned)
         },
     },
     Term {
@@ -286,15 +344,33 @@ impl Profile {
 
     /// The estimate for a run's counters with faults taken `faults`.
     pub fn estimate_at(&self, c: &Counters, faults: Faults) -> Estimate {
+        let input = TermInput::from_counters(c);
         let mut terms = BTreeMap::new();
         let mut kernel_ns = 0.0;
         for t in TERMS {
-            let count = (t.count)(c);
+            let count = (t.count)(&input);
             let ns = count as f64 * self.cost_at(t.name, faults);
             kernel_ns += ns;
             terms.insert(t.name, TermCost { count, ns });
         }
         Estimate { kernel_ns, terms }
+    }
+
+    /// The estimate split by entry: each entry's term counts times the
+    /// costs, in ns; the values sum to the run's estimate.
+    pub fn by_entry(&self, entries: &crate::entry::EntryCounts, faults: Faults) -> BTreeMap<&'static str, f64> {
+        entries
+            .by_entry
+            .iter()
+            .map(|(e, counts)| {
+                let ns = TERMS
+                    .iter()
+                    .zip(counts)
+                    .map(|(t, &n)| n as f64 * self.cost_at(t.name, faults))
+                    .sum();
+                (e.name(), ns)
+            })
+            .collect()
     }
 }
 
@@ -355,6 +431,7 @@ pub fn fit(
         if *host_ns <= 0.0 {
             return Err(FitError::NoKernelTime);
         }
+        let c = &TermInput::from_counters(c);
         let fixed: f64 = TERMS
             .iter()
             .filter(|t| !fitted.contains(&t.name))

@@ -10,9 +10,13 @@
 //! - [`report`]: counter snapshots
 //! - [`replay`]: replaying a recorded or hand-written trace
 //! - [`cost`]: the cost model and its calibration fit
+//! - [`tlb`]: TLB reach and contiguity coverage
 
+pub mod access;
 pub mod builtin;
+pub mod contention;
 pub mod cost;
+pub mod entry;
 pub mod op;
 pub mod policy;
 pub mod recorded;
@@ -22,6 +26,7 @@ pub mod reporting;
 pub mod run;
 pub mod sched;
 pub mod spec;
+pub mod tlb;
 pub mod workload;
 
 pub use builtin::{catalog, WorkloadDef};

@@ -116,6 +116,17 @@ pub enum Op {
     Sleep { ns: u64 },
     /// Wakes khugepaged (a write of its `scan_sleep_millisecs`).
     KhugepagedWake,
+    /// User accesses over `[slot + offset, + len)`, already mapped:
+    /// `passes` passes in `pattern`, run through the TLB model (no kernel
+    /// work; not replayed on a host).
+    Stream {
+        slot: Slot,
+        offset: u64,
+        len: u64,
+        pattern: crate::access::Pattern,
+        passes: u64,
+        seed: u64,
+    },
 }
 
 /// An executed operation with the addresses the model gave its regions.

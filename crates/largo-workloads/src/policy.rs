@@ -23,7 +23,7 @@ pub enum PolicyError {
     NotAFolioSize { size: String },
     #[error("'{0}': no size given, e.g. 16K,64K")]
     NoSize(String),
-    #[error("'{0}' is not a policy flag (--thp, --thp-enabled, --shmem, --shmem-enabled, --set)")]
+    #[error("'{0}' is not a policy flag (--thp, --thp-enabled, --shmem, --shmem-enabled, --thp-policy, --set)")]
     NotAPolicyFlag(String),
     #[error("{0} needs a value")]
     NeedsValue(String),
@@ -87,7 +87,7 @@ fn sized_knobs(spec: &str, file: &str, modes: &'static [&'static str]) -> Result
 /// The knob writes of POLICY flags as text, separated by spaces (the
 /// `@config` lines of scenario files): `--thp SIZES[=MODE]`,
 /// `--thp-enabled MODE`, `--shmem SIZES[=MODE]`, `--shmem-enabled MODE`,
-/// `--set KNOB=VALUE`.
+/// `--thp-policy NAME[:PARAMS]`, `--set KNOB=VALUE`.
 pub fn policy_knobs(flags: &str) -> Result<Vec<(String, String)>, PolicyError> {
     let mut out = Vec::new();
     let mut it = flags.split_whitespace();
@@ -107,6 +107,7 @@ pub fn policy_knobs(flags: &str) -> Result<Vec<(String, String)>, PolicyError> {
             "--thp-enabled" => out.push(("transparent_hugepage/enabled".into(), value()?)),
             "--shmem" => out.extend(shmem_knobs(&value()?)?),
             "--shmem-enabled" => out.push(("transparent_hugepage/shmem_enabled".into(), value()?)),
+            "--thp-policy" => out.push(("largo/thp_policy".into(), value()?)),
             "--set" => {
                 let v = value()?;
                 let (k, val) = v.split_once('=').ok_or_else(|| PolicyError::MalformedSet(v.clone()))?;

@@ -659,6 +659,7 @@ pub fn replay(
     let total = events.len() as u64;
     let mut peak = Peak::default();
     let mut first_free = crate::reporting::FirstFree::default();
+    let mut ledger = crate::entry::EntryLedger::new(m);
     let m_cpus = m.config().nr_cpus.max(1);
     let mut r = Replayer {
         nr_cpus: m_cpus,
@@ -695,6 +696,7 @@ pub fn replay(
             continue;
         }
         r.index = index;
+        ledger.enter(r.m, crate::entry::Entry::of_event(e));
         r.apply(e).map_err(|source| ReplayError::Event { index, source })?;
         if check_every > 0 && (index + 1).is_multiple_of(check_every) {
             r.m.check().map_err(|error| ReplayError::Invariant { index, error })?;
@@ -718,7 +720,9 @@ pub fn replay(
         snapshot_counters = Some(Counters::read(m));
     }
     let run = RunOutcome {
+        entries: ledger.finish(m),
         counters: Counters::read(m),
+        tlb: crate::tlb::TlbReport::at_peak(m, &peak, &m.config().preset.tlb()),
         peak,
         reporting: crate::reporting::ReportingReport::read(m, first_free),
         problems: r.problems,

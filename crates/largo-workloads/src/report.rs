@@ -29,6 +29,22 @@ pub struct Locks {
     pub zone_lock: u64,
     /// `split_queue_lock` of the deferred split queues.
     pub split_queue_lock: u64,
+    /// lruvec `lru_lock` acquisitions, and the folios moved under it.
+    pub lru_lock: u64,
+    pub lru_folios: u64,
+}
+
+impl Locks {
+    /// The machine's lock acquisitions now.
+    pub fn read(m: &Machine) -> Locks {
+        let l = &m.vm().locks;
+        Locks {
+            zone_lock: m.page_alloc().work.zone_lock,
+            split_queue_lock: l.deferred_split,
+            lru_lock: l.lru,
+            lru_folios: l.lru_folios,
+        }
+    }
 }
 
 /// The work counters of every layer.
@@ -38,6 +54,23 @@ pub struct Work {
     pub pgtable: PtWork,
     pub vm: VmWork,
     pub reporting: ReportWork,
+}
+
+impl Work {
+    /// The machine's work counters now.
+    pub fn read(m: &Machine) -> Work {
+        let s = &m.reporting().stats;
+        Work {
+            alloc: m.page_alloc().work,
+            pgtable: m.vm().pt_work(),
+            vm: m.vm().work,
+            reporting: ReportWork {
+                report_calls: s.report_calls,
+                walked: s.walked,
+                host_refault_pages: s.host_refault_pages,
+            },
+        }
+    }
 }
 
 /// Free page reporting's work (zero without a reporting device).
@@ -179,19 +212,7 @@ impl Counters {
             .filter(|(_, &n)| n > 0)
             .map(|(order, &n)| (format!("{}kB", (geo.page_size() << order) >> 10), n))
             .collect();
-        let work = Work {
-            alloc: m.page_alloc().work,
-            pgtable: m.vm().pt_work(),
-            vm: m.vm().work,
-            reporting: {
-                let s = &m.reporting().stats;
-                ReportWork {
-                    report_calls: s.report_calls,
-                    walked: s.walked,
-                    host_refault_pages: s.host_refault_pages,
-                }
-            },
-        };
+        let work = Work::read(m);
         let k = &m.vm().khugepaged;
         let swap = SwapCounts {
             total_kb: meminfo_kb(m, "SwapTotal"),
@@ -211,10 +232,7 @@ impl Counters {
             memcg: MemcgCounts::read(m),
             buddyinfo,
             allocs,
-            locks: Locks {
-                zone_lock: work.alloc.zone_lock,
-                split_queue_lock: m.vm().locks.deferred_split,
-            },
+            locks: Locks::read(m),
             work,
             page_size: geo.page_size(),
         }

@@ -24,6 +24,9 @@ pub struct RunOptions {
     /// Stop with the memory still mapped: tasks skip their final munmaps
     /// and do not exit (for `largo show FILE WORKLOAD`).
     pub keep_mapped: bool,
+    /// `KEY=VALUE,...` changes to the preset's TLB for the user-time model
+    /// (`--tlb`; see `TlbGeometry::with_overrides`).
+    pub tlb_overrides: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -35,6 +38,7 @@ impl Default for RunOptions {
             check_every: 0,
             quantum: 64,
             keep_mapped: false,
+            tlb_overrides: None,
         }
     }
 }
@@ -51,6 +55,10 @@ pub struct Peak {
     pub pagetables_kb: u64,
     /// MemTotal - MemFree.
     pub used_kb: u64,
+    /// How the anonymous memory was mapped when `anon_kb` peaked (the
+    /// TLB coverage estimate's input; see [`crate::tlb`]).
+    #[serde(skip)]
+    pub layout: crate::tlb::MappedLayout,
 }
 
 /// What a run produced.
@@ -60,6 +68,10 @@ pub struct RunOutcome {
     /// the workload's own).
     pub counters: Counters,
     pub peak: Peak,
+    /// TLB reach and contiguity coverage when anonymous memory peaked.
+    pub tlb: crate::tlb::TlbReport,
+    /// The cost model's work by kernel entry.
+    pub entries: crate::entry::EntryCounts,
     /// Free page reporting, if the machine has a reporting device.
     pub reporting: Option<crate::reporting::ReportingReport>,
     pub problems: Problems,
@@ -76,6 +88,8 @@ pub enum RunError {
     Start(#[from] largo_mm::vm::VmError),
     #[error("after scheduling round {round}: {error}")]
     Invariant { round: u64, error: largo_mm::CheckError },
+    #[error("--tlb: {0}")]
+    Tlb(String),
 }
 
 /// Runs `spec` on `m`; `progress(done, total)` is called with pages touched.
@@ -100,6 +114,9 @@ pub fn run(
         .collect();
     let total: u64 = scripts.iter().map(|s| pages_in(s)).sum();
     let mut sched = Scheduler::new(m, scripts, opts.mode, opts.quantum, opts.keep_mapped).map_err(RunError::Start)?;
+    if let Some(spec) = &opts.tlb_overrides {
+        sched.tlb = sched.tlb.clone().with_overrides(spec).map_err(RunError::Tlb)?;
+    }
     let mut peak = Peak::default();
     let mut rounds = 0;
     let busy_ns_per_fault = busy_ns_per_fault();
@@ -125,8 +142,11 @@ pub fn run(
         m.check()
             .map_err(|error| RunError::Invariant { round: rounds, error })?;
     }
+    let entries = std::mem::replace(&mut sched.ledger, crate::entry::EntryLedger::new(m)).finish(m);
     Ok(RunOutcome {
+        entries,
         counters: Counters::read(m),
+        tlb: crate::tlb::TlbReport::at_peak(m, &peak, &sched.tlb).with_streams(sched.streams),
         peak,
         reporting: crate::reporting::ReportingReport::read(m, sched.first_free),
         resolved: sched.resolved(),
@@ -165,6 +185,7 @@ pub(crate) fn update_peak(m: &Machine, peak: &mut Peak) {
             .map(|order| mthp.get(order, largo_mm::vm::stats::MthpStat::NrAnon) << order)
             .sum();
         peak.anon_large_kb = kb(large_pages).min(peak.anon_kb);
+        peak.layout = crate::tlb::MappedLayout::read(m);
     }
     peak.pagetables_kb = peak.pagetables_kb.max(kb(tables));
     peak.used_kb = peak.used_kb.max(kb(used));

@@ -128,6 +128,12 @@ pub(crate) struct Scheduler {
     pub pages_touched: u64,
     /// The state before the first munmap.
     pub first_free: crate::reporting::FirstFree,
+    /// The TLB the access streams run through.
+    pub tlb: largo_types::TlbGeometry,
+    /// The access streams' TLB and user-time figures, if any ran.
+    pub streams: Option<crate::tlb::stream::StreamReport>,
+    /// Work by kernel entry.
+    pub ledger: crate::entry::EntryLedger,
 }
 
 impl Scheduler {
@@ -152,6 +158,9 @@ impl Scheduler {
             problems: Problems::default(),
             pages_touched: 0,
             first_free: Default::default(),
+            tlb: m.config().preset.tlb(),
+            streams: None,
+            ledger: crate::entry::EntryLedger::new(m),
         };
         let mut first: Option<Pid> = None;
         for mut script in scripts {
@@ -239,9 +248,15 @@ impl Scheduler {
     fn step(&mut self, m: &mut Machine, i: usize) {
         let (pid, cpu) = (self.tasks[i].pid, self.tasks[i].cpu);
         if self.tasks[i].touch.is_some() {
+            self.ledger.enter(m, crate::entry::Entry::Fault);
             self.touch_some(m, i);
             return;
         }
+        let entry = self.tasks[i]
+            .script
+            .get(self.tasks[i].ip)
+            .map_or(crate::entry::Entry::Exit, crate::entry::Entry::of_op);
+        self.ledger.enter(m, entry);
         let Some(op) = self.tasks[i].script.get(self.tasks[i].ip).cloned() else {
             if !(self.keep && self.tasks[i].parent.is_none()) {
                 let _ = m.with_vm(cpu, |vm, ctx| vm.exit(ctx, pid));
@@ -349,6 +364,20 @@ impl Scheduler {
             Op::KhugepagedWake => {
                 m.with_vm(cpu, |vm, _| vm.khugepaged_wake());
                 self.log(i, ResolvedOp::KhugepagedWake);
+            }
+            Op::Stream {
+                slot,
+                offset,
+                len,
+                pattern,
+                passes,
+                seed,
+            } => {
+                if let Some(base) = slot_addr(&self.tasks[i], slot) {
+                    let r =
+                        crate::tlb::stream::run_stream(m, &self.tlb, pid, base + offset, len, pattern, passes, seed);
+                    self.streams.get_or_insert_with(Default::default).add(&r);
+                }
             }
             Op::MovePages {
                 slot,

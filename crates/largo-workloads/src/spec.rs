@@ -15,6 +15,8 @@ pub enum ParamKind {
     Count,
     /// Simulated time in ns, written `30s`, `500ms`, `2m`, `100us`.
     Duration,
+    /// One of these names; the value is its index.
+    Choice(&'static [&'static str]),
 }
 
 /// A malformed duration.
@@ -79,6 +81,7 @@ impl ParamDef {
             ParamKind::Size => format_size(self.default),
             ParamKind::Count => self.default.to_string(),
             ParamKind::Duration => format_duration(self.default),
+            ParamKind::Choice(names) => names[self.default as usize].to_string(),
         }
     }
 }
@@ -144,6 +147,11 @@ impl WorkloadSpec {
                     .parse::<u64>()
                     .map_err(|_| bad("expected a non-negative integer".into()))?,
                 ParamKind::Duration => parse_duration(value).map_err(|e| bad(e.to_string()))?,
+                ParamKind::Choice(names) => names
+                    .iter()
+                    .position(|n| *n == value)
+                    .ok_or_else(|| bad(format!("expected one of {}", names.join(", "))))?
+                    as u64,
             };
             if v < def.min {
                 return Err(bad(format!("must be at least {}", def.min)));
@@ -189,6 +197,7 @@ impl fmt::Display for WorkloadSpec {
                 ParamKind::Size => write!(f, "{sep}{}={}", def.name, format_size(v))?,
                 ParamKind::Count => write!(f, "{sep}{}={v}", def.name)?,
                 ParamKind::Duration => write!(f, "{sep}{}={}", def.name, format_duration(v))?,
+                ParamKind::Choice(names) => write!(f, "{sep}{}={}", def.name, names[v as usize])?,
             }
             sep = ',';
         }

@@ -34,6 +34,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench { bench } => match bench {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),
             BenchCommand::Fault(args) => bench::fault::run(&args),
+            BenchCommand::Tlb(args) => bench::tlb::run(&args),
+            BenchCommand::Contention(args) => bench::contention::run(&args),
             BenchCommand::Replay(args) => bench::replay::run(&args),
             BenchCommand::Migrate(args) => bench::migrate::run(&args),
             BenchCommand::Gigantic(args) => bench::gigantic::run(&args),

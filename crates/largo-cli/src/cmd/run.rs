@@ -11,12 +11,14 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use largo_mm::Machine;
+use largo_workloads::contention::Contention;
 use largo_workloads::cost::{Estimate, Profile};
 use largo_workloads::{RunOptions, RunOutcome, TaskMode, Workload};
 
 use super::table;
 use crate::args::{boot, MachineArgs, PolicyArgs, UsageError};
 use crate::config::{self, ConfigSpec, NamedConfig};
+use crate::output::{Cell, Grid};
 use crate::output::{FormatArgs, Out};
 
 /// What to run, shared by `largo run` and `largo validate`.
@@ -82,6 +84,23 @@ pub struct RunArgs {
     /// results are printed either way.
     #[arg(long)]
     pub keep_going: bool,
+    /// Changes to the machine's TLB for the user-time estimate:
+    /// `KEY=VALUE,...` of l1, l2, ways, coalesce (x86 PTEs per entry),
+    /// l2_hit_ns, walk_ns, walk_ns_per_doubling, seq_line_ns.
+    #[arg(long, value_name = "KEY=VALUE,...", value_parser = parse_tlb)]
+    pub tlb: Option<String>,
+    /// The seed series' table instead: per configuration real-time,
+    /// kern-time, user-time and memory, with their change against the
+    /// first configuration; kern-time with the lock waits of `--cpus`
+    /// tasks at once.
+    #[arg(long)]
+    pub seed_table: bool,
+}
+
+/// `--tlb`: checked against the x86 preset's TLB here, applied per machine.
+fn parse_tlb(s: &str) -> Result<String, String> {
+    largo_types::Preset::X86_64.tlb().with_overrides(s)?;
+    Ok(s.to_string())
 }
 
 /// `largo replay`: `largo run` restricted to traces.
@@ -126,6 +145,8 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
         check: args.check,
         profile: args.profile,
         keep_going: args.keep_going,
+        tlb: None,
+        seed_table: false,
     })
 }
 
@@ -173,6 +194,8 @@ pub struct Record {
     pub machine: String,
     pub outcome: RunOutcome,
     pub estimate: Estimate,
+    /// Lock waits were `--cpus` such tasks to run at once.
+    pub contention: Contention,
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -199,6 +222,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         mode: args.mode.task_mode(),
         seed: args.seed,
         check_every: args.check,
+        tlb_overrides: args.tlb.clone(),
         ..RunOptions::default()
     };
     let records = run_all(
@@ -220,6 +244,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         args,
     };
     match out.format {
+        crate::output::Format::Text if args.seed_table => ctx.seed_tables(&mut out)?,
         crate::output::Format::Text => ctx.tables(&mut out)?,
         crate::output::Format::Json => ctx.json_lines(&mut out)?,
         crate::output::Format::Csv => out.table(&table::long_form(&configs, &workloads, &records))?,
@@ -323,13 +348,16 @@ pub(crate) fn run_all(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&(c, w)) = jobs.get(i) else { break };
-                let r = run_one(&configs[c], &workloads[w], opts, profile).map(|(machine, outcome, estimate)| Record {
-                    config: c,
-                    workload: w,
-                    machine,
-                    outcome,
-                    estimate,
-                });
+                let r = run_one(&configs[c], &workloads[w], opts, profile).map(
+                    |(machine, outcome, estimate, contention)| Record {
+                        config: c,
+                        workload: w,
+                        machine,
+                        outcome,
+                        estimate,
+                        contention,
+                    },
+                );
                 results.lock().expect("no worker panics")[i] = Some(r);
                 bar.inc(1);
             });
@@ -349,13 +377,26 @@ fn run_one(
     w: &Workload,
     opts: &RunOptions,
     profile: &Profile,
-) -> Result<(String, RunOutcome, Estimate)> {
+) -> Result<(String, RunOutcome, Estimate, Contention)> {
     let mut m = Machine::new(w.machine_config(&c.config))?;
     let outcome = w
         .run(&mut m, opts, &mut |_, _| {})
         .map_err(|e| anyhow::anyhow!("{} under {}: {e}", w.describe(), c.name))?;
     let estimate = profile.estimate_at(&outcome.counters, w.faults());
-    Ok((m.describe(), outcome, estimate))
+    let contention = largo_workloads::contention::estimate(
+        &outcome.counters,
+        profile,
+        w.faults(),
+        estimate.kernel_ns,
+        outcome.tlb.streams.map_or(0.0, |s| s.user_ns),
+        largo_workloads::contention::Concurrency {
+            tasks: opts.nr_tasks,
+            threads: opts.mode == largo_workloads::TaskMode::Thread,
+            cpus: m.config().nr_cpus,
+            nodes: m.config().nr_nodes,
+        },
+    );
+    Ok((m.describe(), outcome, estimate, contention))
 }
 
 fn progress_bar(len: u64, enabled: bool) -> ProgressBar {
@@ -383,6 +424,69 @@ struct Report<'a> {
 }
 
 impl Report<'_> {
+    /// The seed series' table shape, one per workload.
+    fn seed_tables(&self, out: &mut Out) -> std::io::Result<()> {
+        for (w, workload) in self.workloads.iter().enumerate() {
+            let rows: Vec<&Record> = self.records.iter().filter(|r| r.workload == w).collect();
+            let Some(base) = rows.first() else { continue };
+            let figures = |r: &Record| {
+                let cpus = r.contention.cpus.max(1) as f64;
+                let kern = r.contention.kernel_ns_with_waits / cpus;
+                let user = r.outcome.tlb.streams.map(|s| s.user_ns / self.args.tasks.max(1) as f64);
+                (kern + user.unwrap_or(0.0), kern, user, r.outcome.peak.anon_kb as f64)
+            };
+            let b = figures(base);
+            let pct = |v: f64, base: f64| {
+                if base > 0.0 {
+                    format!("{:+.1}%", (v - base) / base * 100.0)
+                } else {
+                    String::new()
+                }
+            };
+            let mut t = Grid::new([
+                "config",
+                "real-time ms",
+                "",
+                "kern-time ms",
+                "",
+                "user-time ms",
+                "",
+                "memory kB",
+                "",
+            ])
+            .right_from(1);
+            for r in &rows {
+                let f = figures(r);
+                t.row([
+                    Cell::text(self.configs[r.config].name.clone()),
+                    Cell::num(f.0 / 1e6, 2),
+                    Cell::text(pct(f.0, b.0)),
+                    Cell::num(f.1 / 1e6, 2),
+                    Cell::text(pct(f.1, b.1)),
+                    f.2.map_or(Cell::text("n/a"), |u| Cell::num(u / 1e6, 2)),
+                    Cell::text(match (f.2, b.2) {
+                        (Some(u), Some(bu)) => pct(u, bu),
+                        _ => String::new(),
+                    }),
+                    Cell::int(f.3 as u64),
+                    Cell::text(pct(f.3, b.3)),
+                ]);
+            }
+            out.line(format!(
+                "{} ({} tasks at once)",
+                workload.describe(),
+                base.contention.cpus
+            ))?;
+            out.table(&t)?;
+        }
+        out.line(
+            "per task: kern-time is the estimated kernel time of anonymous-memory work plus the estimated lock waits \
+             with --cpus tasks at once; user-time is the TLB model's estimate of the workload's declared access \
+             stream (n/a: none declared; traces carry none); real-time is their sum (no I/O, no scheduling); \
+             memory is the peak anonymous memory; changes against the first configuration",
+        )
+    }
+
     /// One table per workload, a column per configuration it ran under,
     /// then the configurations and what each row counts.
     fn tables(&self, out: &mut Out) -> std::io::Result<()> {
@@ -453,9 +557,21 @@ impl Report<'_> {
                 "memcg": c.memcg,
                 "khugepaged": c.khugepaged,
                 "allocs": c.allocs,
-                "locks": c.locks,
+                "locks": r.contention.locks,
+                "contention": {
+                    "cpus": r.contention.cpus,
+                    "kernel_ns": r.contention.kernel_ns.round() as u64,
+                    "kernel_ns_with_waits": r.contention.kernel_ns_with_waits.round() as u64,
+                },
                 "cost": {
                     "kernel_ns": r.estimate.kernel_ns.round() as u64,
+                    "by_entry": self
+                        .profile
+                        .by_entry(&r.outcome.entries, self.workloads[r.workload].faults())
+                        .into_iter()
+                        .map(|(k, v)| (k, v.round() as u64))
+                        .collect::<std::collections::BTreeMap<_, _>>(),
+                    "user_ns": r.outcome.tlb.streams.map(|s| s.user_ns.round() as u64),
                     "profile": self.profile.name,
                     "profile_host": self.profile.host,
                     "profile_measured_at": self.profile.measured_at,
@@ -463,6 +579,7 @@ impl Report<'_> {
                     "terms": r.estimate.terms,
                 },
                 "peak": r.outcome.peak,
+                "tlb": r.outcome.tlb,
                 "problems": r.outcome.problems,
             });
             if let Some(rep) = &r.outcome.reporting {

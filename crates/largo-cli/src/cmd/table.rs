@@ -91,6 +91,20 @@ fn rows(records: &[&Record]) -> Vec<Row> {
             true,
             |r| r.outcome.peak.pagetables_kb as f64,
         ),
+        row(
+            "tlb.reach_kb",
+            "what the second-level TLB covers of the peak anonymous footprint (PMD, contpte, coalesced and base translations), kB",
+            0,
+            true,
+            |r| r.outcome.tlb.reach_kb as f64,
+        ),
+        row(
+            "tlb.entries_needed",
+            "TLB entries the peak anonymous footprint needs",
+            0,
+            true,
+            |r| r.outcome.tlb.entries_needed as f64,
+        ),
     ];
     rows[0].always = true;
     // Allocations by size, every size any configuration used.

@@ -64,6 +64,9 @@ pub struct ThpKnobs {
     /// same size in the same page table; otherwise it is declined
     /// (`anon_fault_declined`). Off by default.
     pub anon_beside_full: bool,
+    /// `largo/thp_policy`: the order policy of anonymous write faults
+    /// (not a kernel knob; `static` is the kernel).
+    pub policy: crate::vm::policy::ThpPolicy,
     /// The shmem THP settings.
     pub shmem: ShmemKnobs,
     /// The khugepaged tunables.
@@ -91,6 +94,7 @@ impl ThpKnobs {
             shrink_underused: true,
             max_ptes_none: (1 << pmd_order) - 1,
             anon_beside_full: false,
+            policy: Default::default(),
             shmem: ShmemKnobs::defaults(pmd_order),
             khugepaged: KhugepagedKnobs::defaults(pmd_order),
         }

@@ -329,6 +329,19 @@ pub const REGISTRY: &[KnobDef] = &[
         },
     ),
     knob(
+        "largo/thp_policy",
+        "order policy of anonymous write faults: static (the kernel), adaptive[:grow=N,small=PAGES], ingens[:util=PERCENT] (not a kernel knob)",
+        |m, _| m.thp().policy.spec(),
+        |m, _, p, v| {
+            m.thp_mut().policy = crate::vm::policy::ThpPolicy::parse(v).map_err(|e| KnobError::BadValue {
+                path: p.into(),
+                value: v.into(),
+                expected: e.to_string(),
+            })?;
+            Ok(())
+        },
+    ),
+    knob(
         "page_reporting/page_reporting_order",
         "smallest free block order reported to the host (-1: the device's order once one registers)",
         |m, _| m.reporting().order_param.map_or("-1".to_string(), |o| o.to_string()),

@@ -269,7 +269,32 @@ impl Vm {
             return result;
         }
         let first = self.pt.shape.index(0, haddr);
-        let limit = first + (1usize << self.pmd_order());
+        self.collapse_copy(ctx, mm, table, first, 1usize << self.pmd_order(), folio);
+        self.deposits.insert(pmd, table);
+        ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
+        // map_anon_folio_pmd_nopf: mapped and queued for the underused
+        // shrinker, as a PMD fault's folio is.
+        let key = self.add_new_anon_rmap(ctx, folio, vma, haddr, true);
+        let flags = Pte::HUGE | Pte::YOUNG | Pte::DIRTY | self.vma_write_bit(vma);
+        self.pt.set_slot(pmd, Pte::leaf(folio.pfn.0, flags));
+        self.deferred_split_folio(ctx.pa, key, false);
+        Scan::Succeed
+    }
+
+    /// The copy of a collapse (`__collapse_huge_page_copy`) into `folio`:
+    /// entries `[first, first + nr_entries)` of PTE table `table` (of mm
+    /// `mm`) each copied from the page they map or, if none or the zero
+    /// page, zeroed; the old folios unmapped batch by batch and released.
+    pub(crate) fn collapse_copy(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: super::types::MmId,
+        table: usize,
+        first: usize,
+        nr_entries: usize,
+        folio: crate::Folio,
+    ) {
+        let limit = first + nr_entries;
         let mut i = first;
         while i < limit {
             let pte = self.pt.get(table, i);
@@ -314,14 +339,5 @@ impl Vm {
             }
             i += nr;
         }
-        self.deposits.insert(pmd, table);
-        ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
-        // map_anon_folio_pmd_nopf: mapped and queued for the underused
-        // shrinker, as a PMD fault's folio is.
-        let key = self.add_new_anon_rmap(ctx, folio, vma, haddr, true);
-        let flags = Pte::HUGE | Pte::YOUNG | Pte::DIRTY | self.vma_write_bit(vma);
-        self.pt.set_slot(pmd, Pte::leaf(folio.pfn.0, flags));
-        self.deferred_split_folio(ctx.pa, key, false);
-        Scan::Succeed
     }
 }

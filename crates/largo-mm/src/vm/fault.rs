@@ -192,7 +192,7 @@ impl Vm {
             index: self.pt.shape.index(1, vmf.address),
         };
         let entry = self.pt.entry(pmd);
-        if entry.is_none() && !vmf.small_only && self.allowable_orders(vmf.vma, 1 << self.pmd_order()) != 0 {
+        if entry.is_none() && !vmf.small_only && self.pmd_fault_orders(vmf) != 0 {
             match self.do_huge_pmd_anonymous_page(ctx, vmf, pmd) {
                 Fault::Fallback => {}
                 done => return done,
@@ -306,6 +306,7 @@ impl Vm {
             self.pt
                 .set(pte_table, first + i as usize, Pte::leaf(folio.pfn.0 + i, flags));
         }
+        self.policy_mapped(ctx, vmf.vma, vmf.address, folio.order);
         Fault::Done
     }
 
@@ -327,6 +328,7 @@ impl Vm {
         let mut orders = self.allowable_orders(vma, (1 << self.pmd_order()) - 1);
         orders = self.suitable_orders(vma, addr, orders);
         orders = self.pte_none_orders(pte_table, addr, orders);
+        orders = self.policy_orders(vma, addr, orders);
         if orders != 0 {
             let gfp = self.thp_gfp_mask(vma);
             while orders != 0 {

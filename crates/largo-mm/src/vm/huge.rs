@@ -47,6 +47,7 @@ impl Vm {
         };
         self.deposits.insert(pmd, pgtable);
         self.map_anon_folio_pmd(ctx, folio, vmf, pmd);
+        self.policy_mapped(ctx, vmf.vma, vmf.address, folio.order);
         Fault::Done
     }
 

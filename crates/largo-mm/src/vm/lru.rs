@@ -386,6 +386,10 @@ impl Vm {
     pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let cpu = cpu % self.lru_batches.len();
         let batch = std::mem::take(&mut self.lru_batches[cpu]);
+        if !batch.is_empty() {
+            self.locks.lru += 1;
+            self.locks.lru_folios += batch.len() as u64;
+        }
         for r in batch {
             if self.lru_state(r).released {
                 // folios_put: the batch's reference was the last.
@@ -396,6 +400,10 @@ impl Vm {
             self.lruvec_add(pa, r, false);
         }
         let batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
+        if !batch.is_empty() {
+            self.locks.lru += 1;
+            self.locks.lru_folios += batch.len() as u64;
+        }
         for r in batch {
             self.lru_deactivate(pa, r);
         }
@@ -488,6 +496,14 @@ impl Vm {
     /// A folio that is going away leaves the LRU or its batch.
     pub(crate) fn lru_forget(&mut self, pa: &mut PageAlloc, r: FolioRef) {
         if self.lru_state(r).list.is_some() {
+            self.locks.lru_folios += 1;
+            self.locks.lru_free_pending += 1;
+            if self.locks.lru_free_pending == 1 {
+                self.locks.lru += 1;
+            }
+            if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
+                self.locks.lru_free_pending = 0;
+            }
             self.lruvec_del(pa, r);
         } else if self.lru_state(r).batched {
             for b in &mut self.lru_batches {

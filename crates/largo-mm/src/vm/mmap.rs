@@ -51,6 +51,7 @@ impl Vm {
             anon_vma: None,
             chain: Vec::new(),
             swap_ra: Default::default(),
+            fault_history: Default::default(),
         });
         self.mms[mm].vmas.insert(start, id);
         self.slab_alloc(mm, SlabCache::VmArea, 1);

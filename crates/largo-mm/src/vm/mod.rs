@@ -39,6 +39,9 @@ pub mod mm;
 mod mmap;
 mod order;
 pub mod pgtable;
+pub mod policy;
+mod policy_glue;
+mod promote;
 pub(crate) mod reclaim;
 mod rmap;
 pub mod shmem;
@@ -47,6 +50,7 @@ pub mod stats;
 mod swapcache;
 pub(crate) mod swapin;
 mod thpmaps;
+pub mod translation;
 pub mod types;
 pub mod vma;
 mod vmscan;
@@ -133,6 +137,15 @@ impl Default for DeferredQueue {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct VmLockStats {
     pub deferred_split: u64,
+    /// lruvec `lru_lock` acquisitions: one per `lru_add`/`lru_deactivate`
+    /// batch moved (`folio_batch_move_lru`), per reclaim isolation or
+    /// putback (`isolate_lru_folios`, `move_folios_to_lru`), and per 31
+    /// folios freed off the LRU (`folios_put_refs` relocks per batch).
+    pub lru: u64,
+    /// Folios added to or removed from the LRU lists under it.
+    pub lru_folios: u64,
+    /// Folios freed off the LRU since the last counted batch.
+    pub(crate) lru_free_pending: u64,
 }
 
 /// The anonymous-memory model of one machine.

@@ -99,6 +99,9 @@ pub struct VmWork {
     /// Page-table pages allocated and freed.
     pub pgtable_alloc: u64,
     pub pgtable_free: u64,
+    /// Blocks of base pages promoted into one large folio by a
+    /// utilisation-driven order policy (`ingens`).
+    pub promotions: u64,
 }
 
 /// Anonymous-memory node counters (`enum node_stat_item` entries the VM owns).

@@ -23,6 +23,8 @@ pub struct Vma {
     pub chain: Vec<AnonVmaId>,
     /// Swap readahead state (`swap_readahead_info`).
     pub swap_ra: super::swapin::SwapRa,
+    /// What its anonymous write faults did, for the order policy.
+    pub fault_history: super::policy::FaultHistory,
 }
 
 impl Vma {

@@ -50,12 +50,13 @@ pub fn catalog() -> &'static [WorkloadDef] {
     &CATALOG
 }
 
-static CATALOG: [WorkloadDef; 18] = [
+static CATALOG: [WorkloadDef; 19] = [
     willitscale::PAGE_FAULT1,
     willitscale::MALLOC1,
     willitscale::MMAP1,
     vmscalability::ANON_W_SEQ,
     vmscalability::ANON_W_RAND,
+    vmscalability::ANON_CHASE,
     vmscalability::ANON_R_SEQ,
     vmscalability::ANON_RW_SEQ,
     vmscalability::ANON_COW_SEQ,
@@ -120,6 +121,53 @@ const fn count(name: &'static str, default: u64, min: u64, help: &'static str) -
         min,
         help,
     }
+}
+
+const fn choice(name: &'static str, names: &'static [&'static str], default: u64, help: &'static str) -> ParamDef {
+    ParamDef {
+        name,
+        kind: ParamKind::Choice(names),
+        default,
+        min: 0,
+        help,
+    }
+}
+
+/// `passes=`: user accesses after the memory is written, for the TLB model.
+pub(crate) const PASSES: ParamDef = count(
+    "passes",
+    0,
+    0,
+    "passes of user accesses over the memory once written, in PATTERN (the TLB model estimates their user time)",
+);
+
+/// The names of [`crate::access::Pattern`] in `pattern=` order.
+pub(crate) const PATTERN_NAMES: &[&str] = &["seq", "stride", "chase"];
+
+/// `pattern=`: the order of the user accesses.
+pub(crate) const PATTERN: ParamDef = choice(
+    "pattern",
+    PATTERN_NAMES,
+    0,
+    "seq: every 64-byte line in order; stride: one line per 4 KiB in order; chase: one line per 4 KiB in a random cycle of dependent loads",
+);
+
+/// The `pattern=` of a spec.
+pub(crate) fn pattern_of(spec: &crate::spec::WorkloadSpec) -> crate::access::Pattern {
+    crate::access::Pattern::from_name(PATTERN_NAMES[spec.get("pattern") as usize]).expect("a pattern name")
+}
+
+/// The stream op of `passes=`/`pattern=` over slot 0's `len` bytes, if any.
+pub(crate) fn stream_of(spec: &crate::spec::WorkloadSpec, ctx: &BuildCtx, len: u64) -> Option<Op> {
+    let passes = spec.get("passes");
+    (passes > 0).then(|| Op::Stream {
+        slot: 0,
+        offset: 0,
+        len,
+        pattern: pattern_of(spec),
+        passes,
+        seed: ctx.seed ^ (ctx.task as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    })
 }
 
 const MIB: u64 = 1 << 20;

@@ -2,16 +2,40 @@
 //! case-anon-r-seq, case-anon-cow-seq): one mapping per task, touched
 //! whole, then unmapped.
 
-use super::{map_region, size, unmap_all, BuildCtx, WorkloadDef, HUGEPAGE, MIB};
+use super::{map_region, size, stream_of, unmap_all, BuildCtx, WorkloadDef, HUGEPAGE, MIB, PASSES, PATTERN};
 use crate::op::{Op, TouchOrder};
 use crate::spec::{ParamDef, WorkloadSpec};
 
 const SIZE_PARAM: [ParamDef; 2] = [size("size", 512 * MIB, "bytes mapped and touched per task"), HUGEPAGE];
 
+/// anon-w-seq and anon-w-rand: user accesses may follow the writes.
+const WRITE_PARAMS: [ParamDef; 4] = [
+    size("size", 512 * MIB, "bytes mapped and touched per task"),
+    HUGEPAGE,
+    PASSES,
+    PATTERN,
+];
+
+/// anon-chase: four passes of a pointer chase by default.
+const CHASE_PARAMS: [ParamDef; 4] = [
+    size("size", 1024 * MIB, "bytes mapped, written, then accessed per task"),
+    HUGEPAGE,
+    ParamDef { default: 4, ..PASSES },
+    ParamDef { default: 2, ..PATTERN },
+];
+
+pub const ANON_CHASE: WorkloadDef = WorkloadDef {
+    name: "anon-chase",
+    summary: "write every page of SIZE, then PASSES passes of user accesses in PATTERN (default a pointer chase, one line per 4 KiB): what the TLB costs in user time",
+    params: &CHASE_PARAMS,
+    default_suite: false,
+    build: |spec, ctx| touch_all(spec, ctx, true, TouchOrder::Sequential),
+};
+
 pub const ANON_W_SEQ: WorkloadDef = WorkloadDef {
     name: "anon-w-seq",
     summary: "vm-scalability anon-w-seq: write every page of SIZE in address order",
-    params: &SIZE_PARAM,
+    params: &WRITE_PARAMS,
     default_suite: true,
     build: |spec, ctx| touch_all(spec, ctx, true, TouchOrder::Sequential),
 };
@@ -19,7 +43,7 @@ pub const ANON_W_SEQ: WorkloadDef = WorkloadDef {
 pub const ANON_W_RAND: WorkloadDef = WorkloadDef {
     name: "anon-w-rand",
     summary: "vm-scalability anon-w-rand: write every page of SIZE in a random order",
-    params: &SIZE_PARAM,
+    params: &WRITE_PARAMS,
     default_suite: false,
     build: |spec, ctx| {
         let seed = ctx.seed ^ (ctx.task as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -75,6 +99,9 @@ fn touch_all(spec: &WorkloadSpec, ctx: &BuildCtx, write: bool, order: TouchOrder
     let len = spec.get("size");
     let mut ops = map_region(spec, len);
     ops.push(whole(len, ctx, write, order));
+    if spec.params.contains_key("passes") {
+        ops.extend(stream_of(spec, ctx, len));
+    }
     ops.push(unmap_all(len));
     ops
 }

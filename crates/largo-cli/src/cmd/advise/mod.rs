@@ -110,12 +110,19 @@ impl Mode {
 }
 
 /// One mix: the anonymous orders it enables; every other order is `never`.
+/// With a `policy` (`largo/thp_policy`), the orders a largo order policy
+/// chooses from: shown beside the kernel's mixes, never recommended (no
+/// kernel has it).
 #[derive(Clone, Debug)]
 struct Candidate {
     name: String,
     orders: Vec<u32>,
     mode: Mode,
+    policy: Option<&'static str>,
 }
+
+/// The order policies `advise` ranks beside the static mixes.
+const POLICIES: [&str; 2] = ["adaptive", "ingens"];
 
 impl Candidate {
     /// The `enabled` value of every anonymous size of the machine.
@@ -176,6 +183,7 @@ fn candidates(anon_orders: &[u32], page_size: u64) -> Vec<Candidate> {
         name: format!("{} only", size_label(page_size)),
         orders: Vec::new(),
         mode: Mode::Always,
+        policy: None,
     }];
     for mode in [Mode::Always, Mode::Madvise] {
         for set in &sets {
@@ -184,10 +192,52 @@ fn candidates(anon_orders: &[u32], page_size: u64) -> Vec<Candidate> {
                 name: format!("{}{suffix}", label(set)),
                 orders: set.clone(),
                 mode,
+                policy: None,
             });
         }
     }
+    // Policies choose among the seed's three smallest sizes and PMD (every
+    // size on machines with fewer): more sizes only give a policy more
+    // ways to overshoot.
+    let policy_set = if mthp.len() >= 3 {
+        let mut set = mthp[..3].to_vec();
+        set.push(pmd);
+        set
+    } else {
+        anon_orders.to_vec()
+    };
+    for policy in POLICIES {
+        out.push(Candidate {
+            name: format!("{policy} policy over {}", label(&policy_set)),
+            orders: policy_set.clone(),
+            mode: Mode::Always,
+            policy: Some(policy),
+        });
+    }
     out
+}
+
+/// The candidates no other beats or equals on every one of estimated
+/// kernel time (lower), peak anonymous memory (lower) and TLB reach
+/// (higher), in rank order: the Pareto front.
+fn pareto_front(ranked: &[Scored]) -> Vec<usize> {
+    let dominates = |a: &Scored, b: &Scored| {
+        let no_worse = a.kernel_ns <= b.kernel_ns && a.peak_anon_kb <= b.peak_anon_kb && a.reach_kb >= b.reach_kb;
+        let better = a.kernel_ns < b.kernel_ns || a.peak_anon_kb < b.peak_anon_kb || a.reach_kb > b.reach_kb;
+        no_worse && better
+    };
+    let mut front: Vec<usize> = Vec::new();
+    for s in ranked {
+        let beaten = ranked.iter().any(|o| dominates(o, s));
+        let same_as_kept = front.iter().any(|&i| {
+            let k = ranked.iter().find(|r| r.index == i).expect("ranked");
+            k.kernel_ns == s.kernel_ns && k.peak_anon_kb == s.peak_anon_kb && k.reach_kb == s.reach_kb
+        });
+        if !beaten && !same_as_kept {
+            front.push(s.index);
+        }
+    }
+    front
 }
 
 /// A candidate's figures against the baseline.
@@ -200,6 +250,8 @@ struct Scored {
     peak_anon_kb: u64,
     peak_change_pct: f64,
     large_share: f64,
+    /// TLB reach at the peak (`tlb.reach_kb`).
+    reach_kb: u64,
     within_budget: bool,
 }
 
@@ -233,6 +285,7 @@ fn score(records: &[Record], max_bloat_pct: f64) -> Vec<Scored> {
                 } else {
                     peak.anon_large_kb as f64 / peak.anon_kb as f64
                 },
+                reach_kb: r.outcome.tlb.reach_kb,
                 within_budget: peak_change_pct <= max_bloat_pct + 1e-9,
             }
         })
@@ -294,7 +347,7 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
     let ranked = rank_on_model(&configs, &workloads[0], &profile, args.max_bloat, args.format.is_text())?;
     let model_best = ranked
         .iter()
-        .find(|s| s.within_budget)
+        .find(|s| s.within_budget && cands[s.index].policy.is_none())
         .expect("the baseline is always within budget");
     let est_ns: Vec<f64> = {
         let mut v = vec![0.0; cands.len()];
@@ -305,7 +358,11 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
     };
     let est_change = |index: usize, whole_ns: f64| (est_ns[index] - est_ns[0]) / whole_ns.max(1.0) * 100.0;
     let (verified, host_clock) = if args.verify {
-        let rows: Vec<&Scored> = fold_alike(&ranked).into_iter().map(|(s, _)| s).collect();
+        let rows: Vec<&Scored> = fold_alike(&ranked, &cands)
+            .into_iter()
+            .map(|(s, _)| s)
+            .filter(|s| cands[s.index].policy.is_none())
+            .collect();
         let chosen = verify::chosen(&rows, args.top as usize);
         let (v, clock) = verify::verify(&configs, &chosen, &args.command, args.runs as usize, &est_change)?;
         (Some(v), Some(clock))
@@ -376,6 +433,9 @@ fn configs_for(base: &MachineConfig, cands: &[Candidate], anon_orders: &[u32], p
                         mode.to_string(),
                     )
                 }));
+            if let Some(policy) = c.policy {
+                config.knobs.push(("largo/thp_policy".into(), policy.into()));
+            }
             NamedConfig {
                 name: c.name.clone(),
                 config,
@@ -415,7 +475,7 @@ pub fn model_recommendation(base: &MachineConfig, workload: &Workload, profile: 
     let ranked = rank_on_model(&configs, workload, profile, DEFAULT_MAX_BLOAT_PCT, false)?;
     let best = ranked
         .iter()
-        .find(|s| s.within_budget)
+        .find(|s| s.within_budget && cands[s.index].policy.is_none())
         .expect("the baseline is within budget");
     Ok(configs.swap_remove(best.index))
 }
@@ -452,15 +512,18 @@ fn workload(args: &AdviseArgs) -> Result<Workload> {
 }
 
 /// The ranked candidates with those of identical results folded into the
-/// first of them (the madvise mixes of a program that never madvises).
-fn fold_alike(ranked: &[Scored]) -> Vec<(&Scored, Vec<usize>)> {
+/// first of them (the madvise mixes of a program that never madvises);
+/// an order policy's row is never folded into a static mix's.
+fn fold_alike<'a>(ranked: &'a [Scored], cands: &[Candidate]) -> Vec<(&'a Scored, Vec<usize>)> {
     let mut rows: Vec<(&Scored, Vec<usize>)> = Vec::new();
     for s in ranked {
         let same = |r: &Scored| {
-            r.kernel_ns == s.kernel_ns
+            cands[r.index].policy == cands[s.index].policy
+                && r.kernel_ns == s.kernel_ns
                 && r.pgfault == s.pgfault
                 && r.peak_anon_kb == s.peak_anon_kb
                 && r.large_share == s.large_share
+                && r.reach_kb == s.reach_kb
         };
         match rows.iter_mut().find(|(r, _)| same(r)) {
             Some((_, alike)) => alike.push(s.index),
@@ -519,6 +582,8 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
         "peak.anon_kb",
         "change",
         "in large folios",
+        "tlb.reach_kb",
+        "front",
     ];
     if a.whole.is_some() {
         header.insert(4, "whole kernel (est.)");
@@ -526,13 +591,16 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
     header.push("");
     let mut t = Grid::new(header).right_from(2);
     let base_ns = a.ranked.iter().find(|s| s.index == 0).map_or(0.0, |s| s.kernel_ns);
-    for (i, (s, alike)) in fold_alike(a.ranked).into_iter().enumerate() {
+    let front = pareto_front(a.ranked);
+    for (i, (s, alike)) in fold_alike(a.ranked, cands).into_iter().enumerate() {
         let mark = if s.index == best.index {
             "<- recommended"
         } else if s.index == a.model_best.index {
             "<- model's choice"
         } else if !s.within_budget {
             "over bloat budget"
+        } else if cands[s.index].policy.is_some() {
+            "largo policy, not a kernel setting"
         } else {
             ""
         };
@@ -555,6 +623,8 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
             Cell::int(s.peak_anon_kb),
             change_cell(s.peak_change_pct),
             Cell::new(format!("{:.1}%", s.large_share * 100.0), format!("{}", s.large_share)),
+            Cell::int(s.reach_kb),
+            Cell::text(if front.contains(&s.index) { "*" } else { "" }),
         ];
         if let Some(w) = a.whole {
             row.insert(4, change_cell((s.kernel_ns - base_ns) / w.ns.max(1.0) * 100.0));
@@ -574,7 +644,10 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
          (faults, zeroing, page tables, allocator, splits, VMA operations{}) with cost profile {}, \
          {} faults; the program's other kernel work (I/O, exec, ...) is not in it and does not change with \
          the mix. {}peak.anon_kb: NR_ANON_MAPPED at its maximum; in large folios: its share in folios above the \
-         base page at that moment.\n",
+         base page at that moment; tlb.reach_kb: what the second-level TLB covers of that footprint \
+         (PMD mappings, contiguous-PTE ranges, coalesced PTE groups, base pages; TLB of {}); \
+         front (*): the Pareto front of kernel time, peak memory and TLB reach; the adaptive and ingens \
+         policies are largo's order policies (--thp-policy), not kernel settings, and are never recommended.\n",
         cands[0].name,
         if machine.config().balloon.is_some() {
             ", refaults of memory the host reclaimed after a free page report"
@@ -595,7 +668,8 @@ fn report(a: &Advice, out: &mut Out) -> std::io::Result<()> {
                 w.ci95_ns.map(|c| format!(" +- {:.1}", c / 1e6)).unwrap_or_default(),
                 w.source
             ))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        machine.config().preset.tlb().source,
     ))?;
     if let Some(v) = a.verified {
         verified_report(a, v, out)?;
@@ -722,6 +796,8 @@ fn json(a: &Advice) -> serde_json::Value {
             "peak_anon_kb": s.peak_anon_kb,
             "peak_memory_change_pct": finite(s.peak_change_pct),
             "large_folio_share": s.large_share,
+            "tlb_reach_kb": s.reach_kb,
+            "policy": c.policy.unwrap_or("static"),
             "within_budget": s.within_budget,
         })
     };
@@ -739,6 +815,7 @@ fn json(a: &Advice) -> serde_json::Value {
         "model_recommendation": obj(rank_of(a.model_best), a.model_best),
         "candidates": ranked.iter().enumerate().map(|(i, s)| obj(i + 1, s)).collect::<Vec<_>>(),
         "commands": a.cmds,
+        "pareto_front": pareto_front(ranked).into_iter().map(|i| cands[i].name.clone()).collect::<Vec<_>>(),
     });
     if let Some(f) = a.fresh {
         out["probe"] = serde_json::json!({
@@ -801,7 +878,37 @@ mod tests {
         ] {
             assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
         }
-        assert_eq!(names.len(), 1 + 2 * 14);
+        assert_eq!(names.len(), 1 + 2 * 14 + 2);
+        assert!(names.contains(&"adaptive policy over 16K+32K+64K+2M".to_string()));
+        assert!(names.contains(&"ingens policy over 16K+32K+64K+2M".to_string()));
+    }
+
+    fn scored(index: usize, kernel_ns: f64, peak_anon_kb: u64, reach_kb: u64) -> Scored {
+        Scored {
+            index,
+            kernel_ns,
+            kernel_change_pct: 0.0,
+            pgfault: 0,
+            faults_change_pct: 0.0,
+            peak_anon_kb,
+            peak_change_pct: 0.0,
+            large_share: 0.0,
+            reach_kb,
+            within_budget: true,
+        }
+    }
+
+    #[test]
+    fn the_pareto_front_keeps_the_undominated() {
+        let ranked = vec![
+            scored(1, 10.0, 200, 100),
+            scored(2, 11.0, 100, 50),
+            scored(3, 12.0, 200, 100), // dominated by 1
+            scored(4, 13.0, 100, 50),  // dominated by 2
+            scored(0, 20.0, 90, 10),
+            scored(5, 10.0, 200, 100), // the same as 1: not repeated
+        ];
+        assert_eq!(pareto_front(&ranked), vec![1, 2, 0]);
     }
 
     #[test]
@@ -811,6 +918,7 @@ mod tests {
             name: "64K".into(),
             orders: vec![4],
             mode: Mode::Always,
+            policy: None,
         };
         let cmds = commands(&c, &orders, 4096);
         assert_eq!(cmds.len(), 8);

@@ -22,6 +22,7 @@ impl Vm {
         lru: LruList,
         nr_to_scan: u64,
     ) -> (VecDeque<FolioRef>, u64) {
+        self.locks.lru += 1;
         let mut taken = VecDeque::new();
         let mut scanned = 0;
         while scanned < nr_to_scan {
@@ -47,6 +48,8 @@ impl Vm {
     /// youngest); each drops its isolation reference, the last one freeing
     /// the folio.
     pub(crate) fn move_folios_to_lru(&mut self, ctx: &mut Ctx, folios: &[FolioRef]) {
+        self.locks.lru += 1;
+        self.locks.lru_folios += folios.len() as u64;
         for &r in folios {
             if self.folio_ref_put(ctx, r) {
                 continue;

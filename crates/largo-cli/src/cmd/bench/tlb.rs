@@ -1,0 +1,253 @@
+//! `largo bench tlb`: dependent loads over anonymous memory mapped with one
+//! folio size, natively on this host (root) and through largo's TLB model,
+//! side by side: wall ns per access, and each size's ratio to 4K.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use largo_types::{format_size, parse_size};
+use largo_workloads::access::Pattern;
+
+use crate::args::UsageError;
+use crate::output::{Cell, FormatArgs, Grid, Out};
+
+#[derive(Args, Debug)]
+pub struct TlbBenchArgs {
+    /// Folio sizes (4K: no mTHP size enabled).
+    #[arg(long, default_value = "4K,16K,64K,2M", value_delimiter = ',')]
+    pub sizes: Vec<String>,
+    /// Ranges of memory chased through.
+    #[arg(long, default_value = "64M,256M,1G,4G", value_delimiter = ',')]
+    pub ranges: Vec<String>,
+    /// Access patterns: chase (random cyclic order), stride (address order).
+    #[arg(long, default_value = "chase,stride", value_delimiter = ',')]
+    pub patterns: Vec<String>,
+    /// Timed loads per repeat.
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1000..))]
+    pub steps: u64,
+    /// Timed repeats per mapping; their median is the mapping's figure.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub repeats: u32,
+    /// Fresh mappings per cell, the sizes of a range measured in turn (in
+    /// a rotated order) for each; the median over them is reported. On a
+    /// guest, where a mapping lands in the host's memory moves its cost.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub trials: u32,
+    /// Changes to the preset's TLB for the model side (as `largo run --tlb`).
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub tlb: Option<String>,
+    /// Only the model's side.
+    #[arg(long)]
+    pub model_only: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
+}
+
+/// One cell of the table.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Cell4 {
+    pub folio_bytes: u64,
+    pub range_bytes: u64,
+    pub pattern: Pattern,
+    pub host_ns: Option<f64>,
+    pub host_folio_share: Option<f64>,
+    pub largo_ns: Option<f64>,
+}
+
+fn sizes(list: &[String]) -> Result<Vec<u64>, UsageError> {
+    list.iter()
+        .map(|s| parse_size(s).map_err(|e| UsageError(format!("'{s}': {e}"))))
+        .collect()
+}
+
+fn patterns(list: &[String]) -> Result<Vec<Pattern>, UsageError> {
+    list.iter()
+        .map(|p| Pattern::from_name(p.trim()).ok_or_else(|| UsageError(format!("'{p}': expected chase or stride"))))
+        .collect()
+}
+
+pub fn run(args: &TlbBenchArgs) -> Result<()> {
+    let folios = sizes(&args.sizes)?;
+    if let Some(bad) = folios
+        .iter()
+        .find(|f| !f.is_power_of_two() || **f < 4096 || **f > (2 << 20))
+    {
+        return Err(UsageError(format!(
+            "folio size {} is not a power of two in 4K..=2M",
+            format_size(*bad)
+        ))
+        .into());
+    }
+    let ranges = sizes(&args.ranges)?;
+    if let Some(bad) = ranges.iter().find(|r| !r.is_power_of_two() || **r < (2 << 20)) {
+        return Err(UsageError(format!(
+            "range {} is not a power of two of at least 2M",
+            format_size(*bad)
+        ))
+        .into());
+    }
+    let patterns = patterns(&args.patterns)?;
+    let host_reason = if args.model_only {
+        Some("--model-only".to_string())
+    } else {
+        largo_host::unavailable_reason()
+    };
+    if let Some(p) = patterns.iter().find(|p| **p == Pattern::Seq) {
+        return Err(UsageError(format!("pattern {} has no native side: use chase or stride", p.name())).into());
+    }
+    let tlb = match &args.tlb {
+        Some(spec) => largo_types::Preset::X86_64
+            .tlb()
+            .with_overrides(spec)
+            .map_err(UsageError)?,
+        None => largo_types::Preset::X86_64.tlb(),
+    };
+    let mut cells = Vec::new();
+    for &pattern in &patterns {
+        for &range in &ranges {
+            let host = match host_reason {
+                None => Some(host_row(&folios, range, pattern, args)?),
+                Some(_) => None,
+            };
+            for (k, &folio) in folios.iter().enumerate() {
+                let largo_ns = model_ns(folio, range, pattern, args.tlb.as_deref())?;
+                let h = host.as_ref().map(|h| h[k]);
+                if args.format.is_text() {
+                    eprintln!(
+                        "{} {} {}: host {}, largo {largo_ns:.1} ns",
+                        pattern.name(),
+                        format_size(range),
+                        format_size(folio),
+                        h.map_or("-".into(), |h| format!(
+                            "{:.1} ns ({:.0}% in {})",
+                            h.0,
+                            h.1 * 100.0,
+                            format_size(folio)
+                        ))
+                    );
+                }
+                cells.push(Cell4 {
+                    folio_bytes: folio,
+                    range_bytes: range,
+                    pattern,
+                    host_ns: h.map(|h| h.0),
+                    host_folio_share: h.map(|h| h.1),
+                    largo_ns: Some(largo_ns),
+                });
+            }
+        }
+    }
+    print(&cells, args, host_reason.as_deref(), &tlb.source)?;
+    Ok(())
+}
+
+/// The host's ns per access and folio share at each size for one range:
+/// `trials` rounds, each measuring every size once on a fresh mapping in
+/// an order rotated from round to round; medians over the rounds.
+fn host_row(folios: &[u64], range: u64, pattern: Pattern, args: &TlbBenchArgs) -> Result<Vec<(f64, f64)>> {
+    let mut ns = vec![Vec::new(); folios.len()];
+    let mut share = vec![Vec::new(); folios.len()];
+    for trial in 0..args.trials as usize {
+        for j in 0..folios.len() {
+            let k = (j + trial) % folios.len();
+            let p =
+                largo_host::tlbbench::measure(folios[k], range, pattern, args.steps, args.repeats, 1 + trial as u64)
+                    .with_context(|| {
+                        format!(
+                            "host {} over {} at {}",
+                            pattern.name(),
+                            format_size(range),
+                            format_size(folios[k])
+                        )
+                    })?;
+            ns[k].push(p.ns_per_access);
+            share[k].push(p.folio_share);
+        }
+    }
+    Ok(ns.into_iter().zip(share).map(|(n, s)| (median(n), median(s))).collect())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The model's ns per access: `anon-chase` over `range` with `folio`
+/// folios, two passes of `pattern` through the preset's TLB.
+fn model_ns(folio: u64, range: u64, pattern: Pattern, tlb: Option<&str>) -> Result<f64> {
+    let knobs = if folio <= 4096 {
+        Vec::new()
+    } else {
+        largo_workloads::policy::thp_knobs(&format_size(folio)).map_err(|e| UsageError(e.to_string()))?
+    };
+    let mut m = largo_mm::Machine::new(largo_mm::MachineConfig {
+        mem_bytes: (range * 2).max(1 << 30),
+        knobs,
+        ..largo_mm::MachineConfig::default()
+    })?;
+    let text = format!(
+        "anon-chase:size={},passes=2,pattern={}",
+        format_size(range),
+        pattern.name()
+    );
+    let (def, spec) = largo_workloads::builtin::parse(&text)?;
+    let opts = largo_workloads::RunOptions {
+        tlb_overrides: tlb.map(str::to_string),
+        ..Default::default()
+    };
+    let out = largo_workloads::run(&mut m, def, &spec, &opts, &mut |_, _| {})?;
+    let s = out.tlb.streams.context("anon-chase declares a stream")?;
+    Ok(s.user_ns / s.counts.accesses as f64)
+}
+
+fn print(cells: &[Cell4], args: &TlbBenchArgs, host_reason: Option<&str>, tlb: &str) -> std::io::Result<()> {
+    let mut out = Out::stdout(args.format);
+    for c in cells {
+        out.json(&serde_json::json!({
+            "bench": "tlb",
+            "folio_kib": c.folio_bytes >> 10,
+            "range_mib": c.range_bytes >> 20,
+            "pattern": c.pattern.name(),
+            "host_ns": c.host_ns,
+            "largo_ns": c.largo_ns,
+            "host_folio_share": c.host_folio_share,
+        }))?;
+    }
+    let mut t = Grid::new([
+        "pattern",
+        "range",
+        "folio",
+        "host ns/access",
+        "host vs 4K",
+        "largo ns/access",
+        "largo vs 4K",
+    ])
+    .right_from(3);
+    for c in cells {
+        let base = cells
+            .iter()
+            .find(|b| b.pattern == c.pattern && b.range_bytes == c.range_bytes && b.folio_bytes == 4096);
+        let ratio = |v: Option<f64>, b: Option<f64>| match (v, b) {
+            (Some(v), Some(b)) if b > 0.0 => Cell::num(v / b, 2),
+            _ => Cell::text(""),
+        };
+        t.row([
+            Cell::text(c.pattern.name()),
+            Cell::text(format_size(c.range_bytes)),
+            Cell::text(format_size(c.folio_bytes)),
+            c.host_ns.map_or(Cell::text(""), |v| Cell::num(v, 1)),
+            ratio(c.host_ns, base.and_then(|b| b.host_ns)),
+            c.largo_ns.map_or(Cell::text(""), |v| Cell::num(v, 1)),
+            ratio(c.largo_ns, base.and_then(|b| b.largo_ns)),
+        ]);
+    }
+    out.table(&t)?;
+    out.line(format!(
+        "dependent loads, one 64-byte line per 4 KiB of the range; host: wall ns per access, median over {} fresh \
+         mappings ({} timed runs of {} loads each); largo: the anon-chase stream through the TLB model of {tlb}",
+        args.trials, args.repeats, args.steps
+    ))?;
+    if let Some(r) = host_reason {
+        out.line(format!("host side not measured: {r}"))?;
+    }
+    out.flush()
+}

@@ -1,0 +1,191 @@
+//! Kernel time by entry: which way into the kernel each piece of work
+//! came through (a page fault, munmap, mmap, ..., a kernel thread), as
+//! the seed series' tables break kernel cycles down.
+//!
+//! A run keeps an [`EntryLedger`]: each operation or trace event names its
+//! entry, and when the entry changes the work counted since the last
+//! change (the cost model's term counts, [`crate::cost::TermInput`]) is
+//! charged to the entry that was running. Compaction's terms (direct
+//! compaction inside a fault included) are charged to `compaction`, and
+//! work done by woken kernel threads while time passes to `kthreads`.
+
+use std::collections::BTreeMap;
+
+use largo_mm::Machine;
+use largo_trace::Event;
+use serde::Serialize;
+
+use crate::cost::{TermInput, TERMS};
+use crate::op::Op;
+
+/// A way into the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Entry {
+    /// Page faults (data aborts): `handle_mm_fault` and what it calls.
+    Fault,
+    Munmap,
+    Mmap,
+    Mprotect,
+    Mremap,
+    Madvise,
+    Brk,
+    /// fork/clone: `copy_process`, `dup_mmap`.
+    Fork,
+    /// exit/exit_group: `exit_mmap`.
+    Exit,
+    /// execve: the old address space torn down.
+    Execve,
+    /// Compaction (direct, inside an allocation, and kcompactd's).
+    Compaction,
+    /// Kernel threads woken while time passes (khugepaged, kcompactd, free
+    /// page reporting).
+    Kthreads,
+    /// Everything else (drop_caches, move_pages, memfd and SysV calls,
+    /// memory hotplug).
+    Other,
+}
+
+impl Entry {
+    pub const ALL: [Entry; 13] = [
+        Entry::Fault,
+        Entry::Munmap,
+        Entry::Mmap,
+        Entry::Mprotect,
+        Entry::Mremap,
+        Entry::Madvise,
+        Entry::Brk,
+        Entry::Fork,
+        Entry::Exit,
+        Entry::Execve,
+        Entry::Compaction,
+        Entry::Kthreads,
+        Entry::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Entry::Fault => "fault",
+            Entry::Munmap => "munmap",
+            Entry::Mmap => "mmap",
+            Entry::Mprotect => "mprotect",
+            Entry::Mremap => "mremap",
+            Entry::Madvise => "madvise",
+            Entry::Brk => "brk",
+            Entry::Fork => "fork",
+            Entry::Exit => "exit",
+            Entry::Execve => "execve",
+            Entry::Compaction => "compaction",
+            Entry::Kthreads => "kthreads",
+            Entry::Other => "other",
+        }
+    }
+
+    /// The entry of a workload operation.
+    pub fn of_op(op: &Op) -> Entry {
+        match op {
+            Op::Touch { .. } | Op::Stream { .. } => Entry::Fault,
+            Op::Mmap { .. } | Op::MmapMemfd { .. } => Entry::Mmap,
+            Op::Munmap { .. } => Entry::Munmap,
+            Op::Madvise { .. } => Entry::Madvise,
+            Op::Fork { .. } => Entry::Fork,
+            Op::Idle { .. } | Op::Sleep { .. } | Op::KhugepagedWake => Entry::Kthreads,
+            Op::Wait | Op::DropCaches { .. } | Op::MovePages { .. } => Entry::Other,
+        }
+    }
+
+    /// The entry of a trace event.
+    pub fn of_event(e: &Event) -> Entry {
+        match e {
+            Event::Fault { .. } | Event::KernelFault { .. } | Event::Touch { .. } | Event::ExecPage { .. } => {
+                Entry::Fault
+            }
+            Event::Mmap { .. } | Event::MmapFd { .. } | Event::Vma { .. } => Entry::Mmap,
+            Event::Munmap { .. } => Entry::Munmap,
+            Event::Mprotect { .. } => Entry::Mprotect,
+            Event::Mremap { .. } => Entry::Mremap,
+            Event::Madvise { .. } => Entry::Madvise,
+            Event::Brk { .. } | Event::BrkStart { .. } => Entry::Brk,
+            Event::Clone { .. } => Entry::Fork,
+            Event::Exit { .. } => Entry::Exit,
+            Event::Exec { .. } => Entry::Execve,
+            Event::Sleep { .. } | Event::KhugepagedWake { .. } | Event::Tick { .. } => Entry::Kthreads,
+            _ => Entry::Other,
+        }
+    }
+}
+
+/// Term counts (in [`TERMS`] order).
+pub type TermCounts = Vec<u64>;
+
+/// Terms charged to `compaction` whatever the entry.
+const COMPACTION_TERMS: [&str; 2] = ["compact_scan", "page_migrate"];
+
+/// Work by entry over a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EntryCounts {
+    pub by_entry: BTreeMap<Entry, TermCounts>,
+}
+
+/// The running attribution.
+pub struct EntryLedger {
+    current: Entry,
+    last: TermCounts,
+    pub counts: EntryCounts,
+}
+
+impl EntryLedger {
+    pub fn new(m: &Machine) -> EntryLedger {
+        EntryLedger {
+            current: Entry::Other,
+            last: TermInput::read(m).counts(),
+            counts: EntryCounts::default(),
+        }
+    }
+
+    /// Work from now on belongs to `entry`.
+    pub fn enter(&mut self, m: &Machine, entry: Entry) {
+        if entry != self.current {
+            self.close(m);
+            self.current = entry;
+        }
+    }
+
+    /// Charges the work since the last change to the current entry.
+    pub fn close(&mut self, m: &Machine) {
+        let now = TermInput::read(m).counts();
+        let mut main = vec![0; TERMS.len()];
+        let mut compaction = vec![0; TERMS.len()];
+        for (i, t) in TERMS.iter().enumerate() {
+            let d = now[i].saturating_sub(self.last[i]);
+            if COMPACTION_TERMS.contains(&t.name) {
+                compaction[i] = d;
+            } else {
+                main[i] = d;
+            }
+        }
+        self.charge(self.current, main);
+        self.charge(Entry::Compaction, compaction);
+        self.last = now;
+    }
+
+    fn charge(&mut self, entry: Entry, d: TermCounts) {
+        if d.iter().all(|&x| x == 0) {
+            return;
+        }
+        let slot = self
+            .counts
+            .by_entry
+            .entry(entry)
+            .or_insert_with(|| vec![0; TERMS.len()]);
+        for (s, x) in slot.iter_mut().zip(d) {
+            *s += x;
+        }
+    }
+
+    /// Closes the ledger: everything counted is charged.
+    pub fn finish(mut self, m: &Machine) -> EntryCounts {
+        self.close(m);
+        self.counts
+    }
+}

@@ -1,0 +1,159 @@
+//! Running a workload's declared access stream through the TLB model and
+//! estimating its user time.
+//!
+//! user ns = accesses x load latency (by pattern and data working set)
+//!         + first-level misses that hit the second level x `l2_hit_ns`
+//!         + walks x (`walk_ns` + for random orders `walk_ns_per_doubling`
+//!           per doubling of the leaf entries' working set above 128 KiB)
+//!
+//! The load latencies are curves measured with 2M folios (where the TLB
+//! barely misses) by `largo bench tlb`; the walk costs are fitted from its
+//! 4K points; see `TlbGeometry`.
+
+use largo_mm::vm::translation::{Contiguity, UnitKey};
+use largo_mm::Machine;
+use largo_types::TlbGeometry;
+use serde::Serialize;
+
+use super::sim::{TlbCounts, TlbSim};
+use crate::access::{visit_order, Pattern, SLOT_SPAN};
+
+/// Accesses per 4 KiB block of a sequential pass (one per 64-byte line).
+const LINES_PER_BLOCK: u64 = SLOT_SPAN / 64;
+
+/// The TLB and user-time figures of a run's streams.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct StreamReport {
+    #[serde(flatten)]
+    pub counts: TlbCounts,
+    /// The walks' share of the user time, ns.
+    pub walk_ns: f64,
+    /// Estimated user time of the streams, ns.
+    pub user_ns: f64,
+}
+
+impl StreamReport {
+    pub fn add(&mut self, o: &StreamReport) {
+        self.counts.add(&o.counts);
+        self.walk_ns += o.walk_ns;
+        self.user_ns += o.user_ns;
+    }
+}
+
+/// Log-linear interpolation of a latency curve at `bytes`.
+pub fn interpolate(curve: &[(u64, f64)], bytes: u64) -> f64 {
+    let x = (bytes.max(1) as f64).log2();
+    let first = curve[0];
+    if bytes <= first.0 {
+        return first.1;
+    }
+    for w in curve.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if bytes <= b.0 {
+            let (xa, xb) = ((a.0 as f64).log2(), (b.0 as f64).log2());
+            return a.1 + (b.1 - a.1) * (x - xa) / (xb - xa);
+        }
+    }
+    curve[curve.len() - 1].1
+}
+
+/// The contiguity the machine's TLB uses.
+pub fn contiguity(m: &Machine, tlb: &TlbGeometry) -> Contiguity {
+    Contiguity {
+        cont_order: m.geometry().cont_pte_order,
+        coalesce_order: if m.geometry().page_shift == 12 {
+            tlb.coalesce_pages.max(1).trailing_zeros()
+        } else {
+            0
+        },
+    }
+}
+
+/// Runs `passes` passes of `pattern` over `[start, start + len)` of `pid`'s
+/// memory (as mapped now) through a cold TLB.
+#[allow(clippy::too_many_arguments)]
+pub fn run_stream(
+    m: &Machine,
+    tlb: &TlbGeometry,
+    pid: u32,
+    start: u64,
+    len: u64,
+    pattern: Pattern,
+    passes: u64,
+    seed: u64,
+) -> StreamReport {
+    let units = m
+        .vm()
+        .translation_units(m.page_alloc(), pid, start, len, contiguity(m, tlb));
+    let page_shift = m.geometry().page_shift;
+    let unit_of = |block: u64| -> UnitKey {
+        let page = ((block * SLOT_SPAN) >> page_shift) as usize;
+        // A page without a translation would fault; it is counted as a
+        // base-page translation.
+        units
+            .get(page)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| largo_mm::vm::translation::unit_key(start + block * SLOT_SPAN, page_shift))
+    };
+    let mut sim = TlbSim::new(tlb);
+    let order = visit_order(len, pattern, seed);
+    for _ in 0..passes {
+        for &block in &order {
+            let repeat = if pattern == Pattern::Seq {
+                LINES_PER_BLOCK - 1
+            } else {
+                0
+            };
+            sim.access(unit_of(block), repeat);
+        }
+    }
+    let c = sim.counts;
+    let blocks = len / SLOT_SPAN;
+    let load_ns = match pattern {
+        Pattern::Chase => interpolate(&tlb.random_load_ns, blocks * 64),
+        Pattern::Stride => interpolate(&tlb.stride_load_ns, blocks * 64),
+        Pattern::Seq => tlb.seq_line_ns,
+    };
+    let walk_each = walk_ns(tlb, &units, pattern);
+    let walk_total = c.walks as f64 * walk_each;
+    let user_ns = c.accesses as f64 * load_ns + (c.l1_misses - c.walks) as f64 * tlb.l2_hit_ns + walk_total;
+    StreamReport {
+        counts: c,
+        walk_ns: walk_total,
+        user_ns,
+    }
+}
+
+/// The cost of one walk: the leaf entries of the range's translations
+/// take 8 bytes per unit; for a random order each doubling of that beyond
+/// 128 KiB adds `walk_ns_per_doubling`.
+fn walk_ns(tlb: &TlbGeometry, units: &[Option<UnitKey>], pattern: Pattern) -> f64 {
+    if pattern != Pattern::Chase {
+        return tlb.walk_ns;
+    }
+    let mut distinct = 0u64;
+    let mut last = None;
+    for u in units.iter().flatten() {
+        if last != Some(*u) {
+            distinct += 1;
+            last = Some(*u);
+        }
+    }
+    let pt_bytes = distinct * 8;
+    let doublings = ((pt_bytes as f64) / (128u64 << 10) as f64).log2().max(0.0);
+    tlb.walk_ns + tlb.walk_ns_per_doubling * doublings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interpolation_is_log_linear_and_clamped() {
+        let c = [(1024, 10.0), (4096, 30.0)];
+        assert_eq!(interpolate(&c, 10), 10.0);
+        assert_eq!(interpolate(&c, 1 << 20), 30.0);
+        assert!((interpolate(&c, 2048) - 20.0).abs() < 1e-9);
+    }
+}

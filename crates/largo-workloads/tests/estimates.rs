@@ -1,0 +1,111 @@
+//! The end-to-end estimates: user time through the TLB model, kernel time
+//! by entry, lock waits at N CPUs.
+
+use largo_mm::{Machine, MachineConfig};
+use largo_workloads::contention::{estimate, Concurrency};
+use largo_workloads::cost::{Faults, Profile};
+use largo_workloads::{RunOptions, RunOutcome, Workload};
+
+fn run_on(workload: &str, sizes_kb: &[u64], cpus: usize) -> (RunOutcome, Workload) {
+    let w = Workload::parse(workload).unwrap();
+    let knobs = sizes_kb
+        .iter()
+        .map(|kb| {
+            (
+                format!("transparent_hugepage/hugepages-{kb}kB/enabled"),
+                "always".to_string(),
+            )
+        })
+        .collect();
+    let config = w.machine_config(&MachineConfig {
+        mem_bytes: 4 << 30,
+        nr_cpus: cpus,
+        knobs,
+        ..MachineConfig::default()
+    });
+    let mut m = Machine::new(config).unwrap();
+    let out = w.run(&mut m, &RunOptions::default(), &mut |_, _| {}).unwrap();
+    (out, w)
+}
+
+#[test]
+fn a_pointer_chase_misses_less_with_larger_translations() {
+    let user = |sizes: &[u64]| {
+        let (out, _) = run_on("anon-chase:size=256M,passes=2", sizes, 2);
+        let s = out.tlb.streams.expect("anon-chase declares a stream");
+        assert_eq!(s.counts.accesses, 2 * 65536, "one access per 4 KiB per pass");
+        (s.counts.walks, s.user_ns)
+    };
+    let (walks_4k, ns_4k) = user(&[]);
+    let (walks_64k, ns_64k) = user(&[64]);
+    let (walks_2m, ns_2m) = user(&[2048]);
+    println!("walks 4K {walks_4k} 64K {walks_64k} 2M {walks_2m}; ns {ns_4k:.0} {ns_64k:.0} {ns_2m:.0}");
+    assert!(
+        walks_4k > walks_64k && walks_64k > walks_2m,
+        "coalescing and PMD entries cut walks"
+    );
+    assert_eq!(walks_2m, 128, "128 PMD entries fit the TLB: one walk each");
+    assert!(ns_4k > ns_64k && ns_64k > ns_2m);
+}
+
+#[test]
+fn traces_report_coverage_but_no_user_time() {
+    let (out, _) = run_on("lua-build", &[64], 2);
+    assert!(out.tlb.streams.is_none(), "a trace has no access stream");
+    assert!(out.tlb.coverage.coalesced > 0 && out.tlb.reach_kb > 0);
+    assert_eq!(
+        out.tlb.coverage.base + out.tlb.coverage.coalesced + out.tlb.coverage.pmd + out.tlb.coverage.contpte,
+        out.tlb.footprint_kb
+    );
+}
+
+#[test]
+fn kernel_time_by_entry_adds_up_to_the_estimate() {
+    let profile = Profile::default_profile();
+    for (workload, sizes) in [("page_fault1:iterations=2", &[][..]), ("lua-build", &[64][..])] {
+        let (out, w) = run_on(workload, sizes, 2);
+        let total = profile.estimate_at(&out.counters, w.faults()).kernel_ns;
+        let by = profile.by_entry(&out.entries, w.faults());
+        let sum: f64 = by.values().sum();
+        assert!(
+            (sum - total).abs() <= total * 1e-9 + 1.0,
+            "{workload}: {sum} vs {total}"
+        );
+        assert!(by["fault"] > by["munmap"], "{workload}: {by:?}");
+        assert!(by["munmap"] > 0.0, "{workload}: {by:?}");
+    }
+    // A recorded compiler enters through brk, mmap, mprotect, exit, execve.
+    let (out, w) = run_on("lua-build", &[], 2);
+    let by = profile.by_entry(&out.entries, w.faults());
+    for e in ["brk", "mmap", "mprotect", "exit", "execve"] {
+        assert!(by.get(e).is_some_and(|&ns| ns > 0.0), "{e}: {by:?}");
+    }
+}
+
+#[test]
+fn lock_waits_grow_with_cpus_and_shrink_with_larger_folios() {
+    let profile = Profile::default_profile();
+    let waits = |sizes: &[u64], cpus: usize| {
+        let (out, w) = run_on("lua-build", sizes, cpus);
+        let kernel_ns = profile.estimate_at(&out.counters, w.faults()).kernel_ns;
+        let c = estimate(
+            &out.counters,
+            &profile,
+            Faults::Cold,
+            kernel_ns,
+            0.0,
+            Concurrency {
+                tasks: 1,
+                threads: false,
+                cpus,
+                nodes: 1,
+            },
+        );
+        c.kernel_ns_with_waits / c.kernel_ns
+    };
+    let (a8, a160) = (waits(&[], 8), waits(&[], 160));
+    let (b8, b160) = (waits(&[64], 8), waits(&[64], 160));
+    println!("kernel time with waits / without: 4K j8 {a8:.3} j160 {a160:.3}; 64K j8 {b8:.3} j160 {b160:.3}");
+    assert!(a8 >= 1.0 && a160 > a8, "waits grow with the CPUs");
+    assert!(b160 < a160, "64K folios take the zone and lru locks less often");
+}
