@@ -379,3 +379,110 @@ fn the_programs_suite_sets_estimates_beside_the_hosts_changes() {
     assert!(k64["est_kernel_change_pct"].as_f64().unwrap() < -10.0, "{k64}");
     assert!(!cache.exists(), "--no-recalibrate caches nothing");
 }
+
+#[test]
+fn entries_validation_times_the_memory_syscalls_and_restores_tracing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "entries_validation_times_the_memory_syscalls_and_restores_tracing";
+    if !largo_host::skip::recorder_ready(name) {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/recorded-programs.sh");
+    match Command::new("sh").arg(script).arg("corpus-inputs").output() {
+        Ok(o) if o.status.success() => {}
+        other => {
+            largo_host::skip::skip(name, &format!("no inputs: {other:?}"));
+            return;
+        }
+    }
+    let before = recorder_settings();
+    let out = Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args(["validate", "entries", "sort-words", "--runs", "2", "--json"])
+        .output()
+        .expect("largo runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(recorder_settings(), before, "THP and tracefs settings restored");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let munmap = |kib: u64| {
+        lines
+            .iter()
+            .find(|l| l["call"] == "munmap" && l["folio_kib"] == kib)
+            .unwrap_or_else(|| panic!("munmap at {kib}K in {lines:?}"))
+            .clone()
+    };
+    let (m4, m64) = (munmap(4), munmap(64));
+    assert!(m4["host_ms"].as_f64().unwrap() > 0.0 && m4["largo_ms"].as_f64().unwrap() > 0.0);
+    // Unmapping 64K folios is cheaper on both sides (fewer folios and rmap calls).
+    assert!(m64["host_change_pct"].as_f64().unwrap() < 0.0, "{m64}");
+    assert!(m64["largo_change_pct"].as_f64().unwrap() < 0.0, "{m64}");
+}
+
+#[test]
+fn bench_tlb_and_contention_measure_the_host_side() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "bench_tlb_and_contention_measure_the_host_side";
+    if !largo_host::skip::host_ready(name) {
+        return;
+    }
+    let json = |args: &[&str]| -> Vec<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_largo"))
+            .args(args)
+            .output()
+            .expect("largo runs");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let tlb = json(&[
+        "bench",
+        "tlb",
+        "--ranges",
+        "16M",
+        "--sizes",
+        "4K,2M",
+        "--patterns",
+        "chase",
+        "--trials",
+        "1",
+        "--repeats",
+        "1",
+        "--steps",
+        "100000",
+        "--json",
+    ]);
+    assert_eq!(tlb.len(), 2);
+    for c in &tlb {
+        assert!(c["host_ns"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(
+            c["host_folio_share"].as_f64().unwrap() > 0.9,
+            "the size asked was mapped: {c}"
+        );
+    }
+    let cont = json(&[
+        "bench",
+        "contention",
+        "--sizes",
+        "4K",
+        "--size",
+        "16M",
+        "--iterations",
+        "2",
+        "--rounds",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(cont.len(), 2, "processes and threads");
+    for c in &cont {
+        assert!(c["host_ns_per_page_1"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(c["largo_change_pct"].as_f64().unwrap() >= 0.0, "{c}");
+    }
+}

@@ -30,6 +30,7 @@ pub mod scenario;
 pub mod sentinel;
 pub mod skip;
 pub mod stats;
+pub mod syscalltime;
 pub mod tlbbench;
 pub mod validate;
 

@@ -72,7 +72,7 @@ pub const EVENTS: &[&str] = &[
 const USER_ADDRESS_LIMIT: u64 = 0x0000_8000_0000_0000;
 
 /// Per-CPU trace buffer while recording.
-const BUFFER_KB: &str = "131072";
+pub(crate) const BUFFER_KB: &str = "131072";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -124,15 +124,15 @@ pub fn unavailable_reason() -> Option<String> {
 }
 
 /// One line of trace_pipe, parsed as far as the recorder needs.
-struct Line {
-    pid: u32,
-    ns: u64,
-    event: String,
-    fields: String,
+pub(crate) struct Line {
+    pub pid: u32,
+    pub ns: u64,
+    pub event: String,
+    pub fields: String,
 }
 
 /// `  comm-123  [001] d.... 7578.155195: page_fault_user: address=...`
-fn parse_line(line: &str) -> Option<Line> {
+pub(crate) fn parse_line(line: &str) -> Option<Line> {
     let open = line.find(" [")?;
     let head = line[..open].trim();
     let pid: u32 = head.rsplit_once('-')?.1.parse().ok()?;
@@ -298,7 +298,10 @@ fn supervise(root: NixPid, layouts: &mut HashMap<u32, Vec<Layout>>) -> Result<Op
 }
 
 /// Reads trace_pipe (non-blocking) until told to stop and drained.
-fn pipe_reader(stop: Arc<AtomicBool>, out: Arc<Mutex<Vec<String>>>) -> std::thread::JoinHandle<std::io::Result<()>> {
+pub(crate) fn pipe_reader(
+    stop: Arc<AtomicBool>,
+    out: Arc<Mutex<Vec<String>>>,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
     std::thread::spawn(move || {
         let path = std::path::Path::new(TRACEFS).join("trace_pipe");
         let f = File::options().read(true).custom_flags_nonblock().open(&path)?;
@@ -513,7 +516,7 @@ pub fn record_with(
 }
 
 /// Events the kernel could not store (`overrun` + `dropped events`).
-fn lost_events() -> u64 {
+pub(crate) fn lost_events() -> u64 {
     let mut lost = 0;
     let Ok(dirs) = std::fs::read_dir(std::path::Path::new(TRACEFS).join("per_cpu")) else {
         return 0;

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod calibrate;
 mod costs;
 mod docs;
+mod entries;
 pub mod hotplug;
 pub mod list;
 mod program;

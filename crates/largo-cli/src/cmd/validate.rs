@@ -40,6 +40,10 @@ pub enum ValidateSub {
     /// Free page reporting: memory written and freed on this host and on
     /// a model shaped like it; the two timelines pass by pass.
     Reporting(ReportingArgs),
+    /// Kernel time by system call: the shipped programs run natively with
+    /// their memory system calls traced, beside largo's kernel time by
+    /// entry, and the change between folio sizes on both sides.
+    Entries(super::entries::EntriesArgs),
 }
 
 /// `largo validate [WORKLOAD...]`: scenarios and workloads.
@@ -275,6 +279,7 @@ pub fn run(cmd: &ValidateCmd) -> Result<()> {
     match &cmd.sub {
         Some(ValidateSub::Trace(args)) => super::program::run(args),
         Some(ValidateSub::Reporting(_)) => unreachable!("handled above"),
+        Some(ValidateSub::Entries(args)) => super::entries::run(args),
         None => run_suite(&cmd.suite),
     }
 }
