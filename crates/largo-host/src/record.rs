@@ -72,7 +72,7 @@ pub const EVENTS: &[&str] = &[
 const USER_ADDRESS_LIMIT: u64 = 0x0000_8000_0000_0000;
 
 /// Per-CPU trace buffer while recording.
-pub(crate) const BUFFER_KB: &str = "131072";
+const BUFFER_KB: &str = "131072";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -439,24 +439,7 @@ pub fn record_with(
     let thp_off = thp_off()?;
     guard.set_all(&thp_off)?;
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    {
-        use std::os::unix::process::CommandExt;
-        // Its own process group, so it can be killed as a whole.
-        launcher.process_group(0);
-    }
-    let child = launcher
-        .spawn()
-        .map_err(|e| RecordError::Io("starting the command".into(), e))?;
-    let root = NixPid::from_raw(child.id() as i32);
-    // Wait for the launcher to stop itself before its exec.
-    match waitpid(root, Some(WaitPidFlag::WUNTRACED)) {
-        Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => {}
-        other => {
-            return Err(RecordError::Ptrace(format!(
-                "the launcher did not stop before exec: {other:?}"
-            )))
-        }
-    }
+    let root = spawn_stopped(&mut launcher)?;
     if let Some(bytes) = limits.zram_bytes {
         guard.swapon_zram(crate::validate::ZRAM_DEVICE, bytes)?;
     }
@@ -467,12 +450,7 @@ pub fn record_with(
         std::fs::write(&procs, root.as_raw().to_string())
             .map_err(|e| RecordError::Io(format!("joining {}", procs.display()), e))?;
     }
-    guard.set("tracing/tracing_on", "0")?;
-    guard.set("tracing/buffer_size_kb", BUFFER_KB)?;
-    guard.set("tracing/options/event-fork", "1")?;
-    guard.set("tracing/set_event_pid", &root.as_raw().to_string())?;
-    guard.set("tracing/set_event", &EVENTS.join("\n"))?;
-    let _ = std::fs::write(knob_file("tracing/trace"), "");
+    trace_events_of(&mut guard, root, EVENTS)?;
     let stop = Arc::new(AtomicBool::new(false));
     let lines = Arc::new(Mutex::new(Vec::new()));
     let reader = pipe_reader(stop.clone(), lines.clone());
@@ -513,6 +491,42 @@ pub fn record_with(
     let mut trace = build(&lines, root.as_raw() as u32, &mut layouts, describe, &mut stats);
     limits.write_to(&mut trace.header);
     Ok((trace, stats))
+}
+
+/// Spawns `launcher` in its own process group (so it can be killed as a
+/// whole) and waits for it to stop itself before its exec.
+pub(crate) fn spawn_stopped(launcher: &mut Command) -> Result<NixPid, RecordError> {
+    {
+        use std::os::unix::process::CommandExt;
+        launcher.process_group(0);
+    }
+    let child = launcher
+        .spawn()
+        .map_err(|e| RecordError::Io("starting the command".into(), e))?;
+    let root = NixPid::from_raw(child.id() as i32);
+    match waitpid(root, Some(WaitPidFlag::WUNTRACED)) {
+        Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => Ok(root),
+        other => Err(RecordError::Ptrace(format!(
+            "the launcher did not stop before exec: {other:?}"
+        ))),
+    }
+}
+
+/// Sets tracefs up (still off) for `events` of `root` and its descendants,
+/// the buffer emptied.
+pub(crate) fn trace_events_of<S: AsRef<str>>(
+    guard: &mut KnobGuard,
+    root: NixPid,
+    events: &[S],
+) -> Result<(), RecordError> {
+    guard.set("tracing/tracing_on", "0")?;
+    guard.set("tracing/buffer_size_kb", BUFFER_KB)?;
+    guard.set("tracing/options/event-fork", "1")?;
+    guard.set("tracing/set_event_pid", &root.as_raw().to_string())?;
+    let list: Vec<&str> = events.iter().map(AsRef::as_ref).collect();
+    guard.set("tracing/set_event", &list.join("\n"))?;
+    let _ = std::fs::write(knob_file("tracing/trace"), "");
+    Ok(())
 }
 
 /// Events the kernel could not store (`overrun` + `dropped events`).

@@ -16,11 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid as NixPid;
+use nix::sys::wait::{waitpid, WaitStatus};
 
 use crate::knobs::{knob_file, KnobGuard};
-use crate::record::{parse_line, pipe_reader, RecordError};
+use crate::record::{parse_line, pipe_reader, spawn_stopped, trace_events_of, RecordError};
 
 /// The system calls timed (the model's entries of the same names).
 pub const CALLS: [&str; 6] = ["mmap", "munmap", "mprotect", "mremap", "madvise", "brk"];
@@ -63,32 +62,12 @@ pub fn measure(mut launcher: Command, knobs: &[(String, String)]) -> Result<Sysc
     let mut guard = KnobGuard::acquire()?;
     guard.mount_tracefs()?;
     guard.set_all(knobs)?;
-    {
-        use std::os::unix::process::CommandExt;
-        launcher.process_group(0);
-    }
-    let child = launcher
-        .spawn()
-        .map_err(|e| RecordError::Io("starting the command".into(), e))?;
-    let root = NixPid::from_raw(child.id() as i32);
-    match waitpid(root, Some(WaitPidFlag::WUNTRACED)) {
-        Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => {}
-        other => {
-            return Err(RecordError::Ptrace(format!(
-                "the launcher did not stop before exec: {other:?}"
-            )))
-        }
-    }
+    let root = spawn_stopped(&mut launcher)?;
     let events: Vec<String> = CALLS
         .iter()
         .flat_map(|c| [format!("syscalls:sys_enter_{c}"), format!("syscalls:sys_exit_{c}")])
         .collect();
-    guard.set("tracing/tracing_on", "0")?;
-    guard.set("tracing/buffer_size_kb", crate::record::BUFFER_KB)?;
-    guard.set("tracing/options/event-fork", "1")?;
-    guard.set("tracing/set_event_pid", &root.as_raw().to_string())?;
-    guard.set("tracing/set_event", &events.join("\n"))?;
-    let _ = std::fs::write(knob_file("tracing/trace"), "");
+    trace_events_of(&mut guard, root, &events)?;
     let stop = Arc::new(AtomicBool::new(false));
     let lines = Arc::new(Mutex::new(Vec::new()));
     let reader = pipe_reader(stop.clone(), lines.clone());
