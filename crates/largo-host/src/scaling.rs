@@ -69,3 +69,41 @@ pub fn processes(n: usize, exe: &Path, args: &[String]) -> Result<u64, ScalingEr
     }
     Ok(rusage_children().stime_ns - before)
 }
+
+/// Memory write bandwidth, GB/s, of `threads` threads each filling its own
+/// `bytes` buffer `passes` times at once (after one untimed pass that
+/// faults the buffers in): what zeroing pages can get.
+pub fn fill_bandwidth(threads: usize, bytes: u64, passes: u32) -> Result<f64, ScalingError> {
+    let windows: Vec<Window> = (0..threads)
+        .map(|_| -> Result<Window, HostError> {
+            let mut w = Window::reserve(bytes, 2 << 20, 0)?;
+            let base = w.base();
+            w.map(base, bytes, true)?;
+            w.fill(base, bytes, 1)?;
+            Ok(w)
+        })
+        .collect::<Result<_, _>>()?;
+    let start = std::time::Instant::now();
+    let results: Vec<Result<(), HostError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = windows
+            .iter()
+            .map(|w| {
+                s.spawn(move || -> Result<(), HostError> {
+                    for p in 0..passes {
+                        w.fill(w.base(), bytes, p as u8)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a fill thread panicked"))
+            .collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    for r in results {
+        r?;
+    }
+    Ok((threads as u64 * bytes * passes as u64) as f64 / secs / 1e9)
+}

@@ -42,6 +42,22 @@ impl Window {
         Ok(())
     }
 
+    /// Writes `byte` over `[addr, addr + len)` (a memset, for measuring
+    /// memory bandwidth); the range must lie in one live writable mapping.
+    pub fn fill(&self, addr: u64, len: u64, byte: u8) -> Result<(), HostError> {
+        let whole = self
+            .mapped_span(addr)
+            .is_some_and(|(start, end, write)| write && start <= addr && addr + len <= end);
+        if !whole {
+            return Err(HostError::NotMapped { addr });
+        }
+        // SAFETY: `[addr, addr + len)` lies in one live writable anonymous
+        // mapping of this window (checked above) that no Rust reference
+        // covers.
+        unsafe { std::ptr::write_bytes(addr as *mut u8, byte, len as usize) };
+        Ok(())
+    }
+
     /// Follows the chain from offset `start` for `steps` dependent loads;
     /// returns the offset reached (so the loads cannot be elided).
     pub fn chase(&self, addr: u64, len: u64, start: u64, steps: u64) -> Result<u64, HostError> {

@@ -16,7 +16,7 @@ pub use migratetype::{MigrateType, MIGRATE_PCPTYPES, MIGRATE_TYPES};
 pub use pfn::Pfn;
 pub use preset::Preset;
 pub use size::{format_size, parse_size, SizeError};
-pub use tlb::TlbGeometry;
+pub use tlb::{MemoryBandwidth, TlbGeometry};
 pub use zone_type::{ZoneType, MAX_NR_ZONES};
 
 /// Orders up to and including this one are "cheap" (include/linux/mmzone.h

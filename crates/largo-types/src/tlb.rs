@@ -42,6 +42,8 @@ pub struct TlbGeometry {
     pub stride_load_ns: Vec<(u64, f64)>,
     /// ns per line of a sequential pass (streaming).
     pub seq_line_ns: f64,
+    /// Core clock, MHz, to state walk time in cycles.
+    pub cpu_mhz: u32,
 }
 
 impl TlbGeometry {
@@ -136,6 +138,8 @@ fn x86_epyc() -> TlbGeometry {
         random_load_ns: vec![(1 << 20, 27.0), (4 << 20, 170.0), (16 << 20, 222.0), (64 << 20, 276.0)],
         stride_load_ns: vec![(1 << 20, 24.0), (4 << 20, 153.0), (16 << 20, 162.0), (64 << 20, 149.0)],
         seq_line_ns: 0.3,
+        // /proc/cpuinfo `cpu MHz` of the development VM.
+        cpu_mhz: 2596,
     }
 }
 
@@ -175,5 +179,31 @@ mod tests {
             .with_overrides("speed=3")
             .unwrap_err()
             .contains("unknown"));
+    }
+}
+
+/// Memory write bandwidth, which zeroing and copying pages share between
+/// CPUs (the lock model's `memory` station).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryBandwidth {
+    /// GB/s one CPU writes alone.
+    pub one_cpu_gbs: f64,
+    /// GB/s all CPUs together write at most.
+    pub all_cpus_gbs: f64,
+    /// CPUs `all_cpus_gbs` was measured with.
+    pub measured_cpus: usize,
+}
+
+impl Preset {
+    /// The preset machine's memory write bandwidth: `largo bench
+    /// contention`'s fill measurement on the development VM (one and two
+    /// threads filling 256 MiB each, 2026-11-25: 28.0 and 53.2 GB/s);
+    /// arm64 presets assume the same.
+    pub fn memory_bandwidth(self) -> MemoryBandwidth {
+        MemoryBandwidth {
+            one_cpu_gbs: 28.0,
+            all_cpus_gbs: 53.2,
+            measured_cpus: 2,
+        }
     }
 }

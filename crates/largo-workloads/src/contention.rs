@@ -17,6 +17,11 @@
 //! machine with several nodes the CPUs form one such group per node (each
 //! node has its own zones and lruvecs).
 //!
+//! Memory bandwidth is the other shared resource: zeroing and copying
+//! pages write at one CPU's bandwidth alone and share the machine's when
+//! several CPUs write at once ([`bandwidth_wait`]; `memory` among the
+//! locks, with the bandwidths measured by `largo bench contention`).
+//!
 //! Hold times come from the cost model: `zone->lock` is held for the
 //! buddy work done under it (the `zone_lock`, `buddy_op`, `buddy_level`
 //! and `pcp_bulk_block` terms), `mmap_lock` for a VMA operation
@@ -100,6 +105,8 @@ pub struct Concurrency {
     /// NUMA nodes: each has its own zones and lruvecs, so the CPUs split
     /// into independent groups, one per node, for those locks.
     pub nodes: usize,
+    /// The memory write bandwidth zeroing and copying share.
+    pub memory: largo_types::MemoryBandwidth,
 }
 
 /// The estimate for a run whose kernel time was estimated at `kernel_ns`
@@ -117,6 +124,7 @@ pub fn estimate(
         threads,
         cpus,
         nodes,
+        memory,
     } = n;
     let input = TermInput::from_counters(c);
     let mut locks = BTreeMap::new();
@@ -176,13 +184,67 @@ pub fn estimate(
         locks.get_mut(n).expect("named").est_wait_ns = wait;
         waits += wait;
     }
+    // Memory bandwidth: zeroing and copying slow down when other CPUs
+    // write at the same time.
+    let zero_copy = terms_ns(profile, &input, &["page_zero", "page_copy"], faults) / tasks;
+    let memory_wait = bandwidth_wait(zero_copy, per_task, cpus.max(1), memory) * cpus as f64;
+    locks.insert(
+        "memory",
+        LockEstimate {
+            acquisitions: 0,
+            hold_ns: zero_copy * tasks,
+            est_wait_ns: memory_wait,
+        },
+    );
     let kernel_n = kernel_ns / tasks * cpus as f64;
     Contention {
         cpus,
         locks,
         kernel_ns: kernel_n,
-        kernel_ns_with_waits: kernel_n + waits,
+        kernel_ns_with_waits: kernel_n + waits + memory_wait,
     }
+}
+
+/// Extra ns per task its `write_ns` of zeroing and copying (at one CPU's
+/// bandwidth) take when `n` tasks of `task_ns` each run at once: each
+/// other task writes at any moment with the probability of the share of
+/// its time it spends writing (binomially), and `k + 1` writers each get
+/// `min(one CPU's bandwidth, all CPUs' / (k + 1))`; the slowdown feeds
+/// back into that share (a fixed point). A machine of more CPUs than the
+/// total was measured with is assumed to have proportionally more (the
+/// measured share per CPU): only contention seen at the measured scale is
+/// extrapolated.
+pub fn bandwidth_wait(write_ns: f64, task_ns: f64, n: usize, bw: largo_types::MemoryBandwidth) -> f64 {
+    if n < 2 || write_ns <= 0.0 || task_ns <= 0.0 {
+        return 0.0;
+    }
+    let mut mult = 1.0;
+    for _ in 0..50 {
+        let f = (write_ns * mult / (task_ns + write_ns * (mult - 1.0))).clamp(0.0, 1.0);
+        let mut expected = 0.0;
+        let total = bw.all_cpus_gbs * (n as f64 / bw.measured_cpus.max(1) as f64).max(1.0);
+        for k in 0..n {
+            let rate = bw.one_cpu_gbs.min(total / (k + 1) as f64);
+            expected += binomial(n - 1, k, f) * bw.one_cpu_gbs / rate;
+        }
+        if (expected - mult).abs() < 1e-9 {
+            break;
+        }
+        mult = expected;
+    }
+    write_ns * (mult - 1.0)
+}
+
+/// P(X = k) for X ~ Binomial(n, p), in log space.
+fn binomial(n: usize, k: usize, p: f64) -> f64 {
+    if p <= 0.0 {
+        return if k == 0 { 1.0 } else { 0.0 };
+    }
+    if p >= 1.0 {
+        return if k == n { 1.0 } else { 0.0 };
+    }
+    let ln_choose: f64 = (1..=k).map(|i| ((n - k + i) as f64).ln() - (i as f64).ln()).sum();
+    (ln_choose + k as f64 * p.ln() + (n - k) as f64 * (1.0 - p).ln()).exp()
 }
 
 #[cfg(test)]
@@ -201,5 +263,29 @@ mod tests {
         assert!((r[0] - 10.0).abs() < 1e-9, "{r:?}");
         // A lock nobody holds costs nothing.
         assert_eq!(mva(&[0.0, 1.0], 1.0, 4)[0], 0.0);
+    }
+
+    #[test]
+    fn writers_share_the_bandwidth() {
+        let bw = largo_types::MemoryBandwidth {
+            one_cpu_gbs: 10.0,
+            all_cpus_gbs: 15.0,
+            measured_cpus: 2,
+        };
+        // Alone, or with room for both: no wait.
+        assert_eq!(bandwidth_wait(50.0, 100.0, 1, bw), 0.0);
+        let roomy = largo_types::MemoryBandwidth {
+            all_cpus_gbs: 20.0,
+            ..bw
+        };
+        assert!(bandwidth_wait(50.0, 100.0, 2, roomy).abs() < 1e-9);
+        // Two tasks writing all the time each get 7.5 of their 10 GB/s.
+        let w = bandwidth_wait(100.0, 100.0, 2, bw);
+        assert!((w - 100.0 / 3.0).abs() < 1e-6, "{w}");
+        // Writing part of the time, they collide part of the time.
+        let part = bandwidth_wait(50.0, 100.0, 2, bw);
+        assert!(part > 0.0 && part < 50.0 / 3.0 + 1e-9, "{part}");
+        let p: f64 = (0..=9).map(|k| binomial(9, k, 0.3)).sum();
+        assert!((p - 1.0).abs() < 1e-12);
     }
 }

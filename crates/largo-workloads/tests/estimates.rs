@@ -99,6 +99,7 @@ fn lock_waits_grow_with_cpus_and_shrink_with_larger_folios() {
                 threads: false,
                 cpus,
                 nodes: 1,
+                memory: largo_types::Preset::X86_64.memory_bandwidth(),
             },
         );
         c.kernel_ns_with_waits / c.kernel_ns

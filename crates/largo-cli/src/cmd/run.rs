@@ -394,6 +394,7 @@ fn run_one(
             threads: opts.mode == largo_workloads::TaskMode::Thread,
             cpus: m.config().nr_cpus,
             nodes: m.config().nr_nodes,
+            memory: m.config().preset.memory_bandwidth(),
         },
     );
     Ok((m.describe(), outcome, estimate, contention))

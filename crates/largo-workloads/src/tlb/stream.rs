@@ -28,6 +28,10 @@ pub struct StreamReport {
     pub counts: TlbCounts,
     /// The walks' share of the user time, ns.
     pub walk_ns: f64,
+    /// The same in core cycles (at the geometry's clock).
+    pub walk_cycles: f64,
+    /// Second-level TLB misses (= walks), under the name perf gives them.
+    pub misses: u64,
     /// Estimated user time of the streams, ns.
     pub user_ns: f64,
 }
@@ -36,6 +40,8 @@ impl StreamReport {
     pub fn add(&mut self, o: &StreamReport) {
         self.counts.add(&o.counts);
         self.walk_ns += o.walk_ns;
+        self.walk_cycles += o.walk_cycles;
+        self.misses += o.misses;
         self.user_ns += o.user_ns;
     }
 }
@@ -121,6 +127,8 @@ pub fn run_stream(
     StreamReport {
         counts: c,
         walk_ns: walk_total,
+        walk_cycles: walk_total * tlb.cpu_mhz as f64 / 1000.0,
+        misses: c.walks,
         user_ns,
     }
 }
