@@ -47,6 +47,20 @@ fn run_json_has_the_estimates() {
 }
 
 #[test]
+fn walks_without_page_walk_caches_fetch_every_level() {
+    let walk = |tlb: &str| {
+        let j = &json_lines(&["run", "anon-chase:size=64M,passes=1", "--tlb", tlb, "--json"])[0];
+        let s = &j["tlb"]["streams"];
+        (s["walks"].as_u64().unwrap(), s["walk_ns"].as_f64().unwrap())
+    };
+    let (walks, with_pwc) = walk("pwc=1");
+    let (walks_again, without) = walk("pwc=0");
+    assert_eq!(walks, walks_again, "the same misses");
+    // A 4K walk on x86's 4 levels fetches 4 entries instead of 1.
+    assert!((without / with_pwc - 4.0).abs() < 1e-9, "{with_pwc} vs {without}");
+}
+
+#[test]
 fn the_seed_table_has_its_columns() {
     let out = stdout(&[
         "run",

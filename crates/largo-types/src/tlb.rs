@@ -27,9 +27,14 @@ pub struct TlbGeometry {
     pub coalesce_pages: u32,
     /// ns of a first-level miss that hits the second level.
     pub l2_hit_ns: f64,
-    /// ns of a page walk whose entries are cached (page-walk caches for the
-    /// upper levels, the leaf entry in the data caches).
+    /// ns per page-table level a walk fetches, its entry in the data caches
+    /// (with page-walk caches only the leaf level is fetched).
     pub walk_ns: f64,
+    /// Page-walk caches hold the upper levels' entries (every x86 and
+    /// arm64 core of the presets has them); without, a walk fetches every
+    /// level from the leaf's up (4 for a 4K page with 4 levels, 3 for a
+    /// PMD mapping).
+    pub page_walk_caches: bool,
     /// ns a random-order walk adds per doubling of the leaf entries'
     /// working set above 128 KiB (entries falling out of the caches; on a
     /// guest, the nested walk of the host's tables). Address-order walks
@@ -69,7 +74,8 @@ impl TlbGeometry {
     }
 
     /// Applies `KEY=VALUE,...` overrides (`--tlb`): l1, l2, ways,
-    /// coalesce, l2_hit_ns, walk_ns, walk_ns_per_doubling, seq_line_ns.
+    /// coalesce, l2_hit_ns, walk_ns, pwc (0/1), walk_ns_per_doubling,
+    /// seq_line_ns.
     pub fn with_overrides(mut self, spec: &str) -> Result<TlbGeometry, String> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = item
@@ -89,11 +95,12 @@ impl TlbGeometry {
                 "coalesce" => self.coalesce_pages = int()?,
                 "l2_hit_ns" => self.l2_hit_ns = float()?,
                 "walk_ns" => self.walk_ns = float()?,
+                "pwc" => self.page_walk_caches = int()? != 0,
                 "walk_ns_per_doubling" => self.walk_ns_per_doubling = float()?,
                 "seq_line_ns" => self.seq_line_ns = float()?,
                 _ => {
                     return Err(format!(
-                        "unknown TLB parameter '{k}' (l1, l2, ways, coalesce, l2_hit_ns, walk_ns, walk_ns_per_doubling, seq_line_ns)"
+                        "unknown TLB parameter '{k}' (l1, l2, ways, coalesce, l2_hit_ns, walk_ns, pwc, walk_ns_per_doubling, seq_line_ns)"
                     ))
                 }
             }
@@ -134,6 +141,7 @@ fn x86_epyc() -> TlbGeometry {
         coalesce_pages: 4,
         l2_hit_ns: 1.5,
         walk_ns: 17.0,
+        page_walk_caches: true,
         walk_ns_per_doubling: 18.0,
         random_load_ns: vec![(1 << 20, 27.0), (4 << 20, 170.0), (16 << 20, 222.0), (64 << 20, 276.0)],
         stride_load_ns: vec![(1 << 20, 24.0), (4 << 20, 153.0), (16 << 20, 162.0), (64 << 20, 149.0)],

@@ -58,15 +58,15 @@ impl TlbSim {
     }
 
     /// One access through `key`; `repeat` more accesses to the same unit
-    /// follow at once (first-level hits).
-    pub fn access(&mut self, key: UnitKey, repeat: u64) {
+    /// follow at once (first-level hits). True if it walked.
+    pub fn access(&mut self, key: UnitKey, repeat: u64) -> bool {
         self.counts.accesses += 1 + repeat;
         if self.l1.first() == Some(&key) {
-            return;
+            return false;
         }
         if let Some(pos) = self.l1.iter().position(|&k| k == key) {
             self.l1[..=pos].rotate_right(1);
-            return;
+            return false;
         }
         self.counts.l1_misses += 1;
         if self.l1.len() == self.l1_entries {
@@ -79,7 +79,7 @@ impl TlbSim {
         let entries = &mut self.l2[set];
         if let Some(e) = entries.iter_mut().find(|e| e.0 == key) {
             e.1 = clock;
-            return;
+            return false;
         }
         self.counts.walks += 1;
         if entries.len() == ways {
@@ -88,6 +88,7 @@ impl TlbSim {
         } else {
             entries.push((key, clock));
         }
+        true
     }
 }
 

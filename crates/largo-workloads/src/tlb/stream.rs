@@ -3,8 +3,12 @@
 //!
 //! user ns = accesses x load latency (by pattern and data working set)
 //!         + first-level misses that hit the second level x `l2_hit_ns`
-//!         + walks x (`walk_ns` + for random orders `walk_ns_per_doubling`
-//!           per doubling of the leaf entries' working set above 128 KiB)
+//!         + walks x (levels fetched x `walk_ns` + for random orders
+//!           `walk_ns_per_doubling` per doubling of the leaf entries'
+//!           working set above 128 KiB)
+//!
+//! A walk fetches the leaf level only when the geometry has page-walk
+//! caches, every level from the top down to the leaf without.
 //!
 //! The load latencies are curves measured with 2M folios (where the TLB
 //! barely misses) by `largo bench tlb`; the walk costs are fitted from its
@@ -104,14 +108,29 @@ pub fn run_stream(
     };
     let mut sim = TlbSim::new(tlb);
     let order = visit_order(len, pattern, seed);
+    let geo = m.geometry();
+    // Levels a walk fetches for a unit: the leaf's only with page-walk
+    // caches, else from the top level down to the leaf.
+    let levels_of = |key: UnitKey| -> u64 {
+        if tlb.page_walk_caches {
+            return 1;
+        }
+        let bits = geo.page_shift - 3;
+        let above_leaf = largo_mm::vm::translation::unit_shift(key).saturating_sub(page_shift) / bits;
+        (geo.pgtable_levels - above_leaf.min(geo.pgtable_levels - 1)) as u64
+    };
+    let repeat = if pattern == Pattern::Seq {
+        LINES_PER_BLOCK - 1
+    } else {
+        0
+    };
+    let mut levels_fetched = 0u64;
     for _ in 0..passes {
         for &block in &order {
-            let repeat = if pattern == Pattern::Seq {
-                LINES_PER_BLOCK - 1
-            } else {
-                0
-            };
-            sim.access(unit_of(block), repeat);
+            let unit = unit_of(block);
+            if sim.access(unit, repeat) {
+                levels_fetched += levels_of(unit);
+            }
         }
     }
     let c = sim.counts;
@@ -121,8 +140,7 @@ pub fn run_stream(
         Pattern::Stride => interpolate(&tlb.stride_load_ns, blocks * 64),
         Pattern::Seq => tlb.seq_line_ns,
     };
-    let walk_each = walk_ns(tlb, &units, pattern);
-    let walk_total = c.walks as f64 * walk_each;
+    let walk_total = levels_fetched as f64 * tlb.walk_ns + c.walks as f64 * leaf_extra_ns(tlb, &units, pattern);
     let user_ns = c.accesses as f64 * load_ns + (c.l1_misses - c.walks) as f64 * tlb.l2_hit_ns + walk_total;
     StreamReport {
         counts: c,
@@ -133,12 +151,12 @@ pub fn run_stream(
     }
 }
 
-/// The cost of one walk: the leaf entries of the range's translations
-/// take 8 bytes per unit; for a random order each doubling of that beyond
-/// 128 KiB adds `walk_ns_per_doubling`.
-fn walk_ns(tlb: &TlbGeometry, units: &[Option<UnitKey>], pattern: Pattern) -> f64 {
+/// What a walk's leaf fetch adds when the leaf entries fall out of the
+/// caches: they take 8 bytes per unit; for a random order each doubling
+/// of that beyond 128 KiB adds `walk_ns_per_doubling`.
+fn leaf_extra_ns(tlb: &TlbGeometry, units: &[Option<UnitKey>], pattern: Pattern) -> f64 {
     if pattern != Pattern::Chase {
-        return tlb.walk_ns;
+        return 0.0;
     }
     let mut distinct = 0u64;
     let mut last = None;
@@ -150,7 +168,7 @@ fn walk_ns(tlb: &TlbGeometry, units: &[Option<UnitKey>], pattern: Pattern) -> f6
     }
     let pt_bytes = distinct * 8;
     let doublings = ((pt_bytes as f64) / (128u64 << 10) as f64).log2().max(0.0);
-    tlb.walk_ns + tlb.walk_ns_per_doubling * doublings
+    tlb.walk_ns_per_doubling * doublings
 }
 
 #[cfg(test)]
