@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid as NixPid;
 
 use crate::knobs::{knob_file, KnobGuard};
 use crate::record::{parse_line, pipe_reader, spawn_stopped, trace_events_of, RecordError};
@@ -63,22 +64,25 @@ pub fn measure(mut launcher: Command, knobs: &[(String, String)]) -> Result<Sysc
     guard.mount_tracefs()?;
     guard.set_all(knobs)?;
     let root = spawn_stopped(&mut launcher)?;
+    // Until it is waited for, an error kills the stopped command's group.
+    let mut command = Running(Some(root));
     let events: Vec<String> = CALLS
         .iter()
         .flat_map(|c| [format!("syscalls:sys_enter_{c}"), format!("syscalls:sys_exit_{c}")])
         .collect();
     trace_events_of(&mut guard, root, &events)?;
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let lines = Arc::new(Mutex::new(Vec::new()));
-    let reader = pipe_reader(stop.clone(), lines.clone());
+    let reader = pipe_reader(stop.0.clone(), lines.clone());
     guard.set("tracing/tracing_on", "1")?;
     let before = largo_physmem::host::rusage_children();
     kill(root, Signal::SIGCONT).map_err(|e| RecordError::Ptrace(format!("SIGCONT: {e}")))?;
     let status = waitpid(root, None);
+    command.0 = None;
     let after = largo_physmem::host::rusage_children();
     let _ = std::fs::write(knob_file("tracing/tracing_on"), "0");
     std::thread::sleep(Duration::from_millis(20));
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    stop.0.store(true, std::sync::atomic::Ordering::SeqCst);
     let read = reader
         .join()
         .map_err(|_| RecordError::Ptrace("the trace reader panicked".into()))?;
@@ -95,6 +99,28 @@ pub fn measure(mut launcher: Command, knobs: &[(String, String)]) -> Result<Sysc
         stime_ns: after.stime_ns.saturating_sub(before.stime_ns),
         lost,
     })
+}
+
+/// A command not yet waited for: killed (its whole process group) and
+/// reaped if the measurement ends early.
+struct Running(Option<NixPid>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(root) = self.0 {
+            let _ = kill(NixPid::from_raw(-root.as_raw()), Signal::SIGKILL);
+            let _ = waitpid(root, None);
+        }
+    }
+}
+
+/// Tells the trace reader to stop however the measurement ends.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 #[cfg(test)]

@@ -180,7 +180,7 @@ pub fn estimate(
     let r = mva(&d, z, per_node);
     let mut waits = 0.0;
     for (i, n) in names.iter().enumerate() {
-        let wait = (r[i] - d[i]).max(0.0) * (per_node * nodes) as f64;
+        let wait = (r[i] - d[i]).max(0.0) * cpus.max(1) as f64;
         locks.get_mut(n).expect("named").est_wait_ns = wait;
         waits += wait;
     }

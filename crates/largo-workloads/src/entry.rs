@@ -100,15 +100,16 @@ impl Entry {
             Event::Fault { .. } | Event::KernelFault { .. } | Event::Touch { .. } | Event::ExecPage { .. } => {
                 Entry::Fault
             }
-            Event::Mmap { .. } | Event::MmapFd { .. } | Event::Vma { .. } => Entry::Mmap,
+            Event::Mmap { .. } | Event::MmapFd { .. } => Entry::Mmap,
             Event::Munmap { .. } => Entry::Munmap,
             Event::Mprotect { .. } => Entry::Mprotect,
             Event::Mremap { .. } => Entry::Mremap,
             Event::Madvise { .. } => Entry::Madvise,
-            Event::Brk { .. } | Event::BrkStart { .. } => Entry::Brk,
+            Event::Brk { .. } => Entry::Brk,
             Event::Clone { .. } => Entry::Fork,
             Event::Exit { .. } => Entry::Exit,
-            Event::Exec { .. } => Entry::Execve,
+            // The new image's initial mappings and brk are made by execve.
+            Event::Exec { .. } | Event::Vma { .. } | Event::BrkStart { .. } => Entry::Execve,
             Event::Sleep { .. } | Event::KhugepagedWake { .. } | Event::Tick { .. } => Entry::Kthreads,
             _ => Entry::Other,
         }
@@ -156,9 +157,12 @@ impl EntryLedger {
         let now = TermInput::read(m).counts();
         let mut main = vec![0; TERMS.len()];
         let mut compaction = vec![0; TERMS.len()];
+        // move_pages and hotplug migrate pages too (`other`): only
+        // migration elsewhere is compaction's.
+        let redirect = self.current != Entry::Other;
         for (i, t) in TERMS.iter().enumerate() {
             let d = now[i].saturating_sub(self.last[i]);
-            if COMPACTION_TERMS.contains(&t.name) {
+            if redirect && COMPACTION_TERMS.contains(&t.name) {
                 compaction[i] = d;
             } else {
                 main[i] = d;

@@ -126,6 +126,8 @@ pub fn run(
         // Simulated time passes with the work: each fault costs what the
         // default cost profile says a fault and its zeroing take.
         let now = pgfault(m);
+        // Kernel threads woken by the time passing work for no task.
+        sched.ledger.enter(m, crate::entry::Entry::Kthreads);
         m.advance_time((now - faults) * busy_ns_per_fault);
         faults = now;
         update_peak(m, &mut peak);

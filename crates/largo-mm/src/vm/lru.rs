@@ -417,12 +417,16 @@ impl Vm {
             return;
         }
         if self.folio_pfn_order(r).1 > 0 {
+            self.locks.lru += 1;
+            self.locks.lru_folios += 1;
             return self.lru_deactivate(pa, r);
         }
         let cpu = cpu % self.lru_deactivate_batches.len();
         self.lru_deactivate_batches[cpu].push(r);
         if self.lru_deactivate_batches[cpu].len() >= PAGEVEC_SIZE {
             let batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
+            self.locks.lru += 1;
+            self.locks.lru_folios += batch.len() as u64;
             for r in batch {
                 self.lru_deactivate(pa, r);
             }

@@ -666,6 +666,8 @@ impl Vm {
         let new = self.vmas.insert(Vma {
             start: new_addr,
             end: new_addr + new_len,
+            // Its runs name the old addresses.
+            fault_history: Default::default(),
             ..old.clone()
         });
         self.mms[mm].vmas.insert(new_addr, new);

@@ -140,7 +140,10 @@ pub struct VmLockStats {
     /// lruvec `lru_lock` acquisitions: one per `lru_add`/`lru_deactivate`
     /// batch moved (`folio_batch_move_lru`), per reclaim isolation or
     /// putback (`isolate_lru_folios`, `move_folios_to_lru`), and per 31
-    /// folios freed off the LRU (`folios_put_refs` relocks per batch).
+    /// folios freed off the LRU (`folios_put_refs` relocks per batch; the
+    /// model counts frees in runs of 31 across calls, so a call freeing
+    /// one folio may share its acquisition with the next). LRU moves of
+    /// MADV_FREE, splits and page-out are not counted.
     pub lru: u64,
     /// Folios added to or removed from the LRU lists under it.
     pub lru_folios: u64,

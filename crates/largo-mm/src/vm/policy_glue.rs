@@ -10,25 +10,27 @@ use super::types::VmaId;
 use super::{Ctx, Vm};
 
 impl Vm {
-    fn fault_site(&self, vma: VmaId, addr: u64) -> FaultSite {
+    /// The site of a write fault at `addr` whose folio covers `order`'s
+    /// aligned block (0 before the folio is chosen: the faulting page).
+    fn fault_site(&self, vma: VmaId, addr: u64, order: u32) -> FaultSite {
         let v = &self.vmas[vma];
         let shift = self.page_shift();
+        let size = self.page_size() << order;
+        let first = addr & !(size - 1);
         FaultSite {
             page: addr >> shift,
             vma_pages: (v.end - v.start) >> shift,
             pmd_order: self.pmd_order(),
-            beside_populated: self.beside_populated(v.mm, addr),
+            beside_populated: self.populated_at(v.mm, first.wrapping_sub(self.page_size()))
+                || self.populated_at(v.mm, first + size),
         }
     }
 
-    /// The page before or after `addr`'s, in its PTE table, is populated.
-    fn beside_populated(&self, mm: super::types::MmId, addr: u64) -> bool {
-        let Some(table) = self.pt.lookup(self.mms[mm].pgd, addr, 0) else {
-            return false;
-        };
-        let i = self.pt.shape.index(0, addr);
-        let populated = |j: usize| !self.pt.get(table, j).is_none();
-        (i > 0 && populated(i - 1)) || (i + 1 < self.pt.shape.entries_at(0) && populated(i + 1))
+    /// A page is mapped (or a swap entry) at `addr` in `mm`.
+    fn populated_at(&self, mm: super::types::MmId, addr: u64) -> bool {
+        self.pt
+            .leaf(self.mms[mm].pgd, addr)
+            .is_some_and(|(table, index, _)| !self.pt.get(table, index).is_none())
     }
 
     /// Of the `orders` the knobs allow for a write fault at `addr`, the
@@ -37,7 +39,7 @@ impl Vm {
         if self.thp.policy.is_static() || orders == 0 {
             return orders;
         }
-        let site = self.fault_site(vma, addr);
+        let site = self.fault_site(vma, addr, 0);
         let fill = Neighbourhood { vm: self, vma, addr };
         self.thp
             .policy
@@ -61,7 +63,9 @@ impl Vm {
         if self.thp.policy.is_static() {
             return;
         }
-        let site = self.fault_site(vma, addr);
+        // Beside the folio just mapped, not beside the faulting page
+        // (which now has neighbours inside its own folio).
+        let site = self.fault_site(vma, addr, order);
         let first = site.page & !((1u64 << order) - 1);
         let policy = self.thp.policy;
         policy

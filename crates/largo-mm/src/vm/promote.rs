@@ -1,6 +1,7 @@
 //! Promotion of a populated block of base pages into one large folio, for
-//! utilisation-driven order policies (`ingens`). A PMD block goes through
-//! the collapse of MADV_COLLAPSE (`collapse_scan_pmd`); a smaller block
+//! order policies that promote (`ingens`, `adaptive`'s early promotion). A
+//! PMD block goes through the collapse of MADV_COLLAPSE (`collapse_scan_pmd`:
+//! GFP_TRANSHUGE whatever `defrag` says, counted in `thp_collapse_alloc`); a smaller block
 //! is collapsed in place under its PTEs the same way (each populated page
 //! copied into the new folio, each empty one zeroed, the old folios
 //! unmapped and released), which the kernel has no equivalent of in 6.18
@@ -91,14 +92,15 @@ impl Vm {
             if f.order >= order && page_in_folio == i - first && f.nr_pages() as usize >= nr {
                 return BlockUse::OneFolio;
             }
-            let start = i - page_in_folio;
-            let inside = start >= first && start + f.nr_pages() as usize <= first + nr;
+            let inside = i
+                .checked_sub(page_in_folio)
+                .is_some_and(|start| start >= first && start + f.nr_pages() as usize <= first + nr);
             let shared = if f.is_large() {
                 f.maybe_mapped_shared
             } else {
                 ctx.pa.memmap.page(f.pfn).mapcount() > 1
             };
-            ok &= inside && !shared && f.swap.is_none();
+            ok &= inside && !shared && f.swap.is_none() && !self.folio_has_extra_refs(ctx.pa, key);
             populated += 1;
             i += 1;
         }
@@ -127,6 +129,16 @@ impl Vm {
             return false;
         }
         let first = self.pt.shape.index(0, haddr);
+        // The allocation and the charge may have reclaimed: the block must
+        // still qualify (no page swapped out meanwhile).
+        if !matches!(
+            self.block_use(ctx, table, first, 1 << order, order),
+            BlockUse::Populated(Some(_))
+        ) {
+            self.mem_cgroup_uncharge(ctx, memcg, folio.nr_pages());
+            self.free_unused_folio(ctx, folio);
+            return false;
+        }
         self.collapse_copy(ctx, mm, table, first, 1usize << order, folio);
         let nr = folio.nr_pages();
         ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(nr as u32);

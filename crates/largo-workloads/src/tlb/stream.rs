@@ -100,11 +100,10 @@ pub fn run_stream(
         let page = ((block * SLOT_SPAN) >> page_shift) as usize;
         // A page without a translation would fault; it is counted as a
         // base-page translation.
-        units
-            .get(page)
-            .copied()
-            .flatten()
-            .unwrap_or_else(|| largo_mm::vm::translation::unit_key(start + block * SLOT_SPAN, page_shift))
+        units.get(page).copied().flatten().unwrap_or_else(|| {
+            let addr = (start + block * SLOT_SPAN) & !((1u64 << page_shift) - 1);
+            largo_mm::vm::translation::unit_key(addr, page_shift)
+        })
     };
     let mut sim = TlbSim::new(tlb);
     let order = visit_order(len, pattern, seed);

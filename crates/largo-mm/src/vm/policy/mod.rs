@@ -34,8 +34,8 @@ pub struct FaultSite {
     pub vma_pages: u64,
     /// The PMD order of the machine (the largest order a fault maps).
     pub pmd_order: u32,
-    /// The page just before or just after the faulting one (in the same
-    /// page table) is populated.
+    /// The page just before or just after the faulting one is populated
+    /// (after the fault: just before or after its folio).
     pub beside_populated: bool,
 }
 
