@@ -31,6 +31,11 @@ fn run_json_has_the_estimates() {
             .sum();
         let total = cost["kernel_ns"].as_u64().unwrap();
         assert!(by.abs_diff(total) <= 16, "by_entry sums to kernel_ns: {by} vs {total}");
+        let kthreads = cost["by_entry"]["kthreads"].as_u64().unwrap_or(0);
+        assert!(
+            cost["task_kernel_ns"].as_u64().unwrap().abs_diff(total - kthreads) <= 1,
+            "{cost}"
+        );
         let tlb = &j["tlb"];
         for k in ["pmd", "contpte", "coalesced", "base"] {
             assert!(tlb["coverage"][k].is_u64(), "{tlb}");

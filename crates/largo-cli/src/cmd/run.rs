@@ -541,6 +541,10 @@ impl Report<'_> {
         let args = self.args;
         for r in self.records {
             let c = &r.outcome.counters;
+            let by_entry = self
+                .profile
+                .by_entry(&r.outcome.entries, self.workloads[r.workload].faults());
+            let kthreads_ns = by_entry.get("kthreads").copied().unwrap_or(0.0);
             let mut obj = serde_json::json!({
                 "config": self.configs[r.config].name,
                 "workload": self.workloads[r.workload].describe(),
@@ -566,11 +570,12 @@ impl Report<'_> {
                 },
                 "cost": {
                     "kernel_ns": r.estimate.kernel_ns.round() as u64,
-                    "by_entry": self
-                        .profile
-                        .by_entry(&r.outcome.entries, self.workloads[r.workload].faults())
-                        .into_iter()
-                        .map(|(k, v)| (k, v.round() as u64))
+                    // Without the kernel threads' work: what a host charges
+                    // to the program's own system time.
+                    "task_kernel_ns": (r.estimate.kernel_ns - kthreads_ns).max(0.0).round() as u64,
+                    "by_entry": by_entry
+                        .iter()
+                        .map(|(k, v)| (*k, v.round() as u64))
                         .collect::<std::collections::BTreeMap<_, _>>(),
                     "user_ns": r.outcome.tlb.streams.map(|s| s.user_ns.round() as u64),
                     "profile": self.profile.name,
