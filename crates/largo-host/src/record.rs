@@ -364,6 +364,19 @@ pub fn interrupt() {
 /// shared mappings of 2M and more to 2M (`shmem_get_unmapped_area`), as
 /// it does wherever shmem THPs are on, so the recorded addresses suit
 /// every shmem size a replay may enable.
+/// [`thp_off`], then anonymous faults of `folio_bytes` folios (`always`;
+/// nothing more for 4 KiB): the knobs of a native run at one folio size.
+pub fn thp_only(folio_bytes: u64) -> Result<Vec<(String, String)>, RecordError> {
+    let mut knobs = thp_off()?;
+    if folio_bytes > 4096 {
+        knobs.push((
+            format!("transparent_hugepage/hugepages-{}kB/enabled", folio_bytes >> 10),
+            "always".into(),
+        ));
+    }
+    Ok(knobs)
+}
+
 pub fn thp_off() -> Result<Vec<(String, String)>, RecordError> {
     let mut thp_off = vec![("transparent_hugepage/enabled".to_string(), "never".to_string())];
     let dir = std::path::Path::new("/sys/kernel/mm/transparent_hugepage");

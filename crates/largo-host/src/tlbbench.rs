@@ -21,6 +21,8 @@ pub enum TlbBenchError {
     Knob(#[from] KnobError),
     #[error(transparent)]
     Host(#[from] HostError),
+    #[error(transparent)]
+    Sysfs(#[from] crate::record::RecordError),
 }
 
 /// One measured cell.
@@ -31,31 +33,6 @@ pub struct HostTlbPoint {
     /// Share of the range the kernel mapped with folios of the size asked
     /// (from the per-size `anon_fault_alloc` counters; 1 for 4K).
     pub folio_share: f64,
-}
-
-/// The THP knob writes that make anonymous faults use `folio_bytes`.
-fn knobs_for(folio_bytes: u64) -> Vec<(String, String)> {
-    let mut out = vec![("transparent_hugepage/enabled".to_string(), "never".to_string())];
-    let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/transparent_hugepage") else {
-        return out;
-    };
-    let mut sizes: Vec<u64> = dir
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()
-        })
-        .collect();
-    sizes.sort();
-    for kb in sizes {
-        let enabled = format!("/sys/kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled");
-        if !std::path::Path::new(&enabled).exists() {
-            continue; // sizes for shmem only (8kB)
-        }
-        let mode = if kb << 10 == folio_bytes { "always" } else { "never" };
-        out.push((format!("transparent_hugepage/hugepages-{kb}kB/enabled"), mode.into()));
-    }
-    out
 }
 
 fn anon_fault_alloc(folio_bytes: u64) -> u64 {
@@ -81,7 +58,7 @@ pub fn measure(
     seed: u64,
 ) -> Result<HostTlbPoint, TlbBenchError> {
     let mut guard = KnobGuard::acquire()?;
-    guard.set_all(&knobs_for(folio_bytes))?;
+    guard.set_all(&crate::record::thp_only(folio_bytes)?)?;
     let align = folio_bytes.max(2 << 20);
     let mut window = Window::reserve(range_bytes, align, 0)?;
     let base = window.base();

@@ -40,17 +40,6 @@ pub struct EntriesArgs {
 /// not compared: their change is noise (a few calls, tick-sized totals).
 const MIN_COMPARED_NS: f64 = 0.5e6;
 
-fn knobs_for(folio: u64) -> Result<Vec<(String, String)>> {
-    let mut k = largo_host::record::thp_off()?;
-    if folio > 4096 {
-        k.extend(largo_workloads::policy::thp_knobs(&format!(
-            "{}=always",
-            format_size(folio)
-        ))?);
-    }
-    Ok(k)
-}
-
 /// One program's per-call results.
 struct CallRow {
     program: &'static str,
@@ -112,7 +101,7 @@ fn program_rows(r: &'static Recorded, folios: &[u64], runs: u64, profile: &Profi
     for round in 0..runs as usize {
         for j in 0..folios.len() {
             let k = (j + round) % folios.len();
-            let t = largo_host::syscalltime::measure(launcher(), &knobs_for(folios[k])?)
+            let t = largo_host::syscalltime::measure(launcher(), &largo_host::record::thp_only(folios[k])?)
                 .with_context(|| format!("{} at {}", r.name, format_size(folios[k])))?;
             if t.lost > 0 {
                 eprintln!("{}: the trace buffer lost {} events: totals are low", r.name, t.lost);
@@ -125,7 +114,7 @@ fn program_rows(r: &'static Recorded, folios: &[u64], runs: u64, profile: &Profi
         .iter()
         .map(|&f| -> Result<_> {
             let config = w.machine_config(&largo_mm::MachineConfig {
-                knobs: knobs_for(f)?,
+                knobs: largo_host::record::thp_only(f)?,
                 ..largo_mm::MachineConfig::default()
             });
             let mut m = largo_mm::Machine::new(config)?;
