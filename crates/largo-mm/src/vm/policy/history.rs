@@ -11,12 +11,6 @@ pub struct Run {
     pub hi: u64,
 }
 
-impl Run {
-    pub fn nr_pages(&self) -> u64 {
-        self.hi - self.lo
-    }
-}
-
 /// Per-VMA fault history (kept in `Vma::fault_history`; copied when a
 /// VMA is split, duplicated by fork or moved by mremap).
 ///
