@@ -486,3 +486,56 @@ fn bench_tlb_and_contention_measure_the_host_side() {
         assert!(c["largo_change_pct"].as_f64().unwrap() >= 0.0, "{c}");
     }
 }
+
+#[test]
+fn calibrate_reclaim_fits_memcg_reclaim_to_zram() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "calibrate_reclaim_fits_memcg_reclaim_to_zram";
+    if !largo_host::skip::host_ready(name) {
+        return;
+    }
+    if !largo_host::hostswap::active_swaps().is_empty()
+        || !std::path::Path::new(largo_host::hostswap::MEMCG_ROOT).exists()
+    {
+        largo_host::skip::skip(name, "the host swaps already or has no cgroup v1 memory controller");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("largo-cli-reclaim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("profile.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_largo"))
+        .args(["calibrate", "--reclaim", "--rounds", "1", "--output"])
+        .arg(&file)
+        .output()
+        .expect("largo runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        largo_host::hostswap::active_swaps().is_empty(),
+        "the zram device is swapped off"
+    );
+    let p = largo_workloads::cost::Profile::from_json(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    // Reclaiming a folio and compressing a page cost between a few
+    // hundred ns and tens of us on any current machine.
+    for term in ["reclaim_folio", "swap_out", "swap_in"] {
+        let ns = p.cost(term);
+        assert!((100.0..50_000.0).contains(&ns), "{term} = {ns} ns\n{text}");
+        assert!(!p.priors.iter().any(|t| t == term), "{term} is fitted");
+    }
+    // Each point's reclaim time is reproduced by the fit.
+    let errors: Vec<f64> = text
+        .lines()
+        .filter(|l| l.contains("swap-pressure"))
+        .filter_map(|l| {
+            l.split('┆')
+                .nth(4)?
+                .trim()
+                .trim_end_matches(['%', '│', ' '])
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(errors.len(), 4, "{text}");
+    assert!(errors.iter().all(|e| e.abs() < 25.0), "{errors:?}\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

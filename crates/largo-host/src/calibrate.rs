@@ -43,6 +43,15 @@ pub const PRIORS: &[(&str, f64)] = &[
     // A page looked at by a compaction scanner: a struct page read and a
     // few flag tests, mostly sequential.
     ("compact_scan", 5.0),
+    // Reclaim, from `largo calibrate --reclaim --rounds 3` on the 2-vCPU
+    // EPYC development VM (2026-11-25): per folio taken off an LRU list,
+    // per 4 KiB compressed to zram, per 4 KiB swapped back in. kswapd's
+    // work costs the same in its own thread.
+    ("reclaim_folio", 1313.0),
+    ("swap_out", 1760.0),
+    ("swap_in", 2704.0),
+    ("kswapd_folio", 1313.0),
+    ("kswapd_swap_out", 1760.0),
 ];
 
 /// One calibration point: a workload under one folio size.

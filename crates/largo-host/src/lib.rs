@@ -23,6 +23,7 @@ pub mod measured;
 pub mod native;
 pub mod probe;
 pub mod program;
+pub mod reclaimcal;
 pub mod record;
 pub mod reporting_check;
 pub mod scaling;

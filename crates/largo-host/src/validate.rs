@@ -160,6 +160,8 @@ pub enum ValidateError {
     Fit(#[from] largo_workloads::cost::FitError),
     #[error("the profile cache: {0}")]
     Cache(std::io::Error),
+    #[error("configuration: {0}")]
+    Config(String),
     #[error(
         "the command exited with status {now:?} under configuration {config} but with {warm:?} in the warm-up run \
          (None: killed by a signal)"

@@ -36,6 +36,8 @@ pub struct TermInput {
     pub compact_free_scanned: u64,
     pub compact_daemon_migrate_scanned: u64,
     pub compact_daemon_free_scanned: u64,
+    pub pswpin: u64,
+    pub zswpin: u64,
 }
 
 impl TermInput {
@@ -52,6 +54,8 @@ impl TermInput {
             compact_free_scanned: c.vmstat("compact_free_scanned"),
             compact_daemon_migrate_scanned: c.vmstat("compact_daemon_migrate_scanned"),
             compact_daemon_free_scanned: c.vmstat("compact_daemon_free_scanned"),
+            pswpin: c.vmstat("pswpin"),
+            zswpin: c.vmstat("zswpin"),
         }
     }
 
@@ -71,6 +75,8 @@ impl TermInput {
             compact_free_scanned: v(largo_mm::stats::VmEvent::CompactFreeScanned),
             compact_daemon_migrate_scanned: v(largo_mm::stats::VmEvent::CompactDaemonMigrateScanned),
             compact_daemon_free_scanned: v(largo_mm::stats::VmEvent::CompactDaemonFreeScanned),
+            pswpin: v(largo_mm::stats::VmEvent::Pswpin),
+            zswpin: v(largo_mm::stats::VmEvent::Zswpin),
         }
     }
 
@@ -213,6 +219,31 @@ pub const TERMS: &[Term] = &[
         count: |c| c.work.reporting.report_calls,
     },
     Term {
+        name: "reclaim_folio",
+        help: "folios the task's own reclaim (direct, memcg, MADV_PAGEOUT) took off an LRU list: isolation, the rmap walk, unmap and free",
+        count: |c| c.work.vm.reclaim.folios,
+    },
+    Term {
+        name: "swap_out",
+        help: "4 KiB units the task's own reclaim wrote to swap or zswap (compressed for zram and zswap), with their swap slots",
+        count: |c| c.work.vm.reclaim.swapout_pages * (c.page_size / 4096).max(1),
+    },
+    Term {
+        name: "swap_in",
+        help: "4 KiB units read back from swap or zswap by faults (decompressed for zram and zswap)",
+        count: |c| (c.pswpin + c.zswpin) * (c.page_size / 4096).max(1),
+    },
+    Term {
+        name: "kswapd_folio",
+        help: "folios kswapd (and khugepaged's allocations) took off an LRU list: reclaim_folio's work in a kernel thread",
+        count: |c| c.work.vm.reclaim_bg.folios,
+    },
+    Term {
+        name: "kswapd_swap_out",
+        help: "4 KiB units kswapd wrote to swap or zswap: swap_out's work in a kernel thread",
+        count: |c| c.work.vm.reclaim_bg.swapout_pages * (c.page_size / 4096).max(1),
+    },
+    Term {
         name: "report_walk",
         help: "free-list entries a reporting pass looks at",
         count: |c| c.work.reporting.walked,
@@ -233,6 +264,15 @@ pub const FIT_GROUPS: &[(&str, &[&str])] = &[
     ("folio_split", &["folio_split"]),
     ("vma_op", &["vma_op"]),
     ("drop_caches", &["drop_caches"]),
+];
+
+/// The reclaim costs `largo calibrate --reclaim` fits (swap-pressure
+/// under a memcg limit, less the same unlimited); kswapd's work costs
+/// what the task's own reclaim does.
+pub const RECLAIM_FIT_GROUPS: &[(&str, &[&str])] = &[
+    ("reclaim_folio", &["reclaim_folio", "kswapd_folio"]),
+    ("swap_out", &["swap_out", "kswapd_swap_out"]),
+    ("swap_in", &["swap_in"]),
 ];
 
 /// The costs of faults taken with cold caches, fitted from page_fault1

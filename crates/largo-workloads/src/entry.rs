@@ -6,8 +6,10 @@
 //! entry, and when the entry changes the work counted since the last
 //! change (the cost model's term counts, [`crate::cost::TermInput`]) is
 //! charged to the entry that was running. Compaction's terms (direct
-//! compaction inside a fault included) are charged to `compaction`, and
-//! work done by woken kernel threads while time passes to `kthreads`.
+//! compaction inside a fault included) are charged to `compaction`,
+//! reclaim's to `reclaim` (the task's own) or `kswapd` (a kernel
+//! thread's), and work done by woken kernel threads while time passes to
+//! `kthreads`.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +40,12 @@ pub enum Entry {
     Execve,
     /// Compaction (direct, inside an allocation, and kcompactd's).
     Compaction,
+    /// The task's own reclaim: direct and memcg reclaim inside an
+    /// allocation or charge (MADV_PAGEOUT's stays in `madvise`).
+    Reclaim,
+    /// kswapd's reclaim (and khugepaged's, for its allocations): a kernel
+    /// thread beside the task.
+    Kswapd,
     /// Kernel threads woken while time passes (khugepaged, kcompactd, free
     /// page reporting).
     Kthreads,
@@ -47,7 +55,7 @@ pub enum Entry {
 }
 
 impl Entry {
-    pub const ALL: [Entry; 13] = [
+    pub const ALL: [Entry; 15] = [
         Entry::Fault,
         Entry::Munmap,
         Entry::Mmap,
@@ -59,6 +67,8 @@ impl Entry {
         Entry::Exit,
         Entry::Execve,
         Entry::Compaction,
+        Entry::Reclaim,
+        Entry::Kswapd,
         Entry::Kthreads,
         Entry::Other,
     ];
@@ -76,6 +86,8 @@ impl Entry {
             Entry::Exit => "exit",
             Entry::Execve => "execve",
             Entry::Compaction => "compaction",
+            Entry::Reclaim => "reclaim",
+            Entry::Kswapd => "kswapd",
             Entry::Kthreads => "kthreads",
             Entry::Other => "other",
         }
@@ -122,6 +134,17 @@ pub type TermCounts = Vec<u64>;
 /// Terms charged to `compaction` whatever the entry.
 const COMPACTION_TERMS: [&str; 2] = ["compact_scan", "page_migrate"];
 
+/// Terms charged to `reclaim` whatever the entry, but `madvise`
+/// (MADV_PAGEOUT reclaims inside the system call).
+const RECLAIM_TERMS: [&str; 2] = ["reclaim_folio", "swap_out"];
+
+/// Terms charged to `kswapd` whatever the entry.
+const KSWAPD_TERMS: [&str; 2] = ["kswapd_folio", "kswapd_swap_out"];
+
+/// Entries whose work a host charges to kernel threads, not to the
+/// program's own system time.
+pub const KERNEL_THREAD_ENTRIES: [Entry; 2] = [Entry::Kthreads, Entry::Kswapd];
+
 /// Work by entry over a run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EntryCounts {
@@ -155,22 +178,32 @@ impl EntryLedger {
     /// Charges the work since the last change to the current entry.
     pub fn close(&mut self, m: &Machine) {
         let now = TermInput::read(m).counts();
-        let mut main = vec![0; TERMS.len()];
-        let mut compaction = vec![0; TERMS.len()];
-        // move_pages and hotplug migrate pages too (`other`): only
-        // migration elsewhere is compaction's.
-        let redirect = self.current != Entry::Other;
+        let mut split: BTreeMap<Entry, TermCounts> = BTreeMap::new();
         for (i, t) in TERMS.iter().enumerate() {
             let d = now[i].saturating_sub(self.last[i]);
-            if redirect && COMPACTION_TERMS.contains(&t.name) {
-                compaction[i] = d;
-            } else {
-                main[i] = d;
-            }
+            split
+                .entry(self.entry_of_term(t.name))
+                .or_insert_with(|| vec![0; TERMS.len()])[i] = d;
         }
-        self.charge(self.current, main);
-        self.charge(Entry::Compaction, compaction);
+        for (entry, d) in split {
+            self.charge(entry, d);
+        }
         self.last = now;
+    }
+
+    /// The entry a term's work counted now belongs to.
+    fn entry_of_term(&self, term: &str) -> Entry {
+        // move_pages and hotplug migrate pages too (`other`): only
+        // migration elsewhere is compaction's.
+        if self.current != Entry::Other && COMPACTION_TERMS.contains(&term) {
+            Entry::Compaction
+        } else if self.current != Entry::Madvise && RECLAIM_TERMS.contains(&term) {
+            Entry::Reclaim
+        } else if KSWAPD_TERMS.contains(&term) {
+            Entry::Kswapd
+        } else {
+            self.current
+        }
     }
 
     fn charge(&mut self, entry: Entry, d: TermCounts) {

@@ -1,6 +1,8 @@
 //! The end-to-end estimates: user time through the TLB model, kernel time
 //! by entry, lock waits at N CPUs.
 
+use std::collections::BTreeMap;
+
 use largo_mm::{Machine, MachineConfig};
 use largo_workloads::contention::{estimate, Concurrency};
 use largo_workloads::cost::{Faults, Profile};
@@ -109,4 +111,36 @@ fn lock_waits_grow_with_cpus_and_shrink_with_larger_folios() {
     println!("kernel time with waits / without: 4K j8 {a8:.3} j160 {a160:.3}; 64K j8 {b8:.3} j160 {b160:.3}");
     assert!(a8 >= 1.0 && a160 > a8, "waits grow with the CPUs");
     assert!(b160 < a160, "64K folios take the zone and lru locks less often");
+}
+
+/// `swap-pressure` on a 512 MiB machine with 1 GiB of zram swap, with a
+/// memcg limit or without.
+fn swap_run(workload: &str, memcg_max: Option<u64>) -> BTreeMap<&'static str, f64> {
+    let w = Workload::parse(workload).unwrap();
+    let config = w.machine_config(&MachineConfig {
+        mem_bytes: 512 << 20,
+        swap: vec![largo_mm::swap::SwapSpec::parse("1G").unwrap()],
+        memcg_max_bytes: memcg_max,
+        ..MachineConfig::default()
+    });
+    let mut m = Machine::new(config).unwrap();
+    let out = w.run(&mut m, &RunOptions::default(), &mut |_, _| {}).unwrap();
+    Profile::default_profile().by_entry(&out.entries, w.faults())
+}
+
+#[test]
+fn reclaim_is_charged_to_the_task_or_to_kswapd() {
+    // Under a memcg limit the task reclaims for its own charges.
+    let by = swap_run("swap-pressure:size=128M,passes=1", Some(32 << 20));
+    println!("memcg-limited: {by:?}");
+    assert!(by.get("reclaim").is_some_and(|&ns| ns > 0.0), "{by:?}");
+    assert!(!by.contains_key("kswapd"), "{by:?}");
+    // A working set larger than the machine wakes kswapd; its work is a
+    // kernel thread's.
+    let by = swap_run("swap-pressure:size=768M,passes=0", None);
+    println!("global pressure: {by:?}");
+    assert!(by.get("kswapd").is_some_and(|&ns| ns > 0.0), "{by:?}");
+    // Reading swapped memory back costs swap-ins, in the fault entry.
+    let fault = |passes: u32| swap_run(&format!("swap-pressure:size=128M,passes={passes}"), Some(32 << 20))["fault"];
+    assert!(fault(2) > 1.5 * fault(0), "swap-ins are faults' work");
 }

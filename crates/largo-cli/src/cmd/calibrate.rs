@@ -29,6 +29,20 @@ pub struct CalibrateArgs {
     /// The profile's name.
     #[arg(long, default_value = "calibrated")]
     pub name: String,
+    /// Fit only reclaim's costs (reclaim_folio, swap_out, swap_in):
+    /// swap-pressure under a memory cgroup limit, swapping to a zram
+    /// device, less the same unlimited, on this host and on the model;
+    /// the other costs are kept from --profile (default: the checked-in
+    /// profile). Needs a host without swap, memcg v1 and zram.
+    #[arg(long)]
+    pub reclaim: bool,
+    /// With --reclaim: rounds of the reclaim points (limited and unlimited
+    /// back to back in each).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=50))]
+    pub rounds: u64,
+    /// With --reclaim: the profile whose other costs are kept.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
     /// `--json`: the profile as one JSON object; `--csv`: the calibration points.
     #[command(flatten)]
     pub format: FormatArgs,
@@ -44,6 +58,9 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
     let tty = std::io::stderr().is_terminal() && args.format.is_text();
+    if args.reclaim {
+        return run_reclaim(args, tty, &|| stop.load(Ordering::SeqCst));
+    }
     let mut clock = HostClock::best();
     let points = measure(
         &mut clock,
@@ -71,6 +88,70 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     out.json(&serde_json::to_value(&profile)?)?;
     out.table(&points_table(&profile, &points))?;
     out.text(&summary(&profile))?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `--reclaim`: the reclaim points measured, the costs fitted into the
+/// base profile.
+fn run_reclaim(args: &CalibrateArgs, tty: bool, should_stop: &dyn Fn() -> bool) -> Result<()> {
+    use largo_host::reclaimcal;
+    let base = super::run::load_profile(args.profile.as_deref())?;
+    let points = reclaimcal::measure(
+        args.rounds as usize,
+        &mut |what| {
+            if tty {
+                eprint!("\r\x1b[Kmeasuring {what}");
+            }
+        },
+        should_stop,
+    )
+    .context("measuring reclaim on the host (its knobs, swap and cgroups are restored)")?;
+    if tty {
+        eprintln!();
+    }
+    let profile = reclaimcal::fit_reclaim(&points, &base, args.rounds as usize).map_err(anyhow::Error::msg)?;
+    if let Some(path) = &args.output {
+        let text = serde_json::to_string_pretty(&profile)? + "\n";
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut out = Out::stdout(args.format);
+    out.json(&serde_json::to_value(&profile)?)?;
+    let mut t = Grid::new([
+        "point",
+        "host reclaim ms (limited - unlimited)",
+        "rounds (ms)",
+        "largo reclaim ms",
+        "error",
+    ])
+    .right_from(1);
+    for p in &points {
+        let host = p.host_reclaim_ns();
+        let model = profile.estimate(&p.limited).kernel_ns - profile.estimate(&p.unlimited).kernel_ns;
+        let rounds: Vec<String> = p
+            .host_limited_ns
+            .iter()
+            .zip(&p.host_unlimited_ns)
+            .map(|(a, b)| format!("{:.0}", (a - b) / 1e6))
+            .collect();
+        let err = (model - host) / host.max(1.0) * 100.0;
+        t.row([
+            Cell::text(p.name.clone()),
+            Cell::num(host / 1e6, 1),
+            Cell::text(rounds.join(" ")),
+            Cell::num(model / 1e6, 1),
+            Cell::new(format!("{err:+.1}%"), format!("{err}")),
+        ]);
+    }
+    out.table(&t)?;
+    let fitted: Vec<String> = largo_workloads::cost::RECLAIM_FIT_GROUPS
+        .iter()
+        .map(|(g, _)| format!("{g}={:.1}", profile.cost(g)))
+        .collect();
+    out.text(&format!(
+        "reclaim costs (ns; host system time from rusage, tick-sampled): {}\n",
+        fitted.join(" ")
+    ))?;
     out.flush()?;
     Ok(())
 }

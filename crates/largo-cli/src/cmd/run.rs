@@ -194,8 +194,20 @@ pub struct Record {
     pub machine: String,
     pub outcome: RunOutcome,
     pub estimate: Estimate,
+    /// The part of `estimate` done by kernel threads (khugepaged's
+    /// collapses, kcompactd, free page reporting, kswapd): not the
+    /// program's own system time on a host.
+    pub kthreads_ns: f64,
     /// Lock waits were `--cpus` such tasks to run at once.
     pub contention: Contention,
+}
+
+impl Record {
+    /// The estimate without the kernel threads' work: what a host charges
+    /// to the program's own system time.
+    pub fn task_kernel_ns(&self) -> f64 {
+        (self.estimate.kernel_ns - self.kthreads_ns).max(0.0)
+    }
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -353,6 +365,13 @@ pub(crate) fn run_all(
                         config: c,
                         workload: w,
                         machine,
+                        kthreads_ns: {
+                            let by_entry = profile.by_entry(&outcome.entries, workloads[w].faults());
+                            largo_workloads::entry::KERNEL_THREAD_ENTRIES
+                                .iter()
+                                .filter_map(|e| by_entry.get(e.name()))
+                                .sum()
+                        },
                         outcome,
                         estimate,
                         contention,
@@ -544,7 +563,6 @@ impl Report<'_> {
             let by_entry = self
                 .profile
                 .by_entry(&r.outcome.entries, self.workloads[r.workload].faults());
-            let kthreads_ns = by_entry.get("kthreads").copied().unwrap_or(0.0);
             let mut obj = serde_json::json!({
                 "config": self.configs[r.config].name,
                 "workload": self.workloads[r.workload].describe(),
@@ -572,7 +590,7 @@ impl Report<'_> {
                     "kernel_ns": r.estimate.kernel_ns.round() as u64,
                     // Without the kernel threads' work: what a host charges
                     // to the program's own system time.
-                    "task_kernel_ns": (r.estimate.kernel_ns - kthreads_ns).max(0.0).round() as u64,
+                    "task_kernel_ns": r.task_kernel_ns().round() as u64,
                     "by_entry": by_entry
                         .iter()
                         .map(|(k, v)| (*k, v.round() as u64))

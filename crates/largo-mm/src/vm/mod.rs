@@ -213,6 +213,9 @@ pub struct Vm {
     pub(crate) migrate_attempts: u64,
     pub locks: VmLockStats,
     pub work: VmWork,
+    /// The reclaim running now is a kernel thread's (kswapd, khugepaged),
+    /// for `work.reclaim_bg`.
+    pub(crate) reclaiming_in_background: bool,
     pub(crate) oom_kills: Vec<OomKill>,
 }
 
@@ -267,6 +270,7 @@ impl Vm {
             migrate_attempts: 0,
             locks: VmLockStats::default(),
             work: VmWork::default(),
+            reclaiming_in_background: false,
             oom_kills: Vec::new(),
         }
     }

@@ -102,6 +102,23 @@ pub struct VmWork {
     /// Blocks of base pages promoted into one large folio by a
     /// utilisation-driven order policy (`ingens`).
     pub promotions: u64,
+    /// Reclaim's work, by who does it: the task itself (direct and memcg
+    /// reclaim, MADV_PAGEOUT) or a kernel thread (kswapd, khugepaged's
+    /// allocations).
+    pub reclaim: ReclaimWork,
+    pub reclaim_bg: ReclaimWork,
+}
+
+/// Reclaim's work on the LRU lists (mm/vmscan.c).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReclaimWork {
+    /// Folios taken off an LRU list and looked at (`shrink_folio_list`,
+    /// `shrink_active_list`: isolation, the rmap walk of
+    /// `folio_referenced`, and for those reclaimed the unmap and free).
+    pub folios: u64,
+    /// Base pages written out to a swap device or stored by zswap
+    /// (compressed, for zram and zswap).
+    pub swapout_pages: u64,
 }
 
 /// Anonymous-memory node counters (`enum node_stat_item` entries the VM owns).

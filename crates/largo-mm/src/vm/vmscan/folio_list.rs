@@ -50,6 +50,8 @@ impl Vm {
     ) -> ReclaimStat {
         let mut list = list;
         let mut stat = ReclaimStat::default();
+        self.reclaiming_in_background = sc.reclaimer.is_kernel_thread();
+        self.reclaim_work_mut().folios += list.len() as u64;
         while let Some(r) = list.pop_front() {
             let nr_pages = self.folio_nr_pages(r);
             sc.nr_scanned += nr_pages;

@@ -125,6 +125,8 @@ impl Vm {
         if !sc.cgroup_reclaim() {
             ctx.pa.events.count(VmEvent::Pgrefill, scanned);
         }
+        self.reclaiming_in_background = sc.reclaimer.is_kernel_thread();
+        self.reclaim_work_mut().folios += list.len() as u64;
         let mut inactive = Vec::with_capacity(list.len());
         for r in list {
             self.folio_referenced(r, sc.target_memcg);

@@ -39,6 +39,24 @@ pub(crate) enum Reclaimer {
     Madvise,
 }
 
+impl Reclaimer {
+    /// Reclaim done by a kernel thread, not in the task's system time.
+    pub(crate) fn is_kernel_thread(self) -> bool {
+        matches!(self, Reclaimer::Kswapd | Reclaimer::Khugepaged)
+    }
+}
+
+impl super::Vm {
+    /// The reclaim work counters of whoever reclaims now.
+    pub(crate) fn reclaim_work_mut(&mut self) -> &mut super::stats::ReclaimWork {
+        if self.reclaiming_in_background {
+            &mut self.work.reclaim_bg
+        } else {
+            &mut self.work.reclaim
+        }
+    }
+}
+
 /// `struct scan_control`.
 #[derive(Clone, Debug)]
 pub(crate) struct ScanControl {

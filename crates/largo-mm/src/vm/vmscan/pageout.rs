@@ -49,6 +49,7 @@ impl Vm {
         self.save_swap_contents(ctx, pfn, entry, nr);
         let totalram = ctx.pa.managed_pages();
         if self.swap.zswap.store(entry, nr, totalram) {
+            self.reclaim_work_mut().swapout_pages += nr;
             ctx.pa.events.count(VmEvent::Zswpout, nr);
             self.mthp.add(order, MthpStat::Zswpout, 1);
             return Pageout::Done;
@@ -58,6 +59,7 @@ impl Vm {
             ctx.pa.events.count(VmEvent::ThpSwpout, 1);
         }
         self.mthp.add(order, MthpStat::Swpout, 1);
+        self.reclaim_work_mut().swapout_pages += nr;
         ctx.pa.events.count(VmEvent::Pswpout, nr);
         ctx.pa.events.count(VmEvent::Pgpgout, nr * (self.page_size() >> 10));
         self.swap.device_mut(entry).writes += nr;

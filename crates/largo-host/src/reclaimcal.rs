@@ -1,0 +1,161 @@
+//! Calibrating reclaim's costs (`largo calibrate --reclaim`, root): the
+//! `swap-pressure` workload runs on this host and on the model in a
+//! memory cgroup whose limit forces memcg reclaim to swap to zram
+//! (`validate`'s set-up: a fresh zram device and cgroup per run, the task
+//! pinned), and again in an unlimited cgroup with the same swap device.
+//! Reclaim runs inside the task's own charges, so its cost is in the
+//! task's system time: the limited run's time less the unlimited one's
+//! (measured in the same round) is what reclaim, swap-out and swap-in
+//! cost. The fit ([`RECLAIM_FIT_GROUPS`]) explains that difference, on
+//! top of the profile's estimate of the unlimited run, with the reclaim
+//! terms' counts of the limited run.
+
+use largo_mm::MachineConfig;
+use largo_workloads::builtin;
+use largo_workloads::cost::{fit, FitError, Profile, RECLAIM_FIT_GROUPS};
+use largo_workloads::report::Counters;
+
+use crate::scenario::Scenario;
+use crate::validate::{validate, workload_events, ValidateError};
+
+/// Bytes the workload writes; the limited cgroup holds a quarter.
+const SIZE: &str = "256M";
+const LIMIT: &str = "64M";
+const SWAP: &str = "1G:zram";
+
+/// One reclaim calibration point: a workload and folio size, run limited
+/// and unlimited.
+#[derive(Clone, Debug)]
+pub struct ReclaimPoint {
+    /// `swap-pressure:size=256M,passes=1 @ 64K`.
+    pub name: String,
+    /// The model's counters of the limited run and of the unlimited one.
+    pub limited: Counters,
+    pub unlimited: Counters,
+    /// Host system time (rusage, ns) of each limited and unlimited run.
+    pub host_limited_ns: Vec<f64>,
+    pub host_unlimited_ns: Vec<f64>,
+}
+
+impl ReclaimPoint {
+    /// The mean of the per-round differences, limited less unlimited, ns.
+    pub fn host_reclaim_ns(&self) -> f64 {
+        let n = self.host_limited_ns.len().max(1) as f64;
+        self.host_limited_ns
+            .iter()
+            .zip(&self.host_unlimited_ns)
+            .map(|(a, b)| a - b)
+            .sum::<f64>()
+            / n
+    }
+}
+
+/// The points: writing only (swap-out) and writing then reading back
+/// (swap-in, and swap-out again), at 4K and with 64K folios (one folio
+/// reclaimed per 16 pages: tells the per-folio cost from the per-page).
+fn points() -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for passes in [0, 1] {
+        for thp in ["4K", "64K"] {
+            out.push((format!("swap-pressure:size={SIZE},passes={passes}"), thp));
+        }
+    }
+    out
+}
+
+fn machine(thp: &str, limited: bool) -> Result<MachineConfig, ValidateError> {
+    let thp_flag = if thp == "4K" {
+        String::new()
+    } else {
+        format!("--thp {thp}")
+    };
+    let limit = if limited {
+        format!("--memcg-max {LIMIT}")
+    } else {
+        String::new()
+    };
+    Scenario::machine(&format!("--swap {SWAP} {limit} {thp_flag}")).map_err(|e| ValidateError::Config(e.to_string()))
+}
+
+/// Runs one case on both sides: the model's counters and the host's
+/// system time.
+fn run_case(spec_text: &str, config: &MachineConfig) -> Result<(Counters, f64), ValidateError> {
+    let (def, spec) = builtin::parse(spec_text)?;
+    let events = workload_events(config, def, &spec)?;
+    let v = validate(config, &events)?;
+    let model = v
+        .model
+        .ok_or_else(|| ValidateError::Config("validation gave no model counters".into()))?;
+    Ok((model, v.host_stime_ns as f64))
+}
+
+/// Measures every point `rounds` times, limited and unlimited back to
+/// back in each round. `should_stop` is polled between runs.
+pub fn measure(
+    rounds: usize,
+    progress: &mut dyn FnMut(&str),
+    should_stop: &dyn Fn() -> bool,
+) -> Result<Vec<ReclaimPoint>, ValidateError> {
+    let mut out: Vec<ReclaimPoint> = Vec::new();
+    for round in 0..rounds {
+        for (i, (spec, thp)) in points().into_iter().enumerate() {
+            let mut ns = [0.0; 2];
+            let mut counters = Vec::new();
+            for (k, limited) in [true, false].into_iter().enumerate() {
+                if should_stop() {
+                    return Err(ValidateError::Interrupted);
+                }
+                progress(&format!(
+                    "{spec} @ {thp}{} (round {})",
+                    if limited { "" } else { " unlimited" },
+                    round + 1
+                ));
+                let (c, host_ns) = run_case(&spec, &machine(thp, limited)?)?;
+                ns[k] = host_ns;
+                counters.push(c);
+            }
+            if round == 0 {
+                let unlimited = counters.pop().expect("two runs");
+                let limited = counters.pop().expect("two runs");
+                out.push(ReclaimPoint {
+                    name: format!("{spec} @ {thp}"),
+                    limited,
+                    unlimited,
+                    host_limited_ns: Vec::new(),
+                    host_unlimited_ns: Vec::new(),
+                });
+            }
+            out[i].host_limited_ns.push(ns[0]);
+            out[i].host_unlimited_ns.push(ns[1]);
+        }
+    }
+    Ok(out)
+}
+
+/// `profile` with the reclaim costs fitted to `points` (the other costs
+/// kept), its method extended with how.
+pub fn fit_reclaim(points: &[ReclaimPoint], profile: &Profile, rounds: usize) -> Result<Profile, FitError> {
+    let samples: Vec<(Counters, f64)> = points
+        .iter()
+        .map(|p| {
+            let unlimited_est = profile.estimate(&p.unlimited).kernel_ns;
+            (p.limited.clone(), unlimited_est + p.host_reclaim_ns())
+        })
+        .collect();
+    let costs = fit(&samples, &profile.costs, RECLAIM_FIT_GROUPS)?;
+    let fitted: Vec<&str> = RECLAIM_FIT_GROUPS
+        .iter()
+        .flat_map(|(_, terms)| terms.iter().copied())
+        .collect();
+    let mut out = profile.clone();
+    out.costs = costs;
+    out.priors.retain(|t| !fitted.contains(&t.as_str()));
+    out.method = format!(
+        "{}; reclaim costs ({}) from largo calibrate --reclaim --rounds {rounds}: swap-pressure {SIZE} (write; write and \
+         read back) at 4K and 64K in a {LIMIT} memcg with {SWAP} swap, less the same in an unlimited memcg, host \
+         rusage system time, per-round differences averaged, fitted on the model's counts of the limited runs",
+        profile.method,
+        RECLAIM_FIT_GROUPS.iter().map(|(g, _)| *g).collect::<Vec<_>>().join(", ")
+    );
+    Ok(out)
+}
