@@ -77,6 +77,13 @@ pub enum Command {
     Show(crate::cmd::show::ShowArgs),
     /// List workloads, presets, knobs or trace events.
     List(crate::cmd::list::ListArgs),
+    /// This host as it is now (root): `snapshot -o FILE` records its
+    /// memory pfn by pfn for `--machine snapshot:FILE`; `fragment`
+    /// fragments it; `thpmaps` shows its processes' THP layout.
+    Host {
+        #[command(subcommand)]
+        host: HostCommand,
+    },
     /// Benchmarks, measured side by side in one run.
     Bench {
         #[command(subcommand)]
@@ -94,6 +101,22 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HostCommand {
+    /// Record this host's physical memory pfn by pfn (/proc/kpageflags,
+    /// /proc/kpagecount, zoneinfo, pagetypeinfo, knobs) into FILE: free
+    /// buddy blocks at their order and place, what holds every other
+    /// frame, each pageblock's inferred migratetype.
+    Snapshot(crate::cmd::host::snapshot::SnapshotArgs),
+    /// Fragment this host's free memory and stay alive: fill most of it
+    /// with base pages, free every other one, hold the rest until killed.
+    Fragment(crate::cmd::host::fragment::FragmentArgs),
+    /// tools/mm/thpmaps without Python: how this host's processes map
+    /// memory with THPs of each size (aligned, unaligned, partial) and in
+    /// contiguous blocks (--cont), per VMA or --rollup.
+    Thpmaps(crate::cmd::host::thpmaps::ThpmapsArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -341,7 +364,7 @@ impl MachineArgs {
             (self.nodes, self.node_mem.clone())
         };
         MachineArgs {
-            machine: over.machine.or(self.machine),
+            machine: over.machine.clone().or_else(|| self.machine.clone()),
             mem: over.mem.or(self.mem),
             nodes,
             node_mem,
@@ -373,9 +396,10 @@ impl MachineArgs {
         if self.balloon_ack_us.is_some() && !self.balloon {
             return Err(UsageError("--balloon-ack-us needs --balloon".into()));
         }
-        let preset = match self.machine {
+        let preset = match &self.machine {
             Some(MachineChoice::Host) => return self.host_config(knobs),
-            Some(MachineChoice::Preset(p)) => p,
+            Some(MachineChoice::Snapshot(path)) => return self.snapshot_file_config(path, knobs),
+            Some(MachineChoice::Preset(p)) => *p,
             None => Preset::X86_64,
         };
         let ack_ns = self.balloon_ack_us.unwrap_or(0) * 1000;
@@ -418,11 +442,40 @@ impl MachineArgs {
         self.config_with(policy.knobs())
     }
 
-    /// `--machine host`: this host's shape; the geometry is x86_64's and
-    /// the size the host's, so --mem and the geometry overrides do not
-    /// apply; `--backing`, `--cpus`, the balloon and the POLICY knobs do.
+    /// `--machine snapshot:FILE`: the host the snapshot recorded, its
+    /// memory laid out pfn by pfn; the rest as `--machine host`.
+    fn snapshot_file_config(
+        &self,
+        path: &std::path::Path,
+        knobs: Vec<(String, String)>,
+    ) -> Result<MachineConfig, UsageError> {
+        let snap = largo_host::snapshot::file::load(path)
+            .map_err(|e| UsageError(format!("--machine snapshot:{}: {e}", path.display())))?;
+        let c = largo_host::snapshot::snapshot_config(std::sync::Arc::new(snap))
+            .map_err(|e| UsageError(format!("--machine snapshot:{}: {e}", path.display())))?;
+        self.host_like(c, knobs)
+    }
+
+    /// `--machine host`: this host now, from a snapshot taken on the fly
+    /// (root: every free block where it is), else from its zone counts
+    /// (free blocks per order and migratetype, laid out so none merge);
+    /// the geometry is x86_64's and the size the host's, so --mem and the
+    /// geometry overrides do not apply; `--backing`, `--cpus`, the balloon
+    /// and the POLICY knobs do.
     fn host_config(&self, knobs: Vec<(String, String)>) -> Result<MachineConfig, UsageError> {
-        let mut c = largo_host::hostshape::host_config().map_err(|e| UsageError(format!("--machine host: {e}")))?;
+        let c = match crate::cmd::host::snapshot::take_shared() {
+            Ok(snap) => largo_host::snapshot::snapshot_config(snap),
+            Err(e) => {
+                eprintln!("largo: --machine host from zone counts only (no exact snapshot: {e:#})");
+                largo_host::hostshape::host_config()
+            }
+        }
+        .map_err(|e| UsageError(format!("--machine host: {e}")))?;
+        self.host_like(c, knobs)
+    }
+
+    /// A host's configuration with this command line's settings.
+    fn host_like(&self, mut c: MachineConfig, knobs: Vec<(String, String)>) -> Result<MachineConfig, UsageError> {
         c.backing = self.backing.unwrap_or(BackingKind::Sim);
         c.nr_cpus = self.cpus.unwrap_or(DEFAULT_CPUS) as usize;
         let ack_ns = self.balloon_ack_us.unwrap_or(0) * 1000;
@@ -476,20 +529,30 @@ pub fn machine_error(e: &largo_mm::MachineError) -> String {
     format!("{flag}: {e}{fix}")
 }
 
-/// `--machine`: a preset, or this host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `--machine`: a preset, this host, or a snapshot of a host.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MachineChoice {
     Preset(Preset),
     Host,
+    Snapshot(std::path::PathBuf),
 }
 
 fn parse_machine(s: &str) -> Result<MachineChoice, String> {
     if s == "host" {
         return Ok(MachineChoice::Host);
     }
+    if let Some(path) = s.strip_prefix("snapshot:") {
+        if path.is_empty() {
+            return Err("--machine snapshot:FILE needs a file (from `largo host snapshot -o FILE`)".into());
+        }
+        return Ok(MachineChoice::Snapshot(path.into()));
+    }
     Preset::from_name(s).map(MachineChoice::Preset).ok_or_else(|| {
         let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
-        format!("unknown machine '{s}': expected one of {}, host", names.join(", "))
+        format!(
+            "unknown machine '{s}': expected one of {}, host, snapshot:FILE",
+            names.join(", ")
+        )
     })
 }
 

@@ -16,6 +16,8 @@ const REPORTING_PARAMS: &str = "/sys/module/page_reporting/parameters";
 pub struct HostZone {
     pub nid: usize,
     pub name: String,
+    pub start_pfn: u64,
+    pub spanned_pages: u64,
     pub present_pages: u64,
     pub managed_pages: u64,
     pub free: Vec<[u64; MIGRATE_TYPES]>,
@@ -66,6 +68,8 @@ pub fn parse_zoneinfo(text: &str) -> Vec<HostZone> {
             continue;
         };
         match key {
+            "start_pfn:" => z.start_pfn = v,
+            "spanned" => z.spanned_pages = v,
             "present" => z.present_pages = v,
             "managed" => z.managed_pages = v,
             _ => {}

@@ -8,9 +8,11 @@
 //! [`knobs::unavailable_reason`] says why not when it cannot run. The only
 //! unsafe code it relies on lives in `largo_physmem::host`.
 
+pub mod burst;
 pub mod calibrate;
 pub mod costcheck;
 pub mod counters;
+pub mod fragmenter;
 pub mod fresh;
 pub mod hostid;
 pub mod hostshape;
@@ -30,8 +32,10 @@ pub mod scaling;
 pub mod scenario;
 pub mod sentinel;
 pub mod skip;
+pub mod snapshot;
 pub mod stats;
 pub mod syscalltime;
+pub mod thpmaps;
 pub mod tlbbench;
 pub mod validate;
 

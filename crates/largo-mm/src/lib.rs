@@ -19,6 +19,7 @@ pub mod memcg;
 pub mod memmap;
 pub mod page_alloc;
 pub mod reporting;
+pub mod snapshot;
 pub mod sparse;
 pub mod stats;
 pub mod swap;

@@ -36,6 +36,10 @@ pub struct MachineConfig {
     /// Shape the free memory like a snapshot of a real machine after boot
     /// and the knob writes (`--machine host`).
     pub shape: Option<MachineShape>,
+    /// Lay the free memory out exactly as a host snapshot found it, pfn
+    /// by pfn (`--machine snapshot:FILE`), before `shape` (whose zones
+    /// are then empty: it only marks reported memory).
+    pub snapshot: Option<std::sync::Arc<crate::snapshot::HostSnapshot>>,
     /// Memory block size (`memory_block_size_bytes`); `None` probes it as
     /// the host does. Below the section size (down to a 2 MiB subsection)
     /// is the seed's decoupled hotplug granularity.
@@ -112,6 +116,7 @@ impl Default for MachineConfig {
             knobs: Vec::new(),
             balloon: None,
             shape: None,
+            snapshot: None,
             memory_block_bytes: None,
             maxmem_bytes: None,
             swap: Vec::new(),
@@ -168,6 +173,8 @@ pub struct Machine {
     pub(crate) report_sink: Box<dyn ReportSink>,
     /// How each zone came out of `MachineConfig::shape`.
     shaped: Vec<crate::page_alloc::shape::ZoneShaped>,
+    /// How the layout came out of `MachineConfig::snapshot`.
+    exact: Option<crate::page_alloc::exact::ExactLayout>,
 }
 
 impl Machine {
@@ -228,6 +235,7 @@ impl Machine {
             vm,
             report_sink,
             shaped: Vec::new(),
+            exact: None,
         };
         if let Some(b) = balloon {
             let max_pfn = machine.layout.max_pfn;
@@ -254,6 +262,10 @@ impl Machine {
             }
             machine.vm.create_workload_memcg(pages);
         }
+        if let Some(snap) = machine.config.snapshot.clone() {
+            let zero_pfn = machine.vm.zero_pfn;
+            machine.exact = Some(machine.page_alloc.shape_exact(&snap, zero_pfn));
+        }
         if let Some(shape) = machine.config.shape.clone() {
             machine.shaped = machine.page_alloc.shape_free_memory(&shape.zones);
             if let Some(order) = shape.reported_from_order {
@@ -269,6 +281,11 @@ impl Machine {
 
     pub fn config(&self) -> &MachineConfig {
         &self.config
+    }
+
+    /// How the memory came out of the configuration's snapshot, if any.
+    pub fn exact_layout(&self) -> Option<&crate::page_alloc::exact::ExactLayout> {
+        self.exact.as_ref()
     }
 
     /// How each zone came out of the configuration's shape (empty without one).

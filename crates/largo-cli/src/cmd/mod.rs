@@ -2,10 +2,12 @@
 
 pub mod advise;
 pub mod bench;
+pub mod burst;
 pub mod calibrate;
 mod costs;
 mod docs;
 mod entries;
+pub mod host;
 pub mod hotplug;
 pub mod list;
 mod program;
@@ -18,7 +20,7 @@ pub mod validate;
 
 use anyhow::Result;
 
-use crate::args::{BenchCommand, Cli, Command};
+use crate::args::{BenchCommand, Cli, Command, HostCommand};
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
@@ -32,6 +34,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Show(args) => show::run(&args),
         Command::List(args) => list::run(&args),
         Command::Hotplug(args) => hotplug::run(&args),
+        Command::Host { host } => match host {
+            HostCommand::Snapshot(args) => host::snapshot::run(&args),
+            HostCommand::Fragment(args) => host::fragment::run(&args),
+            HostCommand::Thpmaps(args) => host::thpmaps::run(&args),
+        },
         Command::Bench { bench } => match bench {
             BenchCommand::Alloc(args) => bench::alloc::run(&args),
             BenchCommand::Fault(args) => bench::fault::run(&args),

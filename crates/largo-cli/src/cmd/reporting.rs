@@ -42,6 +42,7 @@ pub fn run(args: &ReportingArgs) -> Result<()> {
     let (config, host) = reporting_check::host_timeline(size, idle).context("the host experiment")?;
     let mut m = Machine::new(config).context("the host-shaped machine")?;
     let shaped = m.shaped().to_vec();
+    let exact = m.exact_layout().cloned();
     // The model writes and frees the same amount ...
     let spec = format!("memhog:size={size}");
     let (def, spec) = builtin::parse(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -98,11 +99,14 @@ pub fn run(args: &ReportingArgs) -> Result<()> {
         "shaped_zones": shaped.iter().map(|z| serde_json::json!({
             "zone": z.name, "managed_pages": z.managed_pages, "target_managed_pages": z.target_managed_pages,
             "free_pages": z.free_pages, "target_free_pages": z.target_free_pages})).collect::<Vec<_>>(),
+        "exact_layout": exact.as_ref().map(|e| serde_json::json!({
+            "snapshot_free_pages": e.snapshot_free_pages, "free_pages": e.free_pages,
+            "free_pages_unplaced": e.free_pages_unplaced})),
         "match": verdict.is_ok(),
         "host_pass_requested_before_free": early.is_some(),
     }))?;
     out.line(format!(
-        "free page reporting after freeing {} MiB: this host vs largo on a machine shaped like it (--machine host), since the free",
+        "free page reporting after freeing {} MiB: this host vs largo on a machine laid out as it was just before (--machine host), since the free",
         size >> 20
     ))?;
     out.table(&timelines(&host, &largo))?;
@@ -130,8 +134,13 @@ enum Disagreement {
     Pass { pass: usize, host_kib: u64, largo_kib: u64 },
     #[error("after pass {pass}: host {} MiB reported in all, largo {} MiB ({:+.0}%)", host_kib >> 10, largo_kib >> 10, change_pct(*host_kib, *largo_kib))]
     SoFar { pass: usize, host_kib: u64, largo_kib: u64 },
-    #[error("no pass to compare: the host reported nothing")]
-    NothingReported,
+    #[error("no pass to compare: the host reported {} MiB in {host_passes} passes, largo {} MiB in {largo_passes}", host_kib >> 10, largo_kib >> 10)]
+    NothingReported {
+        host_passes: usize,
+        host_kib: u64,
+        largo_passes: usize,
+        largo_kib: u64,
+    },
 }
 
 fn change_pct(host: u64, largo: u64) -> f64 {
@@ -159,7 +168,12 @@ fn judge(host: &[u64], largo: &[u64]) -> Result<usize, Disagreement> {
         judged += 1;
     }
     if judged == 0 {
-        return Err(Disagreement::NothingReported);
+        return Err(Disagreement::NothingReported {
+            host_passes: host.len(),
+            host_kib: host.iter().sum(),
+            largo_passes: largo.len(),
+            largo_kib: largo.iter().sum(),
+        });
     }
     let (mut h_sum, mut l_sum) = (0u64, 0u64);
     let host_total: u64 = host.iter().sum();
@@ -280,7 +294,10 @@ mod tests {
 
     #[test]
     fn nothing_reported_is_no_agreement() {
-        assert!(matches!(judge(&[0, 0], &[0, 0]), Err(Disagreement::NothingReported)));
-        assert!(matches!(judge(&[], &[]), Err(Disagreement::NothingReported)));
+        assert!(matches!(
+            judge(&[0, 0], &[0, 0]),
+            Err(Disagreement::NothingReported { .. })
+        ));
+        assert!(matches!(judge(&[], &[]), Err(Disagreement::NothingReported { .. })));
     }
 }

@@ -44,6 +44,11 @@ pub enum ValidateSub {
     /// their memory system calls traced, beside largo's kernel time by
     /// entry, and the change between folio sizes on both sides.
     Entries(super::entries::EntriesArgs),
+    /// A THP burst: SIZE faulted on this host with only --sizes enabled
+    /// and defrag=never, right after an exact snapshot of it, against
+    /// largo booted from that snapshot (thp_fault_alloc and each size's
+    /// anon_fault_alloc/anon_fault_fallback).
+    Burst(super::burst::BurstArgs),
 }
 
 /// `largo validate [WORKLOAD...]`: scenarios and workloads.
@@ -280,6 +285,7 @@ pub fn run(cmd: &ValidateCmd) -> Result<()> {
         Some(ValidateSub::Trace(args)) => super::program::run(args),
         Some(ValidateSub::Reporting(_)) => unreachable!("handled above"),
         Some(ValidateSub::Entries(args)) => super::entries::run(args),
+        Some(ValidateSub::Burst(args)) => super::burst::run(args),
         None => run_suite(&cmd.suite),
     }
 }

@@ -19,6 +19,7 @@ mod alloc;
 mod buddy;
 pub mod check;
 mod deferred;
+pub mod exact;
 mod fallback;
 mod free;
 pub mod gfp;

@@ -206,7 +206,7 @@ impl PageAlloc {
 
     /// Watermarks, reserves and pcp sizes follow the new managed sizes;
     /// the shaping itself is not the workload's work.
-    fn recompute_after_shaping(&mut self) {
+    pub(super) fn recompute_after_shaping(&mut self) {
         self.init_per_zone_wmark_min();
         if let Some(kbytes) = self.tunables.user_min_free_kbytes {
             self.set_min_free_kbytes(kbytes);

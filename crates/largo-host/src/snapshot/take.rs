@@ -1,0 +1,286 @@
+//! Taking a snapshot of this host (`largo host snapshot`, root): every
+//! pfn of its RAM from /proc/kpageflags and /proc/kpagecount, its zones
+//! from /proc/zoneinfo and /proc/pagetypeinfo, RAM ranges from
+//! /proc/iomem, its THP, vm and reporting knobs.
+//!
+//! What each frame is comes from the flags (`fs/proc/page.c`
+//! `stable_page_flags`, 6.18): every page of a free buddy block carries
+//! `KPF_BUDDY` (`snapshot_page` checks the enclosing free block), so free
+//! runs are exact; `KPF_RESERVED`, `KPF_SLAB`, `KPF_PGTABLE`, `KPF_HUGE`,
+//! `KPF_OFFLINE` name themselves; anonymous memory has `KPF_ANON`; page
+//! cache is on the LRU or mapped (kpagecount is the mapcount). A frame
+//! with no flag and no mapping is kernel memory (vmalloc, stacks, pages on
+//! the pcp lists) or a struct page deferred init has not reached: a
+//! kernel booted with lazy deferred init leaves the top of its Normal
+//! zone uninitialised, sections of flagless frames, as many as the zone's
+//! present pages exceed its managed and reserved ones. Pfns outside
+//! /proc/iomem's System RAM are holes (kpageflags reads 0 for a pfn
+//! without an online memmap, PG_reserved for a hole inside one).
+
+use std::fs::File;
+use std::io::Read;
+
+use largo_mm::snapshot::{HostSnapshot, PfnKind, SnapshotHeader, SnapshotZone};
+
+use crate::hostshape::{self, HostZone, ShapeError};
+
+const KPF_SLAB: u64 = 1 << 7;
+const KPF_LRU: u64 = 1 << 5;
+const KPF_BUDDY: u64 = 1 << 10;
+const KPF_MMAP: u64 = 1 << 11;
+const KPF_ANON: u64 = 1 << 12;
+const KPF_HUGE: u64 = 1 << 17;
+const KPF_NOPAGE: u64 = 1 << 20;
+const KPF_OFFLINE: u64 = 1 << 23;
+const KPF_PGTABLE: u64 = 1 << 26;
+const KPF_RESERVED: u64 = 1 << 32;
+
+/// Pfns read per system call.
+const CHUNK_PFNS: usize = 1 << 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TakeError {
+    #[error("{0}")]
+    Shape(#[from] ShapeError),
+    #[error("reading {path}: {source} (a snapshot needs root)")]
+    Read { path: String, source: std::io::Error },
+    #[error("/proc/iomem lists no System RAM with addresses (a snapshot needs root)")]
+    NoRam,
+}
+
+/// What a frame is, from its flags and mapcount.
+pub fn classify(flags: u64, mapcount: u64) -> PfnKind {
+    if flags & KPF_NOPAGE != 0 {
+        PfnKind::Hole
+    } else if flags & KPF_BUDDY != 0 {
+        PfnKind::Free
+    } else if flags & KPF_OFFLINE != 0 {
+        PfnKind::Offline
+    } else if flags & KPF_HUGE != 0 {
+        PfnKind::Huge
+    } else if flags & KPF_RESERVED != 0 {
+        PfnKind::Reserved
+    } else if flags & KPF_SLAB != 0 {
+        PfnKind::Slab
+    } else if flags & KPF_PGTABLE != 0 {
+        PfnKind::PageTable
+    } else if flags & KPF_ANON != 0 {
+        PfnKind::Anon
+    } else if flags & (KPF_LRU | KPF_MMAP) != 0 || mapcount > 0 {
+        PfnKind::File
+    } else {
+        PfnKind::Kernel
+    }
+}
+
+/// System RAM ranges of /proc/iomem text, as pfn ranges `[start, end)`.
+pub fn parse_iomem_ram(text: &str, page_size: u64) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(": System RAM"))
+        .filter_map(|l| {
+            let (range, _) = l.split_once(" : ")?;
+            let (a, b) = range.split_once('-')?;
+            let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+            (b > a).then(|| (a.div_ceil(page_size), (b + 1) / page_size))
+        })
+        .filter(|&(s, e)| e > s)
+        .collect()
+}
+
+/// Reads `nr` little-endian u64 entries of a /proc/kpage* file.
+fn read_u64s(path: &str, nr: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<u64>, TakeError> {
+    let err = |source| TakeError::Read {
+        path: path.into(),
+        source,
+    };
+    let mut f = File::open(path).map_err(err)?;
+    let mut out = Vec::with_capacity(nr);
+    let mut buf = vec![0u8; CHUNK_PFNS * 8];
+    while out.len() < nr {
+        let want = (nr - out.len()).min(CHUNK_PFNS) * 8;
+        let mut got = 0;
+        while got < want {
+            let n = f.read(&mut buf[got..want]).map_err(err)?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        if got == 0 {
+            break;
+        }
+        out.extend(
+            buf[..got - got % 8]
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap())),
+        );
+        progress(out.len() as u64, nr as u64);
+    }
+    // Entries past what the kernel returned are no page at all.
+    out.resize(nr, KPF_NOPAGE);
+    Ok(out)
+}
+
+/// Flagless sections at the top of each zone become [`PfnKind::Uninit`],
+/// from the top down while every frame of a section is flagless, at most
+/// as many frames as the zone's present pages exceed its managed and
+/// reserved ones (the last section taken may be taken in part): deferred
+/// init fills a zone from the bottom, a section at a time.
+pub fn mark_uninit(kinds: &mut [u8], flags: &[u64], zones: &[SnapshotZone], pages_per_section: u64) {
+    for z in zones {
+        let (start, end) = (z.start_pfn, (z.start_pfn + z.spanned_pages).min(kinds.len() as u64));
+        let reserved = (start..end)
+            .filter(|&p| kinds[p as usize] == PfnKind::Reserved as u8)
+            .count() as u64;
+        let mut budget = z.present_pages.saturating_sub(z.managed_pages + reserved);
+        let mut sec_end = end;
+        while budget > 0 && sec_end > start {
+            let sec_start = ((sec_end - 1) / pages_per_section * pages_per_section).max(start);
+            let range = sec_start as usize..sec_end as usize;
+            let flagless = range.clone().all(|p| flags[p] == 0 && kinds[p] != PfnKind::Hole as u8);
+            if !flagless {
+                break;
+            }
+            let n = (sec_end - sec_start).min(budget);
+            for p in (sec_end - n) as usize..sec_end as usize {
+                kinds[p] = PfnKind::Uninit as u8;
+            }
+            budget -= n;
+            sec_end = sec_start;
+        }
+    }
+}
+
+fn snapshot_zone(z: &HostZone) -> SnapshotZone {
+    SnapshotZone {
+        nid: z.nid,
+        name: z.name.clone(),
+        start_pfn: z.start_pfn,
+        spanned_pages: z.spanned_pages,
+        present_pages: z.present_pages,
+        managed_pages: z.managed_pages,
+        free: z.free.iter().map(|f| f.to_vec()).collect(),
+        blocks: z.blocks.to_vec(),
+    }
+}
+
+fn read_text(path: &str) -> Result<String, TakeError> {
+    std::fs::read_to_string(path).map_err(|source| TakeError::Read {
+        path: path.into(),
+        source,
+    })
+}
+
+/// This host's memory now. `progress(done, total)` follows the reading.
+pub fn take(progress: &mut dyn FnMut(u64, u64)) -> Result<HostSnapshot, TakeError> {
+    let page_size = largo_physmem::host::host_page_size();
+    let ram = parse_iomem_ram(&read_text("/proc/iomem")?, page_size);
+    if ram.is_empty() {
+        return Err(TakeError::NoRam);
+    }
+    let host_zones = hostshape::host_zones()?;
+    let zones: Vec<SnapshotZone> = host_zones
+        .iter()
+        .filter(|z| z.spanned_pages > 0)
+        .map(snapshot_zone)
+        .collect();
+    let nr_pfns = ram.iter().map(|&(_, e)| e).max().unwrap_or(0);
+    // Flags first, then mapcounts: the two passes see nearly the same
+    // moment (a second or two apart on 24 GiB).
+    let mut flags_progress = |d: u64, t: u64| progress(d, 2 * t);
+    let flags = read_u64s("/proc/kpageflags", nr_pfns as usize, &mut flags_progress)?;
+    let mut count_progress = |d: u64, t: u64| progress(t + d, 2 * t);
+    let counts = read_u64s("/proc/kpagecount", nr_pfns as usize, &mut count_progress)?;
+    let mut kinds = vec![PfnKind::Hole as u8; nr_pfns as usize];
+    for &(s, e) in &ram {
+        for p in s as usize..e as usize {
+            kinds[p] = classify(flags[p], counts[p]) as u8;
+        }
+    }
+    let pages_per_section = (128u64 << 20) / page_size;
+    mark_uninit(&mut kinds, &flags, &zones, pages_per_section);
+    let pageblock_order = pageblock_order(&read_text("/proc/pagetypeinfo")?).unwrap_or(9);
+    let inferred = super::infer::infer_migratetypes(&kinds, &zones, pageblock_order);
+    let mut knobs = hostshape::host_thp_knobs();
+    knobs.push((
+        "vm/min_free_kbytes".into(),
+        read_text("/proc/sys/vm/min_free_kbytes")?.trim().to_string(),
+    ));
+    let reporting_order = hostshape::host_reporting_order();
+    if let Some(order) = reporting_order {
+        knobs.push(("page_reporting/page_reporting_order".into(), order.to_string()));
+    }
+    Ok(HostSnapshot {
+        header: SnapshotHeader {
+            taken_at: crate::hostid::now_rfc3339(),
+            host: crate::hostid::describe_host(),
+            page_size,
+            pageblock_order,
+            nr_pfns,
+            zones,
+            knobs,
+            reporting_order,
+            migratetype_method: super::infer::METHOD.into(),
+            migratetype_misplaced_pages: inferred.misplaced_pages,
+        },
+        kinds,
+        pageblock_mt: inferred.pageblock_mt,
+    })
+}
+
+/// `Page block order: 9` of /proc/pagetypeinfo.
+fn pageblock_order(text: &str) -> Option<u32> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Page block order:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_classified_by_their_flags() {
+        assert_eq!(classify(KPF_BUDDY, 0), PfnKind::Free);
+        assert_eq!(classify(KPF_ANON | KPF_LRU | KPF_MMAP, 1), PfnKind::Anon);
+        assert_eq!(classify(KPF_LRU, 0), PfnKind::File);
+        assert_eq!(classify(0, 2), PfnKind::File);
+        assert_eq!(classify(KPF_SLAB, 0), PfnKind::Slab);
+        assert_eq!(classify(KPF_PGTABLE, 0), PfnKind::PageTable);
+        assert_eq!(classify(KPF_RESERVED | KPF_SLAB, 0), PfnKind::Reserved);
+        assert_eq!(classify(0, 0), PfnKind::Kernel);
+        assert_eq!(classify(KPF_NOPAGE, 0), PfnKind::Hole);
+    }
+
+    #[test]
+    fn iomem_ram_ranges_become_pfns() {
+        let text = "00000000-00000fff : Reserved\n00001000-0009fbff : System RAM\n00100000-bfffffff : System RAM\n  01000000-01ffffff : Kernel code\n100000000-63fffffff : System RAM\n";
+        assert_eq!(
+            parse_iomem_ram(text, 4096),
+            vec![(1, 159), (256, 786432), (1048576, 6553600)]
+        );
+    }
+
+    #[test]
+    fn only_whole_flagless_sections_within_the_budget_are_uninitialised() {
+        let zone = SnapshotZone {
+            nid: 0,
+            name: "Normal".into(),
+            start_pfn: 0,
+            spanned_pages: 32,
+            present_pages: 32,
+            managed_pages: 20,
+            free: Vec::new(),
+            blocks: Vec::new(),
+        };
+        let mut kinds = vec![PfnKind::Kernel as u8; 32];
+        let mut flags = vec![0u64; 32];
+        flags[5] = KPF_LRU;
+        kinds[5] = PfnKind::File as u8;
+        mark_uninit(&mut kinds, &flags, &[zone], 8);
+        let uninit = kinds.iter().filter(|&&k| k == PfnKind::Uninit as u8).count();
+        assert_eq!(uninit, 12, "present - managed");
+        assert!(kinds[20..].iter().all(|&k| k == PfnKind::Uninit as u8));
+        assert_eq!(kinds[19], PfnKind::Kernel as u8);
+    }
+}
