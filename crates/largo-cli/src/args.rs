@@ -77,6 +77,10 @@ pub enum Command {
     Show(crate::cmd::show::ShowArgs),
     /// List workloads, presets, knobs or trace events.
     List(crate::cmd::list::ListArgs),
+    /// Age a machine over hours of simulated time (`phone`, `server`)
+    /// under each configuration, sampled every simulated minute: large
+    /// folio success per size, free pageblocks, compaction, per hour.
+    Age(crate::cmd::age::AgeArgs),
     /// This host as it is now (root): `snapshot -o FILE` records its
     /// memory pfn by pfn for `--machine snapshot:FILE`; `fragment`
     /// fragments it; `thpmaps` shows its processes' THP layout.

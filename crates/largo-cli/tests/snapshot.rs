@@ -15,9 +15,7 @@ fn synthetic() -> HostSnapshot {
     for p in (65536..98304).step_by(2) {
         kinds[p] = PfnKind::Free as u8;
     }
-    for p in 131072..131072 + 64 * 1024 {
-        kinds[p] = PfnKind::Free as u8;
-    }
+    kinds[131072..131072 + 64 * 1024].fill(PfnKind::Free as u8);
     let zone = |name: &str, start: u64, spanned: u64, managed: u64| SnapshotZone {
         nid: 0,
         name: name.into(),

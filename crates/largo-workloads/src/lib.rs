@@ -13,6 +13,7 @@
 //! - [`tlb`]: TLB reach and contiguity coverage
 
 pub mod access;
+pub mod aging;
 pub mod builtin;
 pub mod contention;
 pub mod cost;

@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod advise;
+pub mod age;
 pub mod bench;
 pub mod burst;
 pub mod calibrate;
@@ -34,6 +35,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Show(args) => show::run(&args),
         Command::List(args) => list::run(&args),
         Command::Hotplug(args) => hotplug::run(&args),
+        Command::Age(args) => age::run(&args),
         Command::Host { host } => match host {
             HostCommand::Snapshot(args) => host::snapshot::run(&args),
             HostCommand::Fragment(args) => host::fragment::run(&args),

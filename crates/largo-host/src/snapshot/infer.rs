@@ -193,8 +193,14 @@ fn infer_zone(blocks: &[Block], zone: &SnapshotZone, nr_orders: usize) -> (Vec<u
             continue;
         }
         let mut trial = assigned.clone();
-        for o in 0..nr_orders {
-            let (fa, fb) = (blocks[a].free_hist[o] as i64, blocks[b].free_hist[o] as i64);
+        for (o, (&fa, &fb)) in blocks[a]
+            .free_hist
+            .iter()
+            .zip(&blocks[b].free_hist)
+            .enumerate()
+            .take(nr_orders)
+        {
+            let (fa, fb) = (fa as i64, fb as i64);
             trial[ta][o] += fb - fa;
             trial[tb][o] += fa - fb;
         }

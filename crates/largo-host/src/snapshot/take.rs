@@ -142,9 +142,7 @@ pub fn mark_uninit(kinds: &mut [u8], flags: &[u64], zones: &[SnapshotZone], page
                 break;
             }
             let n = (sec_end - sec_start).min(budget);
-            for p in (sec_end - n) as usize..sec_end as usize {
-                kinds[p] = PfnKind::Uninit as u8;
-            }
+            kinds[(sec_end - n) as usize..sec_end as usize].fill(PfnKind::Uninit as u8);
             budget -= n;
             sec_end = sec_start;
         }

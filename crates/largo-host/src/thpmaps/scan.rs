@@ -49,7 +49,8 @@ pub struct Vma {
     pub pgoff: u64,
     pub major: u64,
     pub minor: u64,
-    pub inode: u64,
+    /// The inode number as smaps prints it (decimal).
+    pub inode: String,
     pub name: String,
     /// Every numeric smaps field of the VMA, kB, in file order.
     pub fields: Vec<(String, u64)>,
@@ -70,10 +71,11 @@ impl Vma {
         }
     }
 
-    /// The tool's `vma_print` line.
+    /// The tool's `vma_print` line. The tool parses the decimal inode as
+    /// hex and prints it as hex: its digits, zero-padded to 8.
     pub fn header(&self, pid: u32) -> String {
         format!(
-            "{pid:010}: {:016x}-{:016x} {} {:08x} {:02x}:{:02x} {:08x} {}",
+            "{pid:010}: {:016x}-{:016x} {} {:08x} {:02x}:{:02x} {:0>8} {}",
             self.start, self.end, self.prot, self.pgoff, self.major, self.minor, self.inode, self.name
         )
     }
@@ -98,7 +100,7 @@ pub fn parse_smaps(text: &str) -> Vec<Vma> {
                 pgoff: hex(words[2]),
                 major: hex(maj),
                 minor: hex(min),
-                inode: hex(words[4]),
+                inode: words[4].to_string(),
                 name: if words.len() == 6 {
                     words[5].to_string()
                 } else {
@@ -174,8 +176,18 @@ pub fn vma_stats(
     let pages = thp_pages(vma, pagemap, kpageflags, geo.page_shift)?;
     let ranges = contiguous_ranges(&pages);
     let smaps = vma.smaps();
-    let mut flags_of = |pfn: u64| read_u64s(kpageflags, pfn, 1).map_or(0, |v| v[0]);
+    let mut read_error = None;
+    let mut flags_of = |pfn: u64| match read_u64s(kpageflags, pfn, 1) {
+        Ok(v) => v[0],
+        Err(e) => {
+            read_error.get_or_insert(e);
+            0
+        }
+    };
     let mut stats = thp_stats(&pages, &ranges, &smaps, geo, &mut flags_of);
+    if let Some(e) = read_error {
+        return Err(e);
+    }
     for &order in cont_orders {
         stats.extend(cont_stats(&pages, &ranges, &smaps, geo, order));
     }

@@ -131,7 +131,10 @@ pub fn thp_stats(
                 let nr = end - last;
                 folios.pop();
                 end -= nr;
-                st[slot(pages[end - 1].anon)].partial += nr as u64;
+                // The tool reads `anons[index_end - 1]`: at index 0 that is
+                // Python's last element.
+                let i = end.checked_sub(1).unwrap_or(pages.len() - 1);
+                st[slot(pages[i].anon)].partial += nr as u64;
             }
         }
         for (k, &index) in folios.iter().enumerate() {
@@ -344,5 +347,23 @@ mod tests {
             0,
             "the PMD mapping is not a PTE one"
         );
+    }
+
+    #[test]
+    fn a_vma_that_starts_at_a_head_and_ends_inside_its_folio_does_not_panic() {
+        // One 16-page folio, of which the VMA maps the first 8 pages.
+        let pages: Vec<ThpPage> = (0..8)
+            .map(|i| ThpPage {
+                vfn: 0x100 + i,
+                pfn: 0x800 + i,
+                anon: true,
+                head: i == 0,
+            })
+            .collect();
+        let ranges = contiguous_ranges(&pages);
+        let mut tail = |_pfn: u64| KPF_COMPOUND_TAIL;
+        let s = thp_stats(&pages, &ranges, &VmaSmaps::default(), GEO, &mut tail);
+        assert_eq!(value(&s, "anon-thp-pte-partial"), 8 * 4);
+        assert_eq!(value(&s, "anon-thp-pte-aligned-64kB"), 0);
     }
 }

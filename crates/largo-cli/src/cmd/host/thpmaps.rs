@@ -59,7 +59,7 @@ fn geometry() -> Result<Geometry> {
 fn cont_order(bytes: u64, geo: Geometry) -> Result<u32, UsageError> {
     let page = 1u64 << geo.page_shift;
     let pages = bytes / page;
-    if bytes % page != 0 || !pages.is_power_of_two() {
+    if !bytes.is_multiple_of(page) || !pages.is_power_of_two() {
         return Err(UsageError(format!(
             "--cont {}: must be a power-of-2 number of pages",
             largo_types::format_size(bytes)
@@ -78,7 +78,8 @@ fn cont_order(bytes: u64, geo: Geometry) -> Result<u32, UsageError> {
 /// The pids to scan, and whether a failure to read one is an error.
 fn pids(args: &ThpmapsArgs) -> Result<(Vec<u32>, bool)> {
     if !args.pid.is_empty() {
-        return Ok((args.pid.clone(), true));
+        let unique: BTreeSet<u32> = args.pid.iter().copied().collect();
+        return Ok((unique.into_iter().collect(), true));
     }
     let mut set = BTreeSet::new();
     if let Some(root) = &args.cgroup {
@@ -108,17 +109,67 @@ fn cgroup_pids(dir: &Path, set: &mut BTreeSet<u32>) -> Result<()> {
     Ok(())
 }
 
-/// The statistics of one process's VMAs.
-fn scan_pid(
-    pid: u32,
-    kpageflags: &File,
-    geo: Geometry,
-    orders: &[u32],
-    inc_smaps: bool,
-) -> std::io::Result<Vec<(Vma, Vec<Stat>, u64, u64)>> {
+/// Everything scanned so far: printed as it comes (or summed for
+/// `--rollup`), as the tool does.
+struct Report<'a> {
+    args: &'a ThpmapsArgs,
+    out: std::io::StdoutLock<'static>,
+    rollup: Vec<Stat>,
+    rollup_anon: u64,
+    rollup_file: u64,
+}
+
+impl Report<'_> {
+    fn vma(&mut self, pid: u32, vma: &Vma, stats: Vec<Stat>, anon: u64, file: u64) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.args.rollup {
+            for s in stats {
+                match self.rollup.iter_mut().find(|r| r.label == s.label) {
+                    Some(r) => r.kb += s.kb,
+                    None => self.rollup.push(s),
+                }
+            }
+            self.rollup_anon += anon;
+            self.rollup_file += file;
+        } else if self.args.json {
+            let j = serde_json::json!({
+                "pid": pid, "start": vma.start, "end": vma.end, "prot": vma.prot,
+                "pgoff": vma.pgoff, "dev": format!("{:02x}:{:02x}", vma.major, vma.minor),
+                "inode": vma.inode.parse::<u64>().unwrap_or(0), "name": vma.name, "anon_kb": anon, "file_kb": file,
+                "stats": stats_json(&stats),
+            });
+            writeln!(self.out, "{j}")?;
+        } else {
+            writeln!(self.out, "{}", vma.header(pid))?;
+            for s in stats.iter().filter(|s| s.kb > 0 || self.args.inc_empty) {
+                writeln!(self.out, "{}", format_stat(s, anon, file))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.args.rollup {
+            if self.args.json {
+                let j = serde_json::json!({"rollup": true, "anon_kb": self.rollup_anon, "file_kb": self.rollup_file,
+                    "stats": stats_json(&self.rollup)});
+                writeln!(self.out, "{j}")?;
+            } else {
+                for s in self.rollup.iter().filter(|s| s.kb > 0 || self.args.inc_empty) {
+                    writeln!(self.out, "{}", format_stat(s, self.rollup_anon, self.rollup_file))?;
+                }
+            }
+        }
+        self.out.flush()
+    }
+}
+
+/// Scans one process into `report`, VMA by VMA (what was scanned before
+/// an error stays in the output, as with the tool).
+fn scan_pid(pid: u32, kpageflags: &File, geo: Geometry, orders: &[u32], report: &mut Report) -> std::io::Result<()> {
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
     let pagemap = File::open(format!("/proc/{pid}/pagemap"))?;
-    let mut out = Vec::new();
     for vma in parse_smaps(&smaps) {
         let mapped = vma.prot.chars().take(3).any(|c| c != '-');
         let (mut stats, anon, file) = if mapped && vma.field("Rss") > 0 {
@@ -126,7 +177,7 @@ fn scan_pid(
         } else {
             (Vec::new(), 0, 0)
         };
-        if inc_smaps {
+        if report.args.inc_smaps {
             let mut fields: Vec<Stat> = ALL_SMAPS_FIELDS
                 .iter()
                 .filter(|f| vma.fields.iter().any(|(k, _)| k == *f))
@@ -139,9 +190,9 @@ fn scan_pid(
             fields.append(&mut stats);
             stats = fields;
         }
-        out.push((vma, stats, anon, file));
+        report.vma(pid, &vma, stats, anon, file)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn stats_json(stats: &[Stat]) -> serde_json::Map<String, serde_json::Value> {
@@ -152,74 +203,42 @@ fn stats_json(stats: &[Stat]) -> serde_json::Map<String, serde_json::Value> {
 }
 
 pub fn run(args: &ThpmapsArgs) -> Result<()> {
+    use std::io::Write;
     let geo = geometry()?;
-    let orders = args
-        .cont
-        .iter()
-        .map(|&b| cont_order(b, geo))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut orders: Vec<u32> = Vec::new();
+    for &b in &args.cont {
+        let o = cont_order(b, geo)?;
+        // The tool keeps one set of statistics per size.
+        if !orders.contains(&o) {
+            orders.push(o);
+        }
+    }
     let kpageflags = File::open("/proc/kpageflags").context("opening /proc/kpageflags (root needed)")?;
     let (pids, strict) = pids(args)?;
-    let mut rollup: Vec<Stat> = Vec::new();
-    let (mut rollup_anon, mut rollup_file) = (0u64, 0u64);
-    let mut out = String::new();
+    let mut report = Report {
+        args,
+        out: std::io::stdout().lock(),
+        rollup: Vec::new(),
+        rollup_anon: 0,
+        rollup_file: 0,
+    };
     if !args.rollup && !args.json {
-        out.push_str("       PID             START              END PROT   OFFSET   DEV    INODE OBJECT\n");
+        writeln!(
+            report.out,
+            "       PID             START              END PROT   OFFSET   DEV    INODE OBJECT"
+        )?;
     }
     for pid in pids {
-        let vmas = match scan_pid(pid, &kpageflags, geo, &orders, args.inc_smaps) {
-            Ok(v) => v,
-            Err(e) if strict => bail!("pid {pid}: {e}"),
-            Err(_) => continue,
-        };
-        for (vma, stats, anon, file) in vmas {
-            if args.rollup {
-                for s in stats {
-                    match rollup.iter_mut().find(|r| r.label == s.label) {
-                        Some(r) => r.kb += s.kb,
-                        None => rollup.push(s),
-                    }
-                }
-                rollup_anon += anon;
-                rollup_file += file;
-            } else if args.json {
-                out.push_str(
-                    &serde_json::json!({
-                        "pid": pid, "start": vma.start, "end": vma.end, "prot": vma.prot,
-                        "pgoff": vma.pgoff, "dev": format!("{:02x}:{:02x}", vma.major, vma.minor),
-                        "inode": vma.inode, "name": vma.name, "anon_kb": anon, "file_kb": file,
-                        "stats": stats_json(&stats),
-                    })
-                    .to_string(),
-                );
-                out.push('\n');
-            } else {
-                out.push_str(&vma.header(pid));
-                out.push('\n');
-                for s in stats.iter().filter(|s| s.kb > 0 || args.inc_empty) {
-                    out.push_str(&format_stat(s, anon, file));
-                    out.push('\n');
-                }
+        if let Err(e) = scan_pid(pid, &kpageflags, geo, &orders, &mut report) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Err(e.into());
+            }
+            if strict {
+                report.out.flush()?;
+                bail!("pid {pid}: {e}");
             }
         }
     }
-    if args.rollup {
-        if args.json {
-            out.push_str(
-                &serde_json::json!({"rollup": true, "anon_kb": rollup_anon, "file_kb": rollup_file, "stats": stats_json(&rollup)})
-                    .to_string(),
-            );
-            out.push('\n');
-        } else {
-            for s in rollup.iter().filter(|s| s.kb > 0 || args.inc_empty) {
-                out.push_str(&format_stat(s, rollup_anon, rollup_file));
-                out.push('\n');
-            }
-        }
-    }
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes())?;
-    stdout.flush()?;
+    report.finish()?;
     Ok(())
 }
