@@ -5,8 +5,8 @@
 //!
 //! - `phone`: apps launched (a heap of 16-256 MiB, written 60-100%, and a
 //!   few small mappings: page tables and small folios) about twice a
-//!   minute, each with unmovable kernel memory (1/16 of its heap, orders
-//!   0-2, freed when the app dies, a third of it living on for hours: the
+//!   minute, each with unmovable kernel memory (1/16 of what it writes,
+//!   orders 0-2, allocated between its faults, freed when the app dies, a third of it living on for hours: the
 //!   slab and driver memory that pins pageblocks), and killed oldest
 //!   first whenever apps hold more than 85% of memory, as Android's lmkd
 //!   does; background kernel threads (kcompactd, khugepaged) run while
@@ -184,9 +184,19 @@ impl Aging {
         // choices whatever succeeds.
         let share = 60 + self.rng.below(41);
         let mut bytes = 0;
+        let mut kernel = Vec::new();
         if let Some(addr) = map(m, pid, heap) {
             let written = heap * share / 100 / page * page;
-            write_range(m, pid, addr, written);
+            // The app's kernel memory is allocated as it runs, between
+            // its faults (1/16 of what it writes), not all at once.
+            let step = 4 * MIB;
+            let mut at = 0;
+            while at < written {
+                let len = step.min(written - at);
+                write_range(m, pid, addr + at, len);
+                kernel.extend(self.kernel_alloc(m, len / page / 16));
+                at += len;
+            }
             bytes += written;
         }
         for _ in 0..1 + self.rng.below(8) {
@@ -196,8 +206,6 @@ impl Aging {
                 bytes += len;
             }
         }
-        let kernel_pages = heap / page / 16;
-        let mut kernel = self.kernel_alloc(m, kernel_pages);
         // A third lives on for 1-6 hours after the app dies.
         let lingering = kernel.split_off(kernel.len() - kernel.len() / 3);
         self.apps.push_back(App {
