@@ -467,14 +467,7 @@ impl MachineArgs {
     /// geometry overrides do not apply; `--backing`, `--cpus`, the balloon
     /// and the POLICY knobs do.
     fn host_config(&self, knobs: Vec<(String, String)>) -> Result<MachineConfig, UsageError> {
-        let c = match crate::cmd::host::snapshot::take_shared() {
-            Ok(snap) => largo_host::snapshot::snapshot_config(snap),
-            Err(e) => {
-                eprintln!("largo: --machine host from zone counts only (no exact snapshot: {e:#})");
-                largo_host::hostshape::host_config()
-            }
-        }
-        .map_err(|e| UsageError(format!("--machine host: {e}")))?;
+        let c = largo_host::snapshot::host_config_now().map_err(|e| UsageError(format!("--machine host: {e}")))?;
         self.host_like(c, knobs)
     }
 

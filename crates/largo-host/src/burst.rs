@@ -91,35 +91,34 @@ fn counter_names(sizes_kb: &[u64]) -> Vec<String> {
     out
 }
 
-fn read_host(name: &str) -> i64 {
-    let path = match name.strip_prefix("vmstat/") {
-        Some(item) => {
-            let text = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
-            return text
-                .lines()
-                .find_map(|l| l.strip_prefix(item)?.strip_prefix(' ')?.trim().parse().ok())
-                .unwrap_or(0);
-        }
-        None => {
-            let (size, stat) = name.split_once('/').unwrap_or((name, ""));
-            format!("/sys/kernel/mm/transparent_hugepage/{size}/stats/{stat}")
-        }
-    };
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-fn read_model(m: &Machine, name: &str) -> i64 {
-    let c = largo_workloads::report::Counters::read(m);
+/// A counter of the comparison (`vmstat/ITEM` or `hugepages-SIZE/STAT`)
+/// from a side's vmstat and per-size stats.
+fn value(name: &str, vmstat: impl Fn(&str) -> i64, mthp: impl Fn(&str, &str) -> i64) -> i64 {
     match name.strip_prefix("vmstat/") {
-        Some(item) => c.vmstat(item) as i64,
+        Some(item) => vmstat(item),
         None => {
             let (size, stat) = name.split_once('/').unwrap_or((name, ""));
-            c.mthp(size.trim_start_matches("hugepages-"), stat)
+            mthp(size.trim_start_matches("hugepages-"), stat)
         }
     }
+}
+
+/// Every counter of `names` on the host now.
+fn read_host(names: &[String]) -> Vec<i64> {
+    let c = crate::counters::HostCounters::read();
+    names
+        .iter()
+        .map(|n| value(n, |i| c.vmstat(i), |z, s| c.mthp(z, s)))
+        .collect()
+}
+
+/// Every counter of `names` on the model now.
+fn read_model(m: &Machine, names: &[String]) -> Vec<i64> {
+    let c = largo_workloads::report::Counters::read(m);
+    names
+        .iter()
+        .map(|n| value(n, |i| c.vmstat(i) as i64, |z, s| c.mthp(z, s)))
+        .collect()
 }
 
 /// Runs the burst: `size_bytes` faulted with folios of `sizes_kb` (plus
@@ -148,27 +147,22 @@ pub fn run(size_bytes: u64, sizes_kb: &[u64], defrag: &str) -> Result<Burst, Bur
     guard.set_all(&knobs)?;
     let buddyinfo_before = std::fs::read_to_string("/proc/buddyinfo").unwrap_or_default();
     let snap = Arc::new(crate::snapshot::take::take(&mut |_, _| {})?);
-    let before: Vec<i64> = names.iter().map(|n| read_host(n)).collect();
+    let before = read_host(&names);
     let mut w = Window::reserve(size_bytes, 2 << 20, 0)?;
     let base = w.base();
     w.map(base, size_bytes, true)?;
     let page = host_page_size();
     w.touch((0..size_bytes / page).map(|i| base + i * page), true)?;
-    let after: Vec<i64> = names.iter().map(|n| read_host(n)).collect();
+    let after = read_host(&names);
     let buddyinfo_after = std::fs::read_to_string("/proc/buddyinfo").unwrap_or_default();
     drop(w);
     guard.restore()?;
-    let snapshot_free_pages = snap
-        .kinds
-        .iter()
-        .filter(|&&b| b == largo_mm::snapshot::PfnKind::Free as u8)
-        .count() as u64;
     let mut config = crate::snapshot::snapshot_config(snap)?;
     config.knobs.extend(knobs);
     let w = Workload::parse(&format!("anon-w-seq:size={size_bytes}"))?;
     let mut m = Machine::new(w.machine_config(&config))?;
-    let free_pages_unplaced = m.exact_layout().map_or(0, |e| e.free_pages_unplaced);
-    let model_before: Vec<i64> = names.iter().map(|n| read_model(&m, n)).collect();
+    let exact = m.exact_layout().cloned().unwrap_or_default();
+    let model_before = read_model(&m, &names);
     let model_buddyinfo_before = largo_mm::stats::render::buddyinfo(&m);
     let opts = RunOptions {
         keep_mapped: true,
@@ -176,10 +170,11 @@ pub fn run(size_bytes: u64, sizes_kb: &[u64], defrag: &str) -> Result<Burst, Bur
     };
     w.run(&mut m, &opts, &mut |_, _| {})?;
     let model_buddyinfo_after = largo_mm::stats::render::buddyinfo(&m);
+    let model_after = read_model(&m, &names);
     let mut rows: BTreeMap<String, (i64, i64)> = names
         .iter()
         .enumerate()
-        .map(|(i, n)| (n.clone(), (read_model(&m, n) - model_before[i], after[i] - before[i])))
+        .map(|(i, n)| (n.clone(), (model_after[i] - model_before[i], after[i] - before[i])))
         .collect();
     let context = names[nr_compared..]
         .iter()
@@ -192,7 +187,7 @@ pub fn run(size_bytes: u64, sizes_kb: &[u64], defrag: &str) -> Result<Burst, Bur
         buddyinfo_after,
         model_buddyinfo_before,
         model_buddyinfo_after,
-        snapshot_free_pages,
-        free_pages_unplaced,
+        snapshot_free_pages: exact.snapshot_free_pages,
+        free_pages_unplaced: exact.free_pages_unplaced,
     })
 }

@@ -7,20 +7,7 @@
 
 use largo_physmem::host::{host_page_size, HostAdvice, HostError, Window};
 
-/// Bytes of a /proc/meminfo line (`MemFree:` ...), 0 if absent.
-pub fn meminfo_bytes(text: &str, key: &str) -> u64 {
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(key)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .unwrap_or(0)
-        * 1024
-}
+use crate::hostshape::meminfo_bytes;
 
 /// Memory the kernel could hand out without reclaim: MemFree (on this
 /// host's lazily initialised kernel it already counts the memory deferred

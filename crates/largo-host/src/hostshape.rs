@@ -166,10 +166,21 @@ pub fn host_config() -> Result<MachineConfig, ShapeError> {
 /// of /proc/meminfo), bytes; 0 if unreadable.
 pub fn host_page_cache_bytes() -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    meminfo_bytes(&text, "Active(file):") + meminfo_bytes(&text, "Inactive(file):")
+}
+
+/// Bytes of a /proc/meminfo line (`MemFree:` ...), 0 if absent.
+pub fn meminfo_bytes(text: &str, key: &str) -> u64 {
     text.lines()
-        .filter(|l| l.starts_with("Active(file):") || l.starts_with("Inactive(file):"))
-        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .sum::<u64>()
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or(0)
         * 1024
 }
 

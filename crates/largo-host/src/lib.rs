@@ -20,6 +20,7 @@ pub mod hostswap;
 pub mod interleave;
 pub mod kernel_time;
 pub mod knobs;
+pub mod kpage;
 pub mod layout;
 pub mod measured;
 pub mod native;

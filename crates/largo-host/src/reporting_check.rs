@@ -74,7 +74,7 @@ pub fn host_timeline(
 ) -> Result<(MachineConfig, Vec<HostSample>), ReportingCheckError> {
     counters().ok_or(ReportingCheckError::NoCounters)?;
     wait_idle(Duration::from_secs(60));
-    let config = exact_host_config()?;
+    let config = crate::snapshot::host_config_now()?;
     let mut w = Window::reserve(size_bytes, 2 << 20, 0)?;
     let base = w.base();
     w.map(base, size_bytes, true)?;
@@ -99,18 +99,6 @@ pub fn host_timeline(
         next += Duration::from_millis(500);
     }
     Ok((config, samples))
-}
-
-/// This host now, from an exact snapshot (its free blocks where they
-/// are), or from its zone counts where /proc/kpageflags cannot be read.
-pub fn exact_host_config() -> Result<MachineConfig, ReportingCheckError> {
-    match crate::snapshot::take::take(&mut |_, _| {}) {
-        Ok(snap) => Ok(crate::snapshot::snapshot_config(std::sync::Arc::new(snap))?),
-        Err(e) => {
-            eprintln!("largo: the model is shaped from zone counts only (no exact snapshot: {e})");
-            Ok(crate::hostshape::host_config()?)
-        }
-    }
 }
 
 /// KiB reported by each pass, from samples of cumulative counters: pass

@@ -194,19 +194,27 @@ pub struct Record {
     pub machine: String,
     pub outcome: RunOutcome,
     pub estimate: Estimate,
-    /// The part of `estimate` done by kernel threads (khugepaged's
-    /// collapses, kcompactd, free page reporting, kswapd): not the
-    /// program's own system time on a host.
-    pub kthreads_ns: f64,
+    /// `estimate` by entry (`Profile::by_entry`).
+    pub by_entry: std::collections::BTreeMap<&'static str, f64>,
     /// Lock waits were `--cpus` such tasks to run at once.
     pub contention: Contention,
 }
 
 impl Record {
+    /// The part of the estimate done by kernel threads (khugepaged's
+    /// collapses, kcompactd, free page reporting, kswapd): not the
+    /// program's own system time on a host.
+    pub fn kthreads_ns(&self) -> f64 {
+        largo_workloads::entry::KERNEL_THREAD_ENTRIES
+            .iter()
+            .filter_map(|e| self.by_entry.get(e.name()))
+            .sum()
+    }
+
     /// The estimate without the kernel threads' work: what a host charges
     /// to the program's own system time.
     pub fn task_kernel_ns(&self) -> f64 {
-        (self.estimate.kernel_ns - self.kthreads_ns).max(0.0)
+        (self.estimate.kernel_ns - self.kthreads_ns()).max(0.0)
     }
 }
 
@@ -365,13 +373,7 @@ pub(crate) fn run_all(
                         config: c,
                         workload: w,
                         machine,
-                        kthreads_ns: {
-                            let by_entry = profile.by_entry(&outcome.entries, workloads[w].faults());
-                            largo_workloads::entry::KERNEL_THREAD_ENTRIES
-                                .iter()
-                                .filter_map(|e| by_entry.get(e.name()))
-                                .sum()
-                        },
+                        by_entry: profile.by_entry(&outcome.entries, workloads[w].faults()),
                         outcome,
                         estimate,
                         contention,
@@ -560,9 +562,6 @@ impl Report<'_> {
         let args = self.args;
         for r in self.records {
             let c = &r.outcome.counters;
-            let by_entry = self
-                .profile
-                .by_entry(&r.outcome.entries, self.workloads[r.workload].faults());
             let mut obj = serde_json::json!({
                 "config": self.configs[r.config].name,
                 "workload": self.workloads[r.workload].describe(),
@@ -591,7 +590,7 @@ impl Report<'_> {
                     // Without the kernel threads' work: what a host charges
                     // to the program's own system time.
                     "task_kernel_ns": r.task_kernel_ns().round() as u64,
-                    "by_entry": by_entry
+                    "by_entry": r.by_entry
                         .iter()
                         .map(|(k, v)| (*k, v.round() as u64))
                         .collect::<std::collections::BTreeMap<_, _>>(),

@@ -192,23 +192,28 @@ fn infer_zone(blocks: &[Block], zone: &SnapshotZone, nr_orders: usize) -> (Vec<u
         if ta == tb || !may_take(&blocks[a], tb) || !may_take(&blocks[b], ta) {
             continue;
         }
-        let mut trial = assigned.clone();
-        for (o, (&fa, &fb)) in blocks[a]
-            .free_hist
-            .iter()
-            .zip(&blocks[b].free_hist)
-            .enumerate()
-            .take(nr_orders)
-        {
-            let (fa, fb) = (fa as i64, fb as i64);
-            trial[ta][o] += fb - fa;
-            trial[tb][o] += fa - fb;
-        }
-        let e = error(&trial, &target);
+        // Move a's free blocks from ta to tb and b's the other way; keep
+        // the swap if the counts got closer, else move them back.
+        let shift = |assigned: &mut [Vec<i64>], sign: i64| {
+            for (o, (&fa, &fb)) in blocks[a]
+                .free_hist
+                .iter()
+                .zip(&blocks[b].free_hist)
+                .enumerate()
+                .take(nr_orders)
+            {
+                let d = sign * (fb as i64 - fa as i64);
+                assigned[ta][o] += d;
+                assigned[tb][o] -= d;
+            }
+        };
+        shift(&mut assigned, 1);
+        let e = error(&assigned, &target);
         if e < err {
             err = e;
-            assigned = trial;
             types.swap(a, b);
+        } else {
+            shift(&mut assigned, -1);
         }
     }
     (types, err)

@@ -84,3 +84,16 @@ pub fn snapshot_config(snap: Arc<HostSnapshot>) -> Result<MachineConfig, ShapeEr
     c.snapshot = Some(snap);
     Ok(c)
 }
+
+/// This host now: from an exact snapshot (root: every free block where it
+/// is), else, with a note on stderr, from its zone counts
+/// ([`crate::hostshape::host_config`]).
+pub fn host_config_now() -> Result<MachineConfig, ShapeError> {
+    match take::take(&mut |_, _| {}) {
+        Ok(snap) => snapshot_config(Arc::new(snap)),
+        Err(e) => {
+            eprintln!("largo: the machine is shaped from this host's zone counts only (no exact snapshot: {e})");
+            crate::hostshape::host_config()
+        }
+    }
+}

@@ -18,7 +18,6 @@
 //! without an online memmap, PG_reserved for a hole inside one).
 
 use std::fs::File;
-use std::io::Read;
 
 use largo_mm::snapshot::{HostSnapshot, PfnKind, SnapshotHeader, SnapshotZone};
 
@@ -93,28 +92,17 @@ fn read_u64s(path: &str, nr: usize, progress: &mut dyn FnMut(u64, u64)) -> Resul
         path: path.into(),
         source,
     };
-    let mut f = File::open(path).map_err(err)?;
+    let f = File::open(path).map_err(err)?;
     let mut out = Vec::with_capacity(nr);
-    let mut buf = vec![0u8; CHUNK_PFNS * 8];
     while out.len() < nr {
-        let want = (nr - out.len()).min(CHUNK_PFNS) * 8;
-        let mut got = 0;
-        while got < want {
-            let n = f.read(&mut buf[got..want]).map_err(err)?;
-            if n == 0 {
-                break;
-            }
-            got += n;
-        }
-        if got == 0 {
+        let want = (nr - out.len()).min(CHUNK_PFNS);
+        let chunk = crate::kpage::read_u64s_at(&f, out.len() as u64, want).map_err(err)?;
+        let short = chunk.len() < want;
+        out.extend(chunk);
+        progress(out.len() as u64, nr as u64);
+        if short {
             break;
         }
-        out.extend(
-            buf[..got - got % 8]
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().unwrap())),
-        );
-        progress(out.len() as u64, nr as u64);
     }
     // Entries past what the kernel returned are no page at all.
     out.resize(nr, KPF_NOPAGE);

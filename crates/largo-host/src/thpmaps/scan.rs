@@ -5,7 +5,6 @@
 //! ([`super::stats`] does the arithmetic).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 use super::stats::{
     cont_stats, contiguous_ranges, thp_stats, Geometry, Stat, ThpPage, VmaSmaps, KPF_ANON, KPF_COMPOUND_HEAD, KPF_THP,
@@ -117,20 +116,13 @@ pub fn parse_smaps(text: &str) -> Vec<Vma> {
     out
 }
 
+/// Exactly `nr` entries (the tool fails on a short read).
 fn read_u64s(f: &File, index: u64, nr: usize) -> std::io::Result<Vec<u64>> {
-    let mut buf = vec![0u8; nr * 8];
-    let mut done = 0;
-    while done < buf.len() {
-        let n = f.read_at(&mut buf[done..], index * 8 + done as u64)?;
-        if n == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "short read"));
-        }
-        done += n;
+    let v = crate::kpage::read_u64s_at(f, index, nr)?;
+    if v.len() != nr {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "short read"));
     }
-    Ok(buf
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect())
+    Ok(v)
 }
 
 /// The THP pages of a VMA: present pages whose flags have KPF_THP, in

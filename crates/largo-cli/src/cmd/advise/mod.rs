@@ -280,7 +280,7 @@ fn score(records: &[Record], max_bloat_pct: f64) -> Vec<Scored> {
             Scored {
                 index: r.config,
                 kernel_ns: r.task_kernel_ns(),
-                kthreads_ns: r.kthreads_ns,
+                kthreads_ns: r.kthreads_ns(),
                 kernel_change_pct: change_pct(r.task_kernel_ns(), base.task_kernel_ns()),
                 pgfault,
                 faults_change_pct: change_pct(pgfault as f64, base_faults),

@@ -6,7 +6,6 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -80,11 +79,6 @@ pub fn take(tty: bool) -> Result<HostSnapshot> {
     .context("taking a snapshot of this host")?;
     bar.finish_and_clear();
     Ok(snap)
-}
-
-/// A snapshot taken now, as a shared value for a machine configuration.
-pub fn take_shared() -> Result<Arc<HostSnapshot>> {
-    Ok(Arc::new(take(std::io::stderr().is_terminal())?))
 }
 
 struct Summary {
