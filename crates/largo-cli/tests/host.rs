@@ -511,7 +511,7 @@ fn calibrate_reclaim_fits_memcg_reclaim_to_zram() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("profile.json");
     let out = Command::new(env!("CARGO_BIN_EXE_largo"))
-        .args(["calibrate", "--reclaim", "--rounds", "1", "--output"])
+        .args(["calibrate", "--reclaim", "--rounds", "2", "--output"])
         .arg(&file)
         .output()
         .expect("largo runs");

@@ -89,16 +89,26 @@ fn run_case(spec_text: &str, config: &MachineConfig) -> Result<(Counters, f64), 
     Ok((model, v.host_stime_ns as f64))
 }
 
+/// Extra rounds a point gets when its limited runs were, on average, no
+/// slower than its unlimited ones (a noisy host: a stall in an unlimited
+/// run can outweigh the reclaim of one round).
+const RETRIES: usize = 3;
+
 /// Measures every point `rounds` times, limited and unlimited back to
-/// back in each round. `should_stop` is polled between runs.
+/// back in each round; a point whose mean difference is not positive is
+/// measured again, up to [`RETRIES`] more rounds. `should_stop` is polled
+/// between runs.
 pub fn measure(
     rounds: usize,
     progress: &mut dyn FnMut(&str),
     should_stop: &dyn Fn() -> bool,
 ) -> Result<Vec<ReclaimPoint>, ValidateError> {
     let mut out: Vec<ReclaimPoint> = Vec::new();
-    for round in 0..rounds {
-        for (i, (spec, thp)) in points().into_iter().enumerate() {
+    for (spec, thp) in points() {
+        let mut point: Option<ReclaimPoint> = None;
+        let mut round = 0;
+        while round < rounds || (round < rounds + RETRIES && point.as_ref().is_some_and(|p| p.host_reclaim_ns() <= 0.0))
+        {
             let mut ns = [0.0; 2];
             let mut counters = Vec::new();
             for (k, limited) in [true, false].into_iter().enumerate() {
@@ -114,27 +124,60 @@ pub fn measure(
                 ns[k] = host_ns;
                 counters.push(c);
             }
-            if round == 0 {
+            let p = point.get_or_insert_with(|| {
                 let unlimited = counters.pop().expect("two runs");
                 let limited = counters.pop().expect("two runs");
-                out.push(ReclaimPoint {
+                ReclaimPoint {
                     name: format!("{spec} @ {thp}"),
                     limited,
                     unlimited,
                     host_limited_ns: Vec::new(),
                     host_unlimited_ns: Vec::new(),
-                });
-            }
-            out[i].host_limited_ns.push(ns[0]);
-            out[i].host_unlimited_ns.push(ns[1]);
+                }
+            });
+            p.host_limited_ns.push(ns[0]);
+            p.host_unlimited_ns.push(ns[1]);
+            round += 1;
         }
+        out.extend(point);
     }
     Ok(out)
 }
 
+/// Why reclaim costs cannot be fitted.
+#[derive(Debug, thiserror::Error)]
+pub enum ReclaimFitError {
+    #[error(
+        "{name}: the limited runs took no more system time than the unlimited ones ({limited_ms} ms vs {unlimited_ms} ms \
+         over {rounds} rounds): memcg reclaim did not show in the task's time"
+    )]
+    NoReclaimTime {
+        name: String,
+        limited_ms: String,
+        unlimited_ms: String,
+        rounds: usize,
+    },
+    #[error(transparent)]
+    Fit(#[from] FitError),
+}
+
 /// `profile` with the reclaim costs fitted to `points` (the other costs
 /// kept), its method extended with how.
-pub fn fit_reclaim(points: &[ReclaimPoint], profile: &Profile, rounds: usize) -> Result<Profile, FitError> {
+pub fn fit_reclaim(points: &[ReclaimPoint], profile: &Profile, rounds: usize) -> Result<Profile, ReclaimFitError> {
+    let ms = |v: &[f64]| {
+        v.iter()
+            .map(|ns| format!("{:.0}", ns / 1e6))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    if let Some(p) = points.iter().find(|p| p.host_reclaim_ns() <= 0.0) {
+        return Err(ReclaimFitError::NoReclaimTime {
+            name: p.name.clone(),
+            limited_ms: ms(&p.host_limited_ns),
+            unlimited_ms: ms(&p.host_unlimited_ns),
+            rounds: p.host_limited_ns.len(),
+        });
+    }
     let samples: Vec<(Counters, f64)> = points
         .iter()
         .map(|p| {
