@@ -212,6 +212,22 @@ pub struct MachineArgs {
     /// sections): the seed thread's contiguous-memmap proposal.
     #[arg(long)]
     pub buddy_beyond_section: bool,
+    /// Let the pageblock order exceed the PMD order, up to MAX_PAGE_ORDER
+    /// (the seed thread's 1 GiB pageblock; mainline caps it at the PMD).
+    #[arg(long)]
+    pub pageblock_beyond_pmd: bool,
+    /// A CMA area reserved at boot: `SIZE` (`cma=`, any node) or
+    /// `SIZE@NODE` (`numa_cma=NODE:SIZE`); rounded up to a pageblock;
+    /// repeatable. The machine then models a CONFIG_CMA kernel (CmaTotal,
+    /// CmaFree, cma_alloc_success/fail, a CMA pagetypeinfo row).
+    #[arg(long, value_name = "SIZE[@NODE]", value_parser = parse_cma_spec)]
+    pub cma: Vec<largo_mm::cma::CmaSpec>,
+    /// A virtio-mem device above boot RAM:
+    /// `SIZE[,block=SIZE][,plugged=SIZE][,movable]` (device block 2M by
+    /// default, nothing plugged at boot, onlined to ZONE_NORMAL unless
+    /// `movable`); `largo hotplug plug:SIZE unplug:SIZE` resize it.
+    #[arg(long, value_name = "SPEC", value_parser = parse_virtio_mem_spec)]
+    pub virtio_mem: Option<largo_mm::virtio_mem::VirtioMemSpec>,
     /// Size of ZONE_MOVABLE, taken from the top of each node (movablecore=) [default: 0].
     #[arg(long, value_parser = parse_size_arg, value_name = "SIZE")]
     pub movable: Option<u64>,
@@ -246,6 +262,52 @@ pub struct MachineArgs {
 
 fn parse_swap_spec(s: &str) -> Result<largo_mm::swap::SwapSpec, String> {
     largo_mm::swap::SwapSpec::parse(s)
+}
+
+/// `--cma SIZE[@NODE]`.
+fn parse_cma_spec(s: &str) -> Result<largo_mm::cma::CmaSpec, String> {
+    let (size, nid) = match s.split_once('@') {
+        Some((size, node)) => {
+            let nid = node
+                .parse::<usize>()
+                .map_err(|_| format!("'{node}' is not a node number (--cma SIZE[@NODE])"))?;
+            (size, Some(nid))
+        }
+        None => (s, None),
+    };
+    let bytes = parse_size_arg(size)?;
+    if bytes == 0 {
+        return Err("a CMA area of size 0 (-EINVAL)".into());
+    }
+    Ok(largo_mm::cma::CmaSpec { bytes, nid })
+}
+
+/// `--virtio-mem SIZE[,block=SIZE][,plugged=SIZE][,movable]`.
+fn parse_virtio_mem_spec(s: &str) -> Result<largo_mm::virtio_mem::VirtioMemSpec, String> {
+    let mut parts = s.split(',');
+    let region_bytes = parse_size_arg(parts.next().unwrap_or(""))?;
+    let mut spec = largo_mm::virtio_mem::VirtioMemSpec {
+        region_bytes,
+        block_bytes: 2 << 20,
+        plugged_bytes: 0,
+        movable: false,
+    };
+    for part in parts {
+        match part.split_once('=') {
+            Some(("block", v)) => spec.block_bytes = parse_size_arg(v)?,
+            Some(("plugged", v)) => spec.plugged_bytes = parse_size_arg(v)?,
+            None if part == "movable" => spec.movable = true,
+            _ => {
+                return Err(format!(
+                    "'{part}' is not a virtio-mem option: use SIZE[,block=SIZE][,plugged=SIZE][,movable]"
+                ))
+            }
+        }
+    }
+    if spec.plugged_bytes > spec.region_bytes {
+        return Err("virtio-mem: plugged exceeds the region size".into());
+    }
+    Ok(spec)
 }
 
 /// A knob write: `KNOB=VALUE`.
@@ -380,6 +442,13 @@ impl MachineArgs {
             memory_block_size: over.memory_block_size.or(self.memory_block_size),
             maxmem: over.maxmem.or(self.maxmem),
             buddy_beyond_section: over.buddy_beyond_section || self.buddy_beyond_section,
+            pageblock_beyond_pmd: over.pageblock_beyond_pmd || self.pageblock_beyond_pmd,
+            cma: if over.cma.is_empty() {
+                self.cma.clone()
+            } else {
+                over.cma.clone()
+            },
+            virtio_mem: over.virtio_mem.or(self.virtio_mem),
             movable: over.movable.or(self.movable),
             balloon: over.balloon || self.balloon,
             balloon_ack_us: over.balloon_ack_us.or(self.balloon_ack_us),
@@ -414,6 +483,7 @@ impl MachineArgs {
                 pageblock_order: self.pageblock_order,
                 section_bits: self.section_bits,
                 buddy_beyond_section: self.buddy_beyond_section,
+                pageblock_beyond_pmd: self.pageblock_beyond_pmd,
             },
             mem_bytes: if self.node_mem.is_empty() {
                 self.mem.unwrap_or(DEFAULT_MEM_BYTES)
@@ -437,6 +507,8 @@ impl MachineArgs {
             zswap: self.zswap,
             memcg_max_bytes: self.memcg_max,
             page_cache_bytes: self.page_cache.unwrap_or(0),
+            cma: self.cma.clone(),
+            virtio_mem: self.virtio_mem,
             ..MachineConfig::default()
         })
     }

@@ -66,6 +66,9 @@ pub enum ReservedKind {
     Kernel,
     /// The kernel's own struct page array (vmemmap), allocated top-down per node.
     Memmap,
+    /// A CMA area (`--cma`), handed to the buddy allocator as MIGRATE_CMA
+    /// pageblocks when it is activated.
+    Cma,
 }
 
 #[derive(Clone, Debug)]
@@ -105,6 +108,8 @@ pub struct LayoutSpec {
     pub nr_cpus: usize,
     pub movable_bytes: u64,
     pub kernel_reserved_bytes: u64,
+    /// CMA areas to reserve (`--cma`), in order.
+    pub cma: Vec<crate::cma::CmaSpec>,
 }
 
 impl LayoutSpec {
@@ -117,6 +122,7 @@ impl LayoutSpec {
             nr_cpus,
             movable_bytes: 0,
             kernel_reserved_bytes: DEFAULT_KERNEL_RESERVED_BYTES,
+            cma: Vec::new(),
         }
     }
 }
@@ -141,6 +147,8 @@ pub enum LayoutError {
     KernelDoesNotFit { kernel: String },
     #[error("no room left for the memmap of node {0}")]
     MemmapDoesNotFit(usize),
+    #[error(transparent)]
+    Cma(#[from] crate::cma::CmaDeclareError),
 }
 
 /// The machine's physical memory map.
@@ -162,6 +170,8 @@ pub struct Layout {
     pub memory_block_bytes: u64,
     /// Pages the kernel's vmemmap took at boot (`nr_memmap_boot_pages`).
     pub memmap_boot_pages: u64,
+    /// The CMA areas reserved at boot (also in `reserved`, as `Cma`).
+    pub cma: Vec<crate::cma::CmaReservation>,
 }
 
 impl Layout {
@@ -189,7 +199,7 @@ impl Layout {
         assign_cpus(&mut nodes, spec.nr_cpus);
         place_movable(geo, &mut nodes, spec.movable_bytes)?;
         let zones = zone_layouts(geo, &ram, &nodes);
-        let (reserved, memmap_boot_pages) = reserve_boot_memory(geo, &ram, &nodes, spec)?;
+        let (reserved, memmap_boot_pages, cma) = reserve_boot_memory(geo, &ram, &nodes, spec)?;
         Ok(Layout {
             memory_block_bytes: memory_block_bytes(geo, max_pfn),
             ram,
@@ -199,6 +209,7 @@ impl Layout {
             nodes,
             zones,
             memmap_boot_pages,
+            cma,
         })
     }
 
@@ -397,13 +408,15 @@ fn zone_layouts(geo: &Geometry, ram: &[PfnRange], nodes: &[NodeLayout]) -> Vec<Z
 
 /// The reservations boot makes before `memblock_free_all`: the first 1 MiB
 /// on x86_64, the kernel image at 16 MiB, and each node's vmemmap, allocated
-/// top-down below ZONE_MOVABLE. Returns the reservations and the vmemmap size.
+/// top-down below ZONE_MOVABLE; the CMA areas before the vmemmap, as
+/// `dma_contiguous_reserve` runs before `sparse_init`. Returns the
+/// reservations, the vmemmap size and the CMA areas.
 fn reserve_boot_memory(
     geo: &Geometry,
     ram: &[PfnRange],
     nodes: &[NodeLayout],
     spec: &LayoutSpec,
-) -> Result<(Vec<(PfnRange, ReservedKind)>, u64), LayoutError> {
+) -> Result<(Vec<(PfnRange, ReservedKind)>, u64, Vec<crate::cma::CmaReservation>), LayoutError> {
     let mut reserved = Vec::new();
     if geo.arch == Arch::X86_64 {
         let low = PfnRange::new(0, (1u64 << 20) >> geo.page_shift);
@@ -425,6 +438,17 @@ fn reserve_boot_memory(
         }
         reserved.push((kernel, ReservedKind::Kernel));
     }
+    let mut free = subtract(ram, reserved.iter().map(|(r, _)| *r));
+    let spans: Vec<crate::cma::NodeSpan> = nodes.iter().map(|n| (n.nid, n.start_pfn, n.end_pfn)).collect();
+    let cma = crate::cma::reserve_cma_areas(
+        &spec.cma,
+        &mut free,
+        &spans,
+        geo.pageblock_nr_pages(),
+        MAX_DMA32_BYTES >> geo.page_shift,
+        geo.page_shift,
+    )?;
+    reserved.extend(cma.iter().map(|a| (a.range, ReservedKind::Cma)));
     let mut memmap_boot_pages = 0;
     for node in nodes {
         let node_ram: Vec<PfnRange> = ram
@@ -441,7 +465,7 @@ fn reserve_boot_memory(
         reserved.extend(got.into_iter().map(|r| (r, ReservedKind::Memmap)));
     }
     reserved.sort_by_key(|(r, _)| r.start);
-    Ok((reserved, memmap_boot_pages))
+    Ok((reserved, memmap_boot_pages, cma))
 }
 
 /// Takes `nr_pages` from the top of `free` below `limit` (memblock's

@@ -6,10 +6,12 @@
 //! - [`memmap`]: the per-pfn metadata array and folios
 //! - [`page_alloc`]: the buddy allocator, pcp lists, watermarks, isolation, and its invariant checker
 //! - [`hotplug`]: memory blocks offline and online, down to 2 MiB subsections
+//! - [`cma`]: contiguous memory allocator areas and `cma_alloc`
 //! - [`compaction`]: compaction, `alloc_contig_range`, fragmentation indices
 //! - [`stats`]: counters and /proc renderers
 //! - [`machine`]: [`Machine`], the root that owns all of it
 
+pub mod cma;
 pub mod compaction;
 pub mod hotplug;
 pub mod knobs;
@@ -23,6 +25,7 @@ pub mod snapshot;
 pub mod sparse;
 pub mod stats;
 pub mod swap;
+pub mod virtio_mem;
 pub mod vm;
 
 pub use machine::{CheckError, Machine, MachineConfig, MachineError};

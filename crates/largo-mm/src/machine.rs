@@ -51,6 +51,10 @@ pub struct MachineConfig {
     pub swap: Vec<crate::swap::SwapSpec>,
     /// zswap enabled at boot (`--zswap`).
     pub zswap: bool,
+    /// CMA areas reserved at boot (`--cma SIZE[@NODE]`), in order.
+    pub cma: Vec<crate::cma::CmaSpec>,
+    /// A virtio-mem device (`--virtio-mem`).
+    pub virtio_mem: Option<crate::virtio_mem::VirtioMemSpec>,
     /// The workload's memory cgroup limit (`--memcg-max`): every task the
     /// workload starts runs in one memcg with this `memory.limit_in_bytes`.
     pub memcg_max_bytes: Option<u64>,
@@ -123,6 +127,8 @@ impl Default for MachineConfig {
             zswap: false,
             memcg_max_bytes: None,
             page_cache_bytes: 0,
+            cma: Vec::new(),
+            virtio_mem: None,
         }
     }
 }
@@ -145,6 +151,8 @@ pub enum MachineError {
         "the hot-add limit {maxmem} must exceed the memory size {mem} by a multiple of the memory block size ({block})"
     )]
     Maxmem { maxmem: String, mem: String, block: String },
+    #[error(transparent)]
+    VirtioMem(#[from] crate::virtio_mem::VirtioMemError),
     #[error(transparent)]
     Swap(#[from] crate::swap::SwapError),
     #[error("a memory cgroup limit of {0} holds no page")]
@@ -175,6 +183,8 @@ pub struct Machine {
     shaped: Vec<crate::page_alloc::shape::ZoneShaped>,
     /// How the layout came out of `MachineConfig::snapshot`.
     exact: Option<crate::page_alloc::exact::ExactLayout>,
+    /// The virtio-mem device and its driver's state.
+    pub(crate) virtio_mem: Option<crate::virtio_mem::VirtioMem>,
 }
 
 impl Machine {
@@ -187,6 +197,7 @@ impl Machine {
             node_weights: config.node_mem_bytes.clone(),
             movable_bytes: config.movable_bytes,
             kernel_reserved_bytes: config.kernel_reserved_bytes,
+            cma: config.cma.clone(),
             ..LayoutSpec::new(config.mem_bytes, config.nr_cpus)
         };
         let mut layout = Layout::build(&geo, &spec)?;
@@ -199,6 +210,10 @@ impl Machine {
         if let Some(maxmem) = config.maxmem_bytes {
             reserve_hotplug_region(&geo, &mut layout, config.mem_bytes, maxmem)?;
         }
+        let virtio_mem = match config.virtio_mem {
+            Some(spec) => Some(reserve_virtio_mem_region(&geo, &mut layout, spec)?),
+            None => None,
+        };
         let sparse = Sparse::build(&geo, &layout);
         let thp = ThpKnobs::defaults(geo.pmd_order);
         let tunables = Tunables {
@@ -236,6 +251,7 @@ impl Machine {
             report_sink,
             shaped: Vec::new(),
             exact: None,
+            virtio_mem,
         };
         if let Some(b) = balloon {
             let max_pfn = machine.layout.max_pfn;
@@ -261,6 +277,9 @@ impl Machine {
                 return Err(MachineError::MemcgLimit(format_size(bytes)));
             }
             machine.vm.create_workload_memcg(pages);
+        }
+        if let Some(bytes) = machine.config.virtio_mem.map(|v| v.plugged_bytes).filter(|&b| b > 0) {
+            machine.virtio_mem_resize(bytes)?;
         }
         if let Some(snap) = machine.config.snapshot.clone() {
             let zero_pfn = machine.vm.zero_pfn;
@@ -489,6 +508,28 @@ impl Machine {
         }
         text
     }
+}
+
+/// Places a virtio-mem device's region above boot RAM (and any --maxmem
+/// region), at a unit boundary; the hot-add region grows to cover it.
+fn reserve_virtio_mem_region(
+    geo: &Geometry,
+    layout: &mut Layout,
+    spec: crate::virtio_mem::VirtioMemSpec,
+) -> Result<crate::virtio_mem::VirtioMem, MachineError> {
+    let mb_pages = layout.memory_block_bytes >> geo.page_shift;
+    let from = layout.max_pfn.next_multiple_of(mb_pages.max(geo.pages_per_section()));
+    let dev = crate::virtio_mem::VirtioMem::new(spec, geo.page_shift, geo.pageblock_nr_pages(), mb_pages, from)?;
+    if dev.end_pfn() >= u32::MAX as u64 {
+        return Err(MachineError::VirtioMem(crate::virtio_mem::VirtioMemError::Region {
+            region: format_size(spec.region_bytes),
+            unit: "addressable".into(),
+        }));
+    }
+    let start = layout.hotplug_region.map_or(dev.addr_pfn, |r| r.start);
+    layout.hotplug_region = Some(crate::layout::PfnRange::new(start, dev.end_pfn()));
+    layout.max_pfn = dev.end_pfn();
+    Ok(dev)
 }
 
 /// Reserves the hot-add region above boot RAM, starting at the next

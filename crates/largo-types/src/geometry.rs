@@ -49,6 +49,8 @@ pub struct Geometry {
     pub max_physmem_bits: u32,
     /// Buddy blocks may be larger than a section (not a mainline build).
     pub buddy_beyond_section: bool,
+    /// `pageblock_order` may exceed the PMD order (the seed's 1 GiB pageblock).
+    pub pageblock_beyond_pmd: bool,
 }
 
 /// Command-line overrides of a preset's geometry.
@@ -59,6 +61,10 @@ pub struct GeometryOverrides {
     pub section_bits: Option<u32>,
     /// Allow MAX_PAGE_ORDER beyond the section size (buddies merge across sections).
     pub buddy_beyond_section: bool,
+    /// Allow a pageblock order above the PMD order (up to MAX_PAGE_ORDER):
+    /// the 1 GiB pageblock the seed thread argued about. Mainline caps
+    /// `pageblock_order` at the PMD (or hugetlb) order.
+    pub pageblock_beyond_pmd: bool,
 }
 
 /// A geometry the model cannot represent (or the kernel would refuse to build).
@@ -168,6 +174,7 @@ impl Geometry {
             self.pageblock_order = order;
         }
         self.buddy_beyond_section |= ov.buddy_beyond_section;
+        self.pageblock_beyond_pmd |= ov.pageblock_beyond_pmd;
         self.validate()?;
         Ok(self)
     }
@@ -200,7 +207,11 @@ impl Geometry {
                 needed: block_bits,
             });
         }
-        let limit = self.max_page_order.min(self.pmd_order);
+        let limit = if self.pageblock_beyond_pmd {
+            self.max_page_order
+        } else {
+            self.max_page_order.min(self.pmd_order)
+        };
         if !(1..=limit).contains(&self.pageblock_order) {
             return Err(GeometryError::PageblockOrderOutOfRange {
                 pageblock_order: self.pageblock_order,

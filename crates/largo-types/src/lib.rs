@@ -12,7 +12,7 @@ mod tlb;
 mod zone_type;
 
 pub use geometry::{Arch, Geometry, GeometryError, GeometryOverrides, SUBSECTION_SHIFT};
-pub use migratetype::{MigrateType, MIGRATE_PCPTYPES, MIGRATE_TYPES};
+pub use migratetype::{MigrateType, MIGRATE_PCPTYPES, MIGRATE_TYPES, MIGRATE_TYPES_NO_CMA};
 pub use pfn::Pfn;
 pub use preset::Preset;
 pub use size::{format_size, parse_size, SizeError};

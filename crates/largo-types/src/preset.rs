@@ -41,6 +41,7 @@ impl Preset {
                 cont_pte_order: None,
                 max_physmem_bits: 46,
                 buddy_beyond_section: false,
+                pageblock_beyond_pmd: false,
             },
             Preset::Arm64_4k => Geometry {
                 arch: Arch::Arm64,
@@ -53,6 +54,7 @@ impl Preset {
                 cont_pte_order: Some(4),
                 max_physmem_bits: 48,
                 buddy_beyond_section: false,
+                pageblock_beyond_pmd: false,
             },
             Preset::Arm64_16k => Geometry {
                 arch: Arch::Arm64,
@@ -65,6 +67,7 @@ impl Preset {
                 cont_pte_order: Some(7),
                 max_physmem_bits: 48,
                 buddy_beyond_section: false,
+                pageblock_beyond_pmd: false,
             },
             Preset::Arm64_64k => Geometry {
                 arch: Arch::Arm64,
@@ -77,6 +80,7 @@ impl Preset {
                 cont_pte_order: Some(5),
                 max_physmem_bits: 48,
                 buddy_beyond_section: false,
+                pageblock_beyond_pmd: false,
             },
         }
     }

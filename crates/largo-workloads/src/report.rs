@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use largo_mm::knobs::size_dir;
 use largo_mm::page_alloc::AllocWork;
-use largo_mm::stats::names::{MEMINFO_ITEMS, VMSTAT_ITEMS};
+use largo_mm::stats::names::{meminfo_items, vmstat_items};
 use largo_mm::stats::render::{meminfo_kb, vmstat_value};
 use largo_mm::vm::pgtable::PtWork;
 use largo_mm::vm::stats::{MthpStat, VmWork};
@@ -178,8 +178,9 @@ pub struct Counters {
 
 impl Counters {
     pub fn read(m: &Machine) -> Counters {
-        let vmstat = VMSTAT_ITEMS.iter().map(|&n| (n, vmstat_value(m, n))).collect();
-        let meminfo = MEMINFO_ITEMS.iter().map(|&n| (n, meminfo_kb(m, n))).collect();
+        let cma = m.page_alloc().cma_configured();
+        let vmstat = vmstat_items(cma).into_iter().map(|n| (n, vmstat_value(m, n))).collect();
+        let meminfo = meminfo_items(cma).into_iter().map(|n| (n, meminfo_kb(m, n))).collect();
         let geo = m.geometry();
         let mthp = geo
             .anon_orders()

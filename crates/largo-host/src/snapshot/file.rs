@@ -8,8 +8,11 @@ use std::io::{BufRead, Read, Write};
 
 use largo_mm::snapshot::{HostSnapshot, PfnKind, SnapshotHeader};
 
-/// The first line of a snapshot file.
-pub const MAGIC: &str = "largo-snapshot 1";
+/// The first line of a snapshot file. Version 2 numbers migratetypes as
+/// a CONFIG_CMA kernel does (CMA 4, Isolate 5); version 1 files (Isolate
+/// 4, no CMA) are read and renumbered.
+pub const MAGIC: &str = "largo-snapshot 2";
+const MAGIC_V1: &str = "largo-snapshot 1";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotFileError {
@@ -75,19 +78,29 @@ pub fn read(r: impl Read) -> Result<HostSnapshot, SnapshotFileError> {
     let mut line = String::new();
     r.read_line(&mut line)
         .map_err(|_| SnapshotFileError::NotASnapshot("(not gzip text)".into()))?;
-    if line.trim_end() != MAGIC {
-        return Err(SnapshotFileError::NotASnapshot(line.chars().take(40).collect()));
-    }
+    let v1 = match line.trim_end() {
+        MAGIC => false,
+        MAGIC_V1 => true,
+        _ => return Err(SnapshotFileError::NotASnapshot(line.chars().take(40).collect())),
+    };
     line.clear();
     r.read_line(&mut line)?;
-    let header: SnapshotHeader = serde_json::from_str(&line)?;
+    let mut header: SnapshotHeader = serde_json::from_str(&line)?;
+    if v1 {
+        renumber_v1_header(&mut header);
+    }
     check_header(&header)?;
     let kinds = read_exact_vec(&mut r, header.nr_pfns as usize, "page kinds")?;
     if let Some((i, &b)) = kinds.iter().enumerate().find(|(_, &b)| PfnKind::from_u8(b).is_none()) {
         return Err(SnapshotFileError::BadKind { pfn: i as u64, byte: b });
     }
     let nr_pb = HostSnapshot::nr_pageblocks(header.nr_pfns, header.pageblock_order);
-    let pageblock_mt = read_exact_vec(&mut r, nr_pb, "pageblock migratetypes")?;
+    let mut pageblock_mt = read_exact_vec(&mut r, nr_pb, "pageblock migratetypes")?;
+    if v1 {
+        for b in pageblock_mt.iter_mut().filter(|b| **b == V1_ISOLATE) {
+            *b = largo_types::MigrateType::Isolate.index() as u8;
+        }
+    }
     if let Some((index, &byte)) = pageblock_mt
         .iter()
         .enumerate()
@@ -100,6 +113,25 @@ pub fn read(r: impl Read) -> Result<HostSnapshot, SnapshotFileError> {
         kinds,
         pageblock_mt,
     })
+}
+
+/// MIGRATE_ISOLATE's index in version 1 files.
+const V1_ISOLATE: u8 = 4;
+
+/// A version 1 header's per-type counts gain the (empty) CMA entry
+/// before Isolate.
+fn renumber_v1_header(h: &mut SnapshotHeader) {
+    let cma = largo_types::MigrateType::Cma.index();
+    for z in &mut h.zones {
+        if z.blocks.len() > cma {
+            z.blocks.insert(cma, 0);
+        }
+        for per_order in &mut z.free {
+            if per_order.len() > cma {
+                per_order.insert(cma, 0);
+            }
+        }
+    }
 }
 
 /// Reads a snapshot file.

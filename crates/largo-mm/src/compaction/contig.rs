@@ -46,6 +46,21 @@ impl Compactor<'_> {
         cpu: usize,
         reclaim: &mut dyn Reclaim,
     ) -> Result<Option<Folio>, ContigError> {
+        self.alloc_contig_range_mode(start, end, compound, IsolateMode::ContigAlloc, cpu, reclaim)
+    }
+
+    /// `alloc_contig_range` with the isolation mode its `acr_flags_t`
+    /// selects: `ContigAlloc` (ACR_FLAGS_NONE) or `CmaAlloc`
+    /// (ACR_FLAGS_CMA, the only one that may take CMA pageblocks).
+    pub fn alloc_contig_range_mode(
+        &mut self,
+        start: u64,
+        end: u64,
+        compound: bool,
+        mode: IsolateMode,
+        cpu: usize,
+        reclaim: &mut dyn Reclaim,
+    ) -> Result<Option<Folio>, ContigError> {
         let nr = end.saturating_sub(start);
         let invalid = |why| ContigError::Invalid { start, end, why };
         if nr == 0 || end > self.pa.memmap.len() {
@@ -65,7 +80,7 @@ impl Compactor<'_> {
         }
         reclaim.lru_add_drain_all(self.pa);
         self.pa
-            .start_isolate_page_range(iso_start, iso_end, IsolateMode::ContigAlloc)
+            .start_isolate_page_range(iso_start, iso_end, mode)
             .map_err(ContigError::Isolate)?;
         self.pa.drain_all_pages();
         let nid = self.pa.zones[zi].nid;
@@ -73,7 +88,7 @@ impl Compactor<'_> {
         self.pa.drain_all_pages();
         let result = migrated.and_then(|_| {
             self.pa
-                .test_pages_isolated(start, end, IsolateMode::ContigAlloc)
+                .test_pages_isolated(start, end, mode)
                 .map_err(|pfn| ContigError::Busy { pfn })
         });
         if let Err(e) = result {

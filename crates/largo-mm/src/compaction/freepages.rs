@@ -2,7 +2,7 @@
 //! `isolate_freepages_block`, `suitable_migration_target`) and the
 //! migration target callback `compaction_alloc`.
 
-use largo_types::{MigrateType, Pfn};
+use largo_types::Pfn;
 
 use super::control::{CompactControl, MigrateMode};
 use super::Compactor;
@@ -13,13 +13,13 @@ impl Compactor<'_> {
     /// `suitable_migration_target`: a pageblock the free scanner may take
     /// pages from: not one starting with a free block of the requested
     /// order (a pageblock when compacting everything) — splitting that
-    /// would undo the work — and of a movable type.
+    /// would undo the work — and of a movable type (MOVABLE or CMA).
     fn suitable_migration_target(&self, cc: &CompactControl, pfn: u64) -> bool {
         let page = self.pa.memmap.page(pfn);
         if page.is_buddy() && page.order() >= cc.order.unwrap_or(self.pa.geo.pageblock_order) {
             return false;
         }
-        self.pa.pageblocks.migratetype(pfn) == MigrateType::Movable
+        self.pa.pageblocks.migratetype(pfn).is_movable()
     }
 
     /// `isolate_freepages_block`: every free block of `[start, end)`;

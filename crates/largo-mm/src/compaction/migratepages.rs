@@ -30,7 +30,7 @@ impl Compactor<'_> {
         }
         let mt = self.pa.pageblocks.migratetype(pfn);
         if cc.migratetype == MigrateType::Movable {
-            mt == MigrateType::Movable
+            mt.is_movable()
         } else {
             mt == cc.migratetype
         }

@@ -82,7 +82,7 @@ impl CompactionState {
         let Some(c) = self.capture.as_mut() else {
             return false;
         };
-        if c.page.is_some() || c.zi != zi || c.order != order || mt == MigrateType::Isolate {
+        if c.page.is_some() || c.zi != zi || c.order != order || mt == MigrateType::Isolate || mt == MigrateType::Cma {
             return false;
         }
         if order < pageblock_order && mt == MigrateType::Movable && c.migratetype != MigrateType::Movable {

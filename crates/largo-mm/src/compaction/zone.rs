@@ -2,7 +2,7 @@
 //! `compaction_suitable`, `compaction_suit_allocation_order`,
 //! `__compact_finished`).
 
-use largo_types::PAGE_ALLOC_COSTLY_ORDER;
+use largo_types::{MigrateType, PAGE_ALLOC_COSTLY_ORDER};
 
 use super::control::{CompactControl, CompactResult};
 use super::extfrag::fragmentation_index;
@@ -79,6 +79,9 @@ impl Compactor<'_> {
         for o in order..self.pa.geo.nr_page_orders() as u32 {
             let area = &self.pa.zones[cc.zi].free_area[o as usize];
             if !area.is_empty(cc.migratetype) {
+                return CompactResult::Success;
+            }
+            if cc.migratetype == MigrateType::Movable && !area.is_empty(MigrateType::Cma) {
                 return CompactResult::Success;
             }
             if matches!(

@@ -15,6 +15,19 @@ impl Machine {
     /// to, or for hot-added pages in no zone yet, `zone` (ZONE_NORMAL for
     /// `online`, ZONE_MOVABLE for `online_movable`).
     pub fn online_pages(&mut self, start: u64, nr: u64, zone: Option<ZoneType>) -> Result<(), HotplugError> {
+        self.online_pages_except(start, nr, zone, &[])
+    }
+
+    /// `online_pages` where an online-page callback (virtio-mem's
+    /// `virtio_mem_online_page`) keeps the pages of `keep_offline` fake
+    /// offline: present in the zone, never given to the buddy allocator.
+    pub(crate) fn online_pages_except(
+        &mut self,
+        start: u64,
+        nr: u64,
+        zone: Option<ZoneType>,
+        keep_offline: &[PfnRange],
+    ) -> Result<(), HotplugError> {
         if self.page_alloc.page_zone_index(start).is_none() {
             let nid = self.hotplug_node_of(start)?;
             let zt = zone.unwrap_or(ZoneType::Normal);
@@ -30,7 +43,7 @@ impl Machine {
             )));
         }
         let was_populated = self.page_alloc().zones()[zi].populated();
-        self.page_alloc.online_pages_range(zi, start, start + nr);
+        self.page_alloc.online_pages_range(zi, start, start + nr, keep_offline);
         if !was_populated {
             // The zone joins the zonelists (build_all_zonelists).
             self.page_alloc.build_all_zonelists();

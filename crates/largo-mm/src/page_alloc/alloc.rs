@@ -135,6 +135,7 @@ impl PageAlloc {
         if self.zonelists[ac.zonelist].nofragment {
             alloc_flags |= AllocFlags::NOFRAGMENT;
         }
+        let alloc_flags = Self::gfp_to_alloc_flags_cma(&ac, alloc_flags);
         let pfn = match self.get_page_from_freelist(cpu, order, alloc_flags, &ac) {
             Some(pfn) => pfn,
             None => match self.__alloc_pages_slowpath(cpu, gfp, order, &ac, reclaim) {
@@ -308,6 +309,18 @@ impl PageAlloc {
         self.zone_watermark_fast(zi, order, mark, highest_zoneidx, alloc_flags)
     }
 
+    /// `gfp_to_alloc_flags_cma`: movable allocations may use CMA
+    /// pageblocks (`ac.migratetype` is already UNMOVABLE when grouping by
+    /// mobility is disabled, as `gfp_migratetype` returns it then).
+    #[inline]
+    fn gfp_to_alloc_flags_cma(ac: &AllocContext, alloc_flags: AllocFlags) -> AllocFlags {
+        if ac.migratetype == MigrateType::Movable {
+            alloc_flags | AllocFlags::CMA
+        } else {
+            alloc_flags
+        }
+    }
+
     /// `gfp_to_alloc_flags`.
     fn gfp_to_alloc_flags(gfp: Gfp, order: u32) -> AllocFlags {
         let mut flags = AllocFlags::CPUSET; // ALLOC_WMARK_MIN is 0
@@ -345,7 +358,7 @@ impl PageAlloc {
         ac: &AllocContext,
         reclaim: &mut dyn Reclaim,
     ) -> Option<u64> {
-        let alloc_flags = Self::gfp_to_alloc_flags(gfp, order);
+        let alloc_flags = Self::gfp_to_alloc_flags_cma(ac, Self::gfp_to_alloc_flags(gfp, order));
         if alloc_flags.contains(AllocFlags::KSWAPD) {
             self.wake_all_kswapds(order, ac.nid, ac.highest_zoneidx);
         }
@@ -354,7 +367,8 @@ impl PageAlloc {
         }
         // __gfp_pfmemalloc_flags: __GFP_MEMALLOC may use every free page.
         if gfp.contains(Gfp::MEMALLOC) && !gfp.contains(Gfp::NOMEMALLOC) {
-            let reserve = (alloc_flags & AllocFlags::KSWAPD) | AllocFlags::NO_WATERMARKS;
+            let reserve =
+                Self::gfp_to_alloc_flags_cma(ac, AllocFlags::NO_WATERMARKS) | (alloc_flags & AllocFlags::KSWAPD);
             if let Some(pfn) = self.get_page_from_freelist(cpu, order, reserve, ac) {
                 return Some(pfn);
             }

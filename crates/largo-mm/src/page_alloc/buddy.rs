@@ -7,7 +7,8 @@ use crate::memmap::PageFlags;
 use crate::stats::VmEvent;
 
 impl PageAlloc {
-    /// `account_freepages`: NR_FREE_PAGES counts everything but isolated blocks.
+    /// `account_freepages`: NR_FREE_PAGES counts everything but isolated
+    /// blocks; NR_FREE_CMA_PAGES the CMA ones among them.
     #[inline]
     pub(crate) fn account_freepages(&mut self, zi: usize, nr_pages: i64, mt: MigrateType) {
         if mt == MigrateType::Isolate {
@@ -15,7 +16,9 @@ impl PageAlloc {
         }
         let zone = &mut self.zones[zi];
         zone.stat.nr_free_pages += nr_pages;
-        if mt == MigrateType::HighAtomic {
+        if mt == MigrateType::Cma {
+            zone.stat.nr_free_cma += nr_pages;
+        } else if mt == MigrateType::HighAtomic {
             zone.nr_free_highatomic = (zone.nr_free_highatomic as i64 + nr_pages).max(0) as u64;
         }
     }

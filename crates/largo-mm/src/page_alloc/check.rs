@@ -36,6 +36,8 @@ pub struct CheckReport {
     pub reserved_pages: u64,
     /// Present pages taken out of the allocator by memory offlining.
     pub offline_pages: u64,
+    /// Present pages a virtio-mem device holds fake offline.
+    pub fake_offline_pages: u64,
 }
 
 macro_rules! ensure {
@@ -58,6 +60,7 @@ impl PageAlloc {
             total.allocated_pages += r.allocated_pages;
             total.reserved_pages += r.reserved_pages;
             total.offline_pages += r.offline_pages;
+            total.fake_offline_pages += r.fake_offline_pages;
         }
         Ok(total)
     }
@@ -140,11 +143,18 @@ impl PageAlloc {
             free_pages.counted
         );
         ensure!(
+            zone.stat.nr_free_cma == free_pages.cma as i64,
+            "{name}: NR_FREE_CMA_PAGES is {} but the CMA lists hold {}",
+            zone.stat.nr_free_cma,
+            free_pages.cma
+        );
+        ensure!(
             zone.stat.nr_free_pages_blocks == free_blocks as i64,
             "{name}: NR_FREE_PAGES_BLOCKS is {} but lists hold {free_blocks}",
             zone.stat.nr_free_pages_blocks
         );
-        let present = walk.free_pages + walk.pcp_pages + walk.allocated_pages + walk.reserved_pages;
+        let present =
+            walk.free_pages + walk.pcp_pages + walk.allocated_pages + walk.reserved_pages + walk.fake_offline_pages;
         ensure!(
             present == zone.present_pages,
             "{name}: walk accounts for {present} pages, zone has {} present",
@@ -211,6 +221,9 @@ impl PageAlloc {
                         nr_reported += 1;
                     }
                     sums.values_sum += 1 << order;
+                    if mt == MigrateType::Cma {
+                        sums.cma += 1 << order;
+                    }
                     if mt != MigrateType::Isolate {
                         sums.counted += 1 << order;
                         if order >= pb {
@@ -369,6 +382,11 @@ impl PageAlloc {
                 r.offline_pages += 1;
                 pfn += 1;
                 continue;
+            } else if flags == PageFlags::OFFLINE && page.refcount() == 1 {
+                // Fake offline (virtio-mem holds it): present, not managed.
+                r.fake_offline_pages += 1;
+                pfn += 1;
+                continue;
             } else if self.memmap.is_folio_head(pfn) {
                 ensure!(
                     (nr > 1) == flags.contains(PageFlags::HEAD),
@@ -417,4 +435,6 @@ struct FreeSums {
     values_sum: u64,
     /// Free pages outside MIGRATE_ISOLATE (what NR_FREE_PAGES counts).
     counted: u64,
+    /// Free pages on MIGRATE_CMA lists (NR_FREE_CMA_PAGES).
+    cma: u64,
 }

@@ -88,7 +88,7 @@ impl PageAlloc {
                 let mt = MigrateType::ALL
                     .get(snap.migratetype_index(pb))
                     .copied()
-                    .filter(|&m| m.index() < MIGRATE_TYPES && m != MigrateType::Isolate)
+                    .filter(|&m| m.index() < MIGRATE_TYPES && m != MigrateType::Isolate && m != MigrateType::Cma)
                     .unwrap_or(MigrateType::Movable);
                 self.set_pageblock_migratetype(pb.max(start), mt);
                 pb += pb_pages;

@@ -114,8 +114,9 @@ impl PageAlloc {
 // From the online step.
 impl PageAlloc {
     /// `move_pfn_range_to_zone` (pageblocks isolated) and
-    /// `online_pages_range`, then `undo_isolate_page_range`.
-    pub(crate) fn online_pages_range(&mut self, zi: usize, start: u64, end: u64) {
+    /// `online_pages_range`, then `undo_isolate_page_range`; the pages of
+    /// `keep_offline` stay `PageOffline` with the driver's reference.
+    pub(crate) fn online_pages_range(&mut self, zi: usize, start: u64, end: u64, keep_offline: &[PfnRange]) {
         let pb = self.geo.pageblock_nr_pages();
         for pfn in start..end {
             self.memmap.page_mut(pfn).clear();
@@ -127,8 +128,18 @@ impl PageAlloc {
         }
         self.zones[zi].nr_isolate_pageblock += (end - start).div_ceil(pb);
         self.zones[zi].present_pages += end - start;
-        for (pfn, order) in max_order_chunks(self.geo.max_page_order, start, end) {
-            self.__free_pages_core(zi, pfn, order);
+        let online = crate::layout::subtract(&[PfnRange::new(start, end)], keep_offline.iter().copied());
+        for r in &online {
+            for (pfn, order) in max_order_chunks(self.geo.max_page_order, r.start, r.end) {
+                self.__free_pages_core(zi, pfn, order);
+            }
+        }
+        for r in keep_offline {
+            for pfn in r.start..r.end {
+                let page = self.memmap.page_mut(pfn);
+                page.set_flags(PageFlags::OFFLINE);
+                page.set_refcount(1);
+            }
         }
         self.undo_isolate_page_range(start, end);
         self.init_per_zone_wmark_min();

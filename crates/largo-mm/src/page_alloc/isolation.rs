@@ -28,8 +28,12 @@ pub enum IsolateError {
 pub enum IsolateMode {
     /// `MEMORY_OFFLINE`.
     MemoryOffline,
-    /// `alloc_contig_range`.
+    /// `alloc_contig_range(ACR_FLAGS_NONE)`: CMA pageblocks are unmovable
+    /// to it.
     ContigAlloc,
+    /// `alloc_contig_range(ACR_FLAGS_CMA)` from `cma_alloc`: a CMA
+    /// pageblock is taken without a scan.
+    CmaAlloc,
 }
 
 impl PageAlloc {
@@ -38,6 +42,10 @@ impl PageAlloc {
     /// unheld `PageOffline` page. ZONE_MOVABLE is trusted to hold only
     /// movable pages, as the kernel does.
     pub fn has_unmovable_pages(&self, zi: usize, start: u64, end: u64, mode: IsolateMode) -> Option<u64> {
+        if self.pageblocks.underlying_migratetype(start) == MigrateType::Cma {
+            // Only cma_alloc may take CMA memory.
+            return (mode != IsolateMode::CmaAlloc).then_some(start);
+        }
         if self.zones[zi].zone_type == ZoneType::Movable {
             return None;
         }

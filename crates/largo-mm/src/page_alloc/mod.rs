@@ -133,6 +133,12 @@ pub struct PageAlloc {
     /// Compaction's state: the compacting context, the direct compactor's
     /// capture, kcompactd's timer.
     pub(crate) compaction: crate::compaction::CompactionState,
+    /// The CMA areas (`cma_areas[]`), empty without `--cma`.
+    pub(crate) cma: Vec<crate::cma::CmaArea>,
+    /// `totalcma_pages`.
+    pub(crate) totalcma_pages: u64,
+    /// CONFIG_CMA: MIGRATE_TYPES counts MIGRATE_CMA.
+    pub(crate) cma_types: bool,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -223,7 +229,13 @@ impl PageAlloc {
             reporting: crate::reporting::PageReporting::new(geo.nr_page_orders()),
             gigablocks: None,
             compaction: crate::compaction::CompactionState::new(),
+            cma: Vec::new(),
+            totalcma_pages: 0,
+            cma_types: false,
         };
+        // A machine with CMA areas models a CONFIG_CMA kernel: one more
+        // migratetype for page_group_by_mobility_disabled to count.
+        pa.cma_types = !layout.cma.is_empty();
         pa.build_all_zonelists();
         pa.build_section_zones(layout.max_pfn);
         for (range, _) in &layout.reserved {
@@ -232,6 +244,9 @@ impl PageAlloc {
             }
         }
         pa.memblock_free_all(&layout.free_ranges());
+        // cma_init_reserved_areas is a core_initcall: before the
+        // watermarks (init_per_zone_wmark_min, a postcore_initcall).
+        pa.activate_cma_areas(&layout.cma);
         pa.init_per_zone_wmark_min();
         pa.work = AllocWork::default();
         pa.allocs_by_order.iter_mut().for_each(|n| *n = 0);
@@ -269,7 +284,12 @@ impl PageAlloc {
             .filter(|z| z.zone_type <= ZoneType::Movable)
             .map(|z| z.present_pages)
             .sum();
-        self.mobility_disabled = vm_total_pages < self.geo.pageblock_nr_pages() * MIGRATE_TYPES as u64;
+        let nr_types = if self.cma_types {
+            MIGRATE_TYPES
+        } else {
+            largo_types::MIGRATE_TYPES_NO_CMA
+        };
+        self.mobility_disabled = vm_total_pages < self.geo.pageblock_nr_pages() * nr_types as u64;
     }
 
     /// `alloc_flags_nofragment`: an allocation whose preferred zone is

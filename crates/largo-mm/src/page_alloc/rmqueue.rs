@@ -11,6 +11,7 @@ use crate::stats::VmEvent;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum RmqueueMode {
     Normal,
+    Cma,
     Claim,
     Steal,
 }
@@ -29,8 +30,16 @@ impl PageAlloc {
         None
     }
 
-    /// `__rmqueue`: own lists first, then claiming a foreign block, then
-    /// (unless ALLOC_NOFRAGMENT) stealing one. No CMA in the model.
+    /// `__rmqueue_cma_fallback`.
+    #[inline]
+    fn __rmqueue_cma_fallback(&mut self, zi: usize, order: u32) -> Option<u64> {
+        self.__rmqueue_smallest(zi, order, MigrateType::Cma)
+    }
+
+    /// `__rmqueue`: an ALLOC_CMA request takes CMA first while more than
+    /// half the zone's free pages are CMA (balancing the two); then own
+    /// lists, CMA (ALLOC_CMA), claiming a foreign block, and (unless
+    /// ALLOC_NOFRAGMENT) stealing one.
     pub(crate) fn __rmqueue(
         &mut self,
         zi: usize,
@@ -39,8 +48,20 @@ impl PageAlloc {
         alloc_flags: AllocFlags,
         mode: &mut RmqueueMode,
     ) -> Option<u64> {
+        let cma = alloc_flags.contains(AllocFlags::CMA);
+        if cma && self.zones[zi].stat.nr_free_cma > self.zones[zi].stat.nr_free_pages / 2 {
+            if let Some(pfn) = self.__rmqueue_cma_fallback(zi, order) {
+                return Some(pfn);
+            }
+        }
         if *mode == RmqueueMode::Normal {
             if let Some(pfn) = self.__rmqueue_smallest(zi, order, mt) {
+                return Some(pfn);
+            }
+        }
+        if *mode <= RmqueueMode::Cma && cma {
+            if let Some(pfn) = self.__rmqueue_cma_fallback(zi, order) {
+                *mode = RmqueueMode::Cma;
                 return Some(pfn);
             }
         }

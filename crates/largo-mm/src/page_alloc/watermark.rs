@@ -201,6 +201,9 @@ impl PageAlloc {
         if !alloc_flags.intersects(AllocFlags::RESERVES) {
             unusable += self.zones[zi].nr_free_highatomic as i64;
         }
+        if !alloc_flags.contains(AllocFlags::CMA) {
+            unusable += self.zones[zi].stat.nr_free_cma;
+        }
         unusable
     }
 
@@ -239,6 +242,9 @@ impl PageAlloc {
                 continue;
             }
             if (0..MIGRATE_PCPTYPES).any(|mt| !area.free_list[mt].is_empty()) {
+                return true;
+            }
+            if alloc_flags.contains(AllocFlags::CMA) && !area.is_empty(MigrateType::Cma) {
                 return true;
             }
             if alloc_flags.intersects(AllocFlags::HIGHATOMIC | AllocFlags::OOM)

@@ -53,6 +53,8 @@ pub struct ZoneStat {
     pub nr_free_pages: i64,
     /// `NR_FREE_PAGES_BLOCKS`: of those, pages in blocks of pageblock order or more.
     pub nr_free_pages_blocks: i64,
+    /// `NR_FREE_CMA_PAGES`: of those, pages on MIGRATE_CMA lists.
+    pub nr_free_cma: i64,
     pub numa_hit: u64,
     pub numa_miss: u64,
     pub numa_foreign: u64,
@@ -78,6 +80,8 @@ pub struct Zone {
     pub lowmem_reserve: [u64; MAX_NR_ZONES],
     pub nr_reserved_highatomic: u64,
     pub nr_free_highatomic: u64,
+    /// `zone->cma_pages`: pages of activated CMA areas in the zone.
+    pub cma_pages: u64,
     /// `nr_isolate_pageblock`: pageblocks currently isolated.
     pub nr_isolate_pageblock: u64,
     /// Compaction's cached scanner positions and deferral.
@@ -111,6 +115,7 @@ impl Zone {
             lowmem_reserve: [0; MAX_NR_ZONES],
             nr_reserved_highatomic: 0,
             nr_free_highatomic: 0,
+            cma_pages: 0,
             nr_isolate_pageblock: 0,
             compact: Default::default(),
             flags: ZoneFlags::empty(),

@@ -109,6 +109,8 @@ vm_events! {
     CompactDaemonWake => "compact_daemon_wake",
     CompactDaemonMigrateScanned => "compact_daemon_migrate_scanned",
     CompactDaemonFreeScanned => "compact_daemon_free_scanned",
+    CmaAllocSuccess => "cma_alloc_success",
+    CmaAllocFail => "cma_alloc_fail",
 }
 
 impl VmEvent {
@@ -172,12 +174,16 @@ impl VmEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::names::VMSTAT_ITEMS;
+    use crate::stats::names::{CMA_VMSTAT_EVENTS, VMSTAT_ITEMS};
 
     #[test]
     fn every_event_is_a_host_vmstat_name() {
         for e in VmEvent::ALL {
-            assert!(VMSTAT_ITEMS.contains(&e.name()), "{} is not in /proc/vmstat", e.name());
+            assert!(
+                VMSTAT_ITEMS.contains(&e.name()) || CMA_VMSTAT_EVENTS.contains(&e.name()),
+                "{} is not in /proc/vmstat",
+                e.name()
+            );
         }
     }
 }

@@ -197,6 +197,46 @@ pub const VMSTAT_ITEMS: &[&str] = &[
     "nr_unstable",
 ];
 
+/// The /proc/vmstat events a CONFIG_CMA kernel adds, right after
+/// `htlb_buddy_alloc_fail` (the host's kernel has no CMA: only a machine
+/// with CMA areas prints them).
+pub const CMA_VMSTAT_EVENTS: &[&str] = &["cma_alloc_success", "cma_alloc_fail"];
+
+/// The /proc/meminfo lines a CONFIG_CMA kernel adds after `FilePmdMapped`.
+pub const CMA_MEMINFO_ITEMS: &[&str] = &["CmaTotal", "CmaFree"];
+
+/// `list` with `extra` inserted after the item `after`.
+fn with_inserted(list: &'static [&'static str], after: &str, extra: &[&'static str]) -> Vec<&'static str> {
+    let mut out = Vec::with_capacity(list.len() + extra.len());
+    for &item in list {
+        out.push(item);
+        if item == after {
+            out.extend_from_slice(extra);
+        }
+    }
+    out
+}
+
+/// The /proc/vmstat lines of a machine: the host's, with the CMA events
+/// when `cma` (a CONFIG_CMA kernel).
+pub fn vmstat_items(cma: bool) -> Vec<&'static str> {
+    if cma {
+        with_inserted(VMSTAT_ITEMS, "htlb_buddy_alloc_fail", CMA_VMSTAT_EVENTS)
+    } else {
+        VMSTAT_ITEMS.to_vec()
+    }
+}
+
+/// The /proc/meminfo lines of a machine: the host's, with CmaTotal and
+/// CmaFree when `cma`.
+pub fn meminfo_items(cma: bool) -> Vec<&'static str> {
+    if cma {
+        with_inserted(MEMINFO_ITEMS, "FilePmdMapped", CMA_MEMINFO_ITEMS)
+    } else {
+        MEMINFO_ITEMS.to_vec()
+    }
+}
+
 /// Zone items of /proc/zoneinfo (`enum zone_stat_item`).
 pub const ZONE_STAT_ITEMS: &[&str] = &[
     "nr_free_pages",

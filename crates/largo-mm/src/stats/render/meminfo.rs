@@ -2,7 +2,7 @@ use std::fmt::Write;
 
 use largo_types::Arch;
 
-use crate::stats::names::MEMINFO_ITEMS;
+use crate::stats::names::meminfo_items;
 use crate::Machine;
 
 /// `VMALLOC_TOTAL` of x86_64 with 4-level paging, in kB (as the host prints).
@@ -13,7 +13,7 @@ const OVERCOMMIT_RATIO: u64 = 50;
 /// /proc/meminfo (fs/proc/meminfo.c `meminfo_proc_show`).
 pub fn meminfo(m: &Machine) -> String {
     let mut out = String::new();
-    for label in MEMINFO_ITEMS {
+    for label in meminfo_items(m.page_alloc().cma_configured()) {
         let value = meminfo_kb(m, label);
         let head = format!("{label}:");
         if label.starts_with("HugePages_") {
@@ -54,6 +54,8 @@ pub fn meminfo_kb(m: &Machine, label: &str) -> u64 {
         "Committed_AS" => kb(m.vm().committed_pages().max(0) as u64),
         "MemTotal" => kb(totalram),
         "MemFree" => kb(pa.nr_free_pages()),
+        "CmaTotal" => kb(pa.totalcma_pages()),
+        "CmaFree" => kb(pa.zones().iter().map(|z| z.stat.nr_free_cma.max(0) as u64).sum()),
         "MemAvailable" => kb(mem_available(m)),
         "CommitLimit" => kb(totalram * OVERCOMMIT_RATIO / 100),
         "VmallocTotal" if m.geometry().arch == Arch::X86_64 => X86_64_VMALLOC_TOTAL_KB,

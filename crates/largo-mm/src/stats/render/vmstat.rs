@@ -1,13 +1,14 @@
 use std::fmt::Write;
 
-use crate::stats::names::VMSTAT_ITEMS;
+use crate::stats::names::vmstat_items;
 use crate::stats::VmEvent;
 use crate::Machine;
 
 /// /proc/vmstat: every item of the host kernel's list, in order.
 pub fn vmstat(m: &Machine) -> String {
-    let mut out = String::with_capacity(VMSTAT_ITEMS.len() * 32);
-    for name in VMSTAT_ITEMS {
+    let items = vmstat_items(m.page_alloc().cma_configured());
+    let mut out = String::with_capacity(items.len() * 32);
+    for name in items {
         let _ = writeln!(out, "{name} {}", vmstat_value(m, name));
     }
     out
@@ -21,6 +22,7 @@ pub fn vmstat_value(m: &Machine, name: &str) -> u64 {
     match name {
         "nr_free_pages" => pa.nr_free_pages(),
         "nr_free_pages_blocks" => sum(|z| z.stat.nr_free_pages_blocks.max(0) as u64),
+        "nr_free_cma" => sum(|z| z.stat.nr_free_cma.max(0) as u64),
         "numa_hit" => sum(|z| z.stat.numa_hit),
         "numa_miss" => sum(|z| z.stat.numa_miss),
         "numa_foreign" => sum(|z| z.stat.numa_foreign),

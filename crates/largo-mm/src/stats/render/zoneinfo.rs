@@ -55,7 +55,7 @@ pub fn zoneinfo(m: &Machine) -> String {
 fn zone_header(out: &mut String, zone: &Zone) {
     let _ = write!(
         out,
-        "\n  pages free     {}\n        boost    {}\n        min      {}\n        low      {}\n        high     {}\n        promo    {}\n        spanned  {}\n        present  {}\n        managed  {}\n        cma      0",
+        "\n  pages free     {}\n        boost    {}\n        min      {}\n        low      {}\n        high     {}\n        promo    {}\n        spanned  {}\n        present  {}\n        managed  {}\n        cma      {}",
         zone.stat.nr_free_pages.max(0),
         zone.watermark_boost,
         zone.min_wmark_pages(),
@@ -65,6 +65,7 @@ fn zone_header(out: &mut String, zone: &Zone) {
         zone.spanned_pages,
         zone.present_pages,
         zone.managed_pages,
+        zone.cma_pages,
     );
     let protection: Vec<String> = zone.lowmem_reserve.iter().map(u64::to_string).collect();
     let _ = write!(out, "\n        protection: ({})", protection.join(", "));
@@ -75,6 +76,7 @@ fn zone_stat(zone: &Zone, name: &str) -> u64 {
     match name {
         "nr_free_pages" => s.nr_free_pages.max(0) as u64,
         "nr_free_pages_blocks" => s.nr_free_pages_blocks.max(0) as u64,
+        "nr_free_cma" => s.nr_free_cma.max(0) as u64,
         "numa_hit" => s.numa_hit,
         "numa_miss" => s.numa_miss,
         "numa_foreign" => s.numa_foreign,
