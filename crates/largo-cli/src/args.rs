@@ -142,6 +142,10 @@ pub enum BenchCommand {
     /// allocations on an aged sim machine under MAX_PAGE_ORDER 10 +
     /// alloc_contig_pages, 18, 18 + gigapageblocks, 19 with 2G sections.
     Gigantic(crate::cmd::bench::gigantic::GiganticBenchArgs),
+    /// The seed thread's pageblock debate: pageblock order 9 vs 18 on aged
+    /// 4 and 16 GiB machines: free page reporting, virtio-mem unplug at 2M
+    /// and 128M device blocks, CMA area size and cma_alloc, 2M THP and 1G.
+    Pageblock(crate::cmd::bench::pageblock::PageblockBenchArgs),
     /// Dependent loads over memory mapped with each folio size, natively on
     /// this host (root) and through largo's TLB model: ns per access.
     Tlb(crate::cmd::bench::tlb::TlbBenchArgs),

@@ -33,6 +33,17 @@ pub enum ShapeError {
     Parse { file: String, line: usize, reason: String },
 }
 
+/// The type a shaped model gives a host's pageblocks: a CMA host's CMA
+/// blocks count as Movable (the model has no CMA area to put them in;
+/// like CMA, they hold only movable pages).
+fn shaped_type(mt: MigrateType) -> MigrateType {
+    if mt == MigrateType::Cma {
+        MigrateType::Movable
+    } else {
+        mt
+    }
+}
+
 fn zone_type(name: &str) -> Option<ZoneType> {
     ZoneType::ALL.into_iter().find(|z| z.name() == name)
 }
@@ -105,8 +116,12 @@ pub fn parse_pagetypeinfo(text: &str, zones: &mut [HostZone]) -> Result<(), Shap
         if let Some((_, rest)) = line.split_once(", type") {
             let mut words = rest.split_whitespace();
             let mt_name = words.next().unwrap_or("");
-            let Some(mt) = MigrateType::ALL.into_iter().find(|m| m.name() == mt_name) else {
-                continue; // CMA on hosts that have it: not modelled
+            let Some(mt) = MigrateType::ALL
+                .into_iter()
+                .find(|m| m.name() == mt_name)
+                .map(shaped_type)
+            else {
+                continue;
             };
             for (order, w) in words.enumerate() {
                 let n: u64 = w
@@ -116,12 +131,13 @@ pub fn parse_pagetypeinfo(text: &str, zones: &mut [HostZone]) -> Result<(), Shap
                 if z.free.len() <= order {
                     z.free.resize(order + 1, [0; MIGRATE_TYPES]);
                 }
-                z.free[order][mt.index()] = n;
+                z.free[order][mt.index()] += n;
             }
         } else {
             let counts: Vec<&str> = line.split_whitespace().skip(4).collect();
-            for (mt, w) in block_types.iter().zip(counts) {
-                z.blocks[mt.index()] = w.parse().map_err(|_| err(i, format!("'{w}' is not a count")))?;
+            for (&mt, w) in block_types.iter().zip(counts) {
+                z.blocks[shaped_type(mt).index()] +=
+                    w.parse::<u64>().map_err(|_| err(i, format!("'{w}' is not a count")))?;
             }
         }
     }

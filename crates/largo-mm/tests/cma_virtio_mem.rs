@@ -45,9 +45,10 @@ fn a_cma_area_is_reserved_activated_and_reported() {
     let m = cma_machine(BackingKind::Sim);
     let area = &m.page_alloc().cma_areas()[0];
     assert_eq!(area.count, 256 * MIB / PAGE);
-    // 2 GiB: no room above 4 GiB, so the area is taken top-down.
+    // 2 GiB: no room above 4 GiB, so the area is taken top-down, before
+    // the memmap: it ends where RAM does.
     let pb = m.geometry().pageblock_nr_pages();
-    assert!(area.base_pfn.is_multiple_of(pb));
+    assert_eq!((area.base_pfn + area.count) * PAGE, 2 << 30);
     for pfn in (area.base_pfn..area.base_pfn + area.count).step_by(pb as usize) {
         assert_eq!(m.page_alloc().pageblock_migratetype(pfn), MigrateType::Cma);
     }
@@ -143,6 +144,16 @@ fn a_1g_pageblock_makes_a_small_cma_area_a_gigabyte() {
     m.check().unwrap();
 }
 
+/// A 1 GiB device of 2 MiB blocks in ZONE_NORMAL, `plugged` at boot.
+fn device(plugged: u64) -> VirtioMemSpec {
+    VirtioMemSpec {
+        region_bytes: 1 << 30,
+        block_bytes: 2 * MIB,
+        plugged_bytes: plugged,
+        movable: false,
+    }
+}
+
 fn virtio_machine(block: u64, movable: bool) -> Machine {
     Machine::new(MachineConfig {
         mem_bytes: 2 << 30,
@@ -213,12 +224,57 @@ fn an_unmovable_page_keeps_its_sub_block_plugged() {
     assert!(r.first_busy.as_deref().unwrap().contains("-EBUSY"), "{r:?}");
     assert!(r.plugged_after_bytes > 0);
     m.check().unwrap();
-    // In ZONE_MOVABLE the kernel cannot pin it: everything unplugs.
+    // In ZONE_MOVABLE only movable memory lands: anon memory fills the
+    // device first (the highest zone), migrates away, everything unplugs.
     let mut m = virtio_machine(2 * MIB, true);
     let dev = m.virtio_mem().unwrap();
     assert_eq!(dev.zone, largo_types::ZoneType::Movable);
+    let (lo, hi) = (dev.addr_pfn, dev.end_pfn());
+    let (pid, addr) = anon_task(&mut m, 1 << 30, None);
+    let in_device = (0..(1u64 << 30) / PAGE)
+        .filter(|i| (lo..hi).contains(&m.vm().translate(pid, addr + i * PAGE).unwrap()))
+        .count();
+    assert!(in_device > 0, "anon memory went to the device's ZONE_MOVABLE");
+    let migrated = m.page_alloc().events.get(largo_mm::stats::VmEvent::PgmigrateSuccess);
     let r = m.virtio_mem_resize(0).unwrap();
     assert_eq!(r.plugged_after_bytes, 0, "{r:?}");
+    assert!(m.page_alloc().events.get(largo_mm::stats::VmEvent::PgmigrateSuccess) - migrated >= in_device as u64);
+    m.check().unwrap();
+}
+
+#[test]
+fn device_memory_is_the_drivers_and_a_failed_add_is_an_error() {
+    let mut m = virtio_machine(2 * MIB, false);
+    let dev = m.virtio_mem().unwrap();
+    let (start, nr) = (dev.addr_pfn, dev.unit_pages);
+    assert!(
+        m.add_memory(0, start + 4 * nr, nr).is_err(),
+        "the device region is not free for add"
+    );
+    // ZONE_NORMAL above a ZONE_MOVABLE: the kernel zone cannot grow over it.
+    let err = Machine::new(MachineConfig {
+        mem_bytes: 6 << 30,
+        movable_bytes: 512 * MIB,
+        virtio_mem: Some(device(256 * MIB)),
+        ..MachineConfig::default()
+    })
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("adding memory failed"), "{err}");
+    // Two nodes: the device joins the last one.
+    let mut m = Machine::new(MachineConfig {
+        mem_bytes: 2 << 30,
+        nr_nodes: 2,
+        virtio_mem: Some(device(256 * MIB)),
+        ..MachineConfig::default()
+    })
+    .unwrap();
+    let start = m.virtio_mem().unwrap().addr_pfn;
+    assert_eq!(
+        m.page_alloc().zones()[m.page_alloc().page_zone_index(start).unwrap()].nid,
+        1
+    );
+    m.virtio_mem_resize(0).unwrap();
     m.check().unwrap();
 }
 

@@ -229,14 +229,14 @@ fn host_shape() -> largo_mm::machine::MachineShape {
     let row = |v: [u64; 11]| v;
     let zone = |zone_type, managed_pages, per_mt: [[u64; 11]; 3], blocks: [u64; 3]| {
         let free = (0..11)
-            .map(|o| [per_mt[0][o], per_mt[1][o], per_mt[2][o], 0, 0])
+            .map(|o| [per_mt[0][o], per_mt[1][o], per_mt[2][o], 0, 0, 0])
             .collect();
         ZoneShape {
             nid: 0,
             zone_type,
             managed_pages,
             free,
-            blocks: [blocks[0], blocks[1], blocks[2], 0, 0],
+            blocks: [blocks[0], blocks[1], blocks[2], 0, 0, 0],
         }
     };
     largo_mm::machine::MachineShape {

@@ -112,7 +112,7 @@ pub fn run(args: &HotplugArgs) -> Result<()> {
             Op::CmaAlloc(bytes, area) => {
                 let got = cma_alloc(&mut m, bytes, area, migrated_before, &mut out)?;
                 failed |= got.is_none();
-                cma_held.push(got);
+                cma_held.extend(got.map(Some));
                 m.check().context("invariants after the step")?;
                 continue;
             }
@@ -124,6 +124,12 @@ pub fn run(args: &HotplugArgs) -> Result<()> {
                 out.line(format!("cma{area}: cma_release of pfn {pfn:#x}-{:#x}", pfn + nr))?;
                 m.check().context("invariants after the step")?;
                 continue;
+            }
+            Op::Offline(id) | Op::Online(id) | Op::OnlineMovable(id) | Op::Remove(id) if device_block(&m, id) => {
+                return Err(UsageError(format!(
+                    "memory{id} belongs to the virtio-mem device: resize it with plug:SIZE / unplug:SIZE"
+                ))
+                .into());
             }
             Op::Offline(id) => (id, m.offline_memory_block(id), "offline"),
             Op::Online(id) => (id, m.online_memory_block(id), "online"),
@@ -150,6 +156,12 @@ pub fn run(args: &HotplugArgs) -> Result<()> {
         anyhow::bail!("a hotplug step failed");
     }
     Ok(())
+}
+
+/// Whether memory block `id` lies in the virtio-mem device's region.
+fn device_block(m: &Machine, id: u64) -> bool {
+    let pages = m.sparse().memory_block_bytes >> m.geometry().page_shift;
+    m.virtio_mem_owns(id * pages, pages)
 }
 
 /// `plug:SIZE` / `unplug:SIZE`: the device's requested size moves by

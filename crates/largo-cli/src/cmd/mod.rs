@@ -49,6 +49,7 @@ pub fn run(cli: Cli) -> Result<()> {
             BenchCommand::Replay(args) => bench::replay::run(&args),
             BenchCommand::Migrate(args) => bench::migrate::run(&args),
             BenchCommand::Gigantic(args) => bench::gigantic::run(&args),
+            BenchCommand::Pageblock(args) => bench::pageblock::run(&args),
         },
         Command::Completions { shell } => docs::completions(shell),
         Command::Man { dir } => docs::man(dir.as_deref()),

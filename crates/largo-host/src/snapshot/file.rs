@@ -190,4 +190,34 @@ mod tests {
             Err(SnapshotFileError::NotASnapshot(_))
         ));
     }
+
+    #[test]
+    fn a_version_1_file_is_renumbered_for_cma() {
+        let mut s = snapshot(&[Free, Free, Anon, Anon, Free, Free, Anon, Anon]);
+        s.header.zones = vec![largo_mm::snapshot::SnapshotZone {
+            nid: 0,
+            name: "Normal".into(),
+            start_pfn: 0,
+            spanned_pages: 8,
+            present_pages: 8,
+            managed_pages: 8,
+            free: vec![vec![1, 2, 3, 4, 5]],
+            blocks: vec![10, 20, 30, 40, 50],
+        }];
+        // Version 1: five types, Isolate at 4.
+        s.pageblock_mt = vec![4, 1];
+        let mut buf = Vec::new();
+        let mut gz = flate2::write::GzEncoder::new(&mut buf, flate2::Compression::default());
+        writeln!(gz, "{MAGIC_V1}").unwrap();
+        serde_json::to_writer(&mut gz, &s.header).unwrap();
+        writeln!(gz).unwrap();
+        gz.write_all(&s.kinds).unwrap();
+        gz.write_all(&s.pageblock_mt).unwrap();
+        gz.finish().unwrap();
+        let got = read(&buf[..]).unwrap();
+        let isolate = largo_types::MigrateType::Isolate.index() as u8;
+        assert_eq!(got.pageblock_mt, vec![isolate, 1]);
+        assert_eq!(got.header.zones[0].blocks, vec![10, 20, 30, 40, 0, 50]);
+        assert_eq!(got.header.zones[0].free[0], vec![1, 2, 3, 4, 0, 5]);
+    }
 }

@@ -16,6 +16,8 @@ use crate::stats::VmEvent;
 pub enum CmaAllocError {
     #[error("no CMA area {0} (the machine has {1}; add one with --cma SIZE)")]
     NoArea(usize, usize),
+    #[error("cma_alloc alignment order {0} is beyond the area's size")]
+    Alignment(u32),
 }
 
 /// The outcome of one `cma_alloc`.
@@ -54,14 +56,19 @@ impl Machine {
         if area.count == 0 || nr_pages == 0 {
             return Ok(out);
         }
+        if align_order >= 40 {
+            return Err(CmaAllocError::Alignment(align_order));
+        }
         let mask = (1u64 << align_order) - 1;
+        // cma_bitmap_aligned_offset: where the base sits in the alignment.
+        let offset = area.base_pfn & mask;
         let mut start = 0;
         loop {
             let area = &self.page_alloc().cma_areas()[index];
             if nr_pages > area.available_count {
                 break;
             }
-            let Some(bit) = area.find_zero_area(start, nr_pages, mask) else {
+            let Some(bit) = area.find_zero_area(start, nr_pages, mask, offset) else {
                 break;
             };
             let pfn = area.base_pfn + bit;

@@ -69,16 +69,17 @@ impl CmaArea {
         }
     }
 
-    /// `bitmap_find_next_zero_area_off` with offset 0: the first index at
-    /// or after `start`, a multiple of `mask + 1`, with `nr` clear bits;
-    /// `None` past the end.
-    pub(crate) fn find_zero_area(&self, start: u64, nr: u64, mask: u64) -> Option<u64> {
+    /// `bitmap_find_next_zero_area_off`: the first index at or after
+    /// `start` whose pfn (`index + offset`, `offset` being
+    /// `cma_bitmap_aligned_offset`) is a multiple of `mask + 1`, with `nr`
+    /// clear bits; `None` past the end.
+    pub(crate) fn find_zero_area(&self, start: u64, nr: u64, mask: u64, offset: u64) -> Option<u64> {
         let mut index = start;
         loop {
             while index < self.count && self.test(index) {
                 index += 1;
             }
-            index = (index + mask) & !mask;
+            index = ((index + offset + mask) & !mask) - offset;
             if index + nr > self.count {
                 return None;
             }
@@ -154,15 +155,24 @@ mod tests {
     #[test]
     fn the_bitmap_search_is_first_fit_and_aligned() {
         let mut a = CmaArea::new("t".into(), 0, 256, None);
-        assert_eq!(a.find_zero_area(0, 16, 0), Some(0));
+        assert_eq!(a.find_zero_area(0, 16, 0, 0), Some(0));
         a.set_range(0, 3, true);
         assert_eq!(a.available_count, 253);
-        assert_eq!(a.find_zero_area(0, 16, 0), Some(3));
-        assert_eq!(a.find_zero_area(0, 16, 15), Some(16), "aligned to 16");
+        assert_eq!(a.find_zero_area(0, 16, 0, 0), Some(3));
+        assert_eq!(a.find_zero_area(0, 16, 15, 0), Some(16), "aligned to 16");
         a.set_range(20, 1, true);
-        assert_eq!(a.find_zero_area(0, 16, 15), Some(32));
-        assert_eq!(a.find_zero_area(0, 300, 0), None);
+        assert_eq!(a.find_zero_area(0, 16, 15, 0), Some(32));
+        assert_eq!(a.find_zero_area(0, 300, 0, 0), None);
+        // A base 4 pages past an alignment boundary: index 12 is the
+        // first aligned pfn.
+        assert_eq!(a.find_zero_area(0, 4, 15, 4), Some(12));
+        assert_eq!(
+            a.find_zero_area(0, 12, 15, 4),
+            Some(28),
+            "bit 20 is set: the next aligned slot"
+        );
         a.set_range(0, 3, false);
-        assert_eq!(a.find_zero_area(0, 4, 0), Some(0));
+        assert_eq!(a.find_zero_area(0, 4, 0, 0), Some(0));
+        assert_eq!(a.find_zero_area(0, 4, 15, 4), Some(12));
     }
 }

@@ -54,26 +54,29 @@ pub fn reserve_cma_areas(
 ) -> Result<Vec<CmaReservation>, CmaDeclareError> {
     let mut out = Vec::new();
     for (index, spec) in specs.iter().enumerate() {
-        let nr_pages = (spec.bytes >> page_shift).next_multiple_of(pageblock_pages);
-        if nr_pages == 0 {
+        if spec.bytes == 0 {
             return Err(CmaDeclareError::Empty(index));
         }
-        let (lo, hi) = match spec.nid {
+        let nr_pages = spec.bytes.div_ceil(1 << page_shift).next_multiple_of(pageblock_pages);
+        let spans: Vec<PfnRange> = match spec.nid {
             Some(nid) => {
                 let &(_, s, e) = nodes
                     .iter()
                     .find(|(n, _, _)| *n == nid)
                     .ok_or(CmaDeclareError::NoNode { index, nid })?;
-                (s, e)
+                vec![PfnRange::new(s, e)]
             }
-            None => (0, nodes.iter().map(|n| n.2).max().unwrap_or(0)),
+            None => nodes.iter().map(|&(_, s, e)| PfnRange::new(s, e)).collect(),
         };
-        let window: Vec<PfnRange> = free
+        // memblock ranges never cross a node: the free RAM is cut at
+        // each node's edges, so an area lies in one node.
+        let mut window: Vec<PfnRange> = free
             .iter()
-            .map(|r| r.intersect(PfnRange::new(lo, hi)))
+            .flat_map(|r| spans.iter().map(move |s| r.intersect(*s)))
             .filter(|r| !r.is_empty())
             .collect();
-        let limit = hi;
+        window.sort_by_key(|r| r.start);
+        let limit = spans.iter().map(|s| s.end).max().unwrap_or(0);
         let got = if limit >= four_gib_pfn + nr_pages {
             first_fit_bottom_up(&window, nr_pages, pageblock_pages, four_gib_pfn)
         } else {

@@ -104,7 +104,9 @@ impl Compactor<'_> {
             if !self.pa.zones[zi].populated() || self.pa.zones[zi].compact.deferred(order) {
                 continue;
             }
-            if self.compaction_suit_allocation_order(zi, order, zt, AllocFlags::empty()) != CompactResult::Continue {
+            if self.compaction_suit_allocation_order(zi, order, zt, AllocFlags::empty(), false)
+                != CompactResult::Continue
+            {
                 continue;
             }
             let mut cc = CompactControl::new(zi, Some(order), MigrateMode::SyncLight, self.pa.geo.nr_page_orders());

@@ -37,17 +37,30 @@ impl Compactor<'_> {
     }
 
     /// `compaction_suit_allocation_order`: `Success` if the allocation
-    /// would already succeed, `Skipped` if compaction cannot help.
+    /// would already succeed, `Skipped` if compaction cannot help. A costly
+    /// async request that may not use CMA is skipped unless the memory
+    /// outside CMA pageblocks (a watermark check without ALLOC_CMA) could
+    /// hold it: compaction might otherwise build the block inside CMA.
     pub(crate) fn compaction_suit_allocation_order(
         &self,
         zi: usize,
         order: u32,
         highest_zoneidx: usize,
         alloc_flags: AllocFlags,
+        async_mode: bool,
     ) -> CompactResult {
         let mark = self.pa.zones[zi].wmark_pages(alloc_flags.wmark());
         if self.pa.zone_watermark_ok(zi, order, mark, highest_zoneidx, alloc_flags) {
             return CompactResult::Success;
+        }
+        if order > PAGE_ALLOC_COSTLY_ORDER
+            && async_mode
+            && !alloc_flags.contains(AllocFlags::CMA)
+            && !self
+                .pa
+                .zone_watermark_ok(zi, 0, mark + compact_gap(order), highest_zoneidx, AllocFlags::empty())
+        {
+            return CompactResult::Skipped;
         }
         if !self.compaction_suitable(zi, order, mark, highest_zoneidx) {
             return CompactResult::Skipped;
@@ -110,7 +123,8 @@ impl Compactor<'_> {
     /// says stop, migrating each isolated batch through `reclaim`.
     pub fn compact_zone(&mut self, cc: &mut CompactControl, cpu: usize, reclaim: &mut dyn Reclaim) -> CompactResult {
         if let Some(order) = cc.order {
-            let r = self.compaction_suit_allocation_order(cc.zi, order, cc.highest_zoneidx, cc.alloc_flags);
+            let async_mode = cc.mode == super::control::MigrateMode::Async;
+            let r = self.compaction_suit_allocation_order(cc.zi, order, cc.highest_zoneidx, cc.alloc_flags, async_mode);
             if r != CompactResult::Continue {
                 return r;
             }

@@ -24,6 +24,30 @@ impl Machine {
     /// the hot-add region, aligned to the memory block size) become
     /// present and offline, in new memory blocks. Returns their ids.
     pub fn add_memory(&mut self, nid: usize, start_pfn: u64, nr: u64) -> Result<Vec<u64>, HotplugError> {
+        if self.virtio_mem_owns(start_pfn, nr) {
+            return Err(HotplugError::Invalid(format!(
+                "[{start_pfn:#x}, {:#x}) belongs to the virtio-mem device: plug and unplug it instead",
+                start_pfn + nr
+            )));
+        }
+        self.add_memory_driver_managed(nid, start_pfn, nr)
+    }
+
+    /// Whether any of `[start_pfn, start_pfn + nr)` lies in the virtio-mem
+    /// device's region (its driver alone adds and removes that memory).
+    pub fn virtio_mem_owns(&self, start_pfn: u64, nr: u64) -> bool {
+        self.virtio_mem
+            .as_ref()
+            .is_some_and(|d| start_pfn < d.end_pfn() && d.addr_pfn < start_pfn + nr)
+    }
+
+    /// `add_memory_driver_managed`: `add_memory` for a driver's own region.
+    pub(crate) fn add_memory_driver_managed(
+        &mut self,
+        nid: usize,
+        start_pfn: u64,
+        nr: u64,
+    ) -> Result<Vec<u64>, HotplugError> {
         let block = self.sparse.memory_block_bytes >> self.geometry().page_shift;
         let region = self
             .layout()

@@ -135,7 +135,7 @@ impl PageAlloc {
         if self.zonelists[ac.zonelist].nofragment {
             alloc_flags |= AllocFlags::NOFRAGMENT;
         }
-        let alloc_flags = Self::gfp_to_alloc_flags_cma(&ac, alloc_flags);
+        let alloc_flags = self.gfp_to_alloc_flags_cma(&ac, alloc_flags);
         let pfn = match self.get_page_from_freelist(cpu, order, alloc_flags, &ac) {
             Some(pfn) => pfn,
             None => match self.__alloc_pages_slowpath(cpu, gfp, order, &ac, reclaim) {
@@ -311,10 +311,12 @@ impl PageAlloc {
 
     /// `gfp_to_alloc_flags_cma`: movable allocations may use CMA
     /// pageblocks (`ac.migratetype` is already UNMOVABLE when grouping by
-    /// mobility is disabled, as `gfp_migratetype` returns it then).
+    /// mobility is disabled, as `gfp_migratetype` returns it then). A
+    /// CONFIG_CMA=n kernel (a machine without CMA areas) defines ALLOC_CMA
+    /// as 0: the flag is never set there.
     #[inline]
-    fn gfp_to_alloc_flags_cma(ac: &AllocContext, alloc_flags: AllocFlags) -> AllocFlags {
-        if ac.migratetype == MigrateType::Movable {
+    fn gfp_to_alloc_flags_cma(&self, ac: &AllocContext, alloc_flags: AllocFlags) -> AllocFlags {
+        if self.cma_types && ac.migratetype == MigrateType::Movable {
             alloc_flags | AllocFlags::CMA
         } else {
             alloc_flags
@@ -358,7 +360,7 @@ impl PageAlloc {
         ac: &AllocContext,
         reclaim: &mut dyn Reclaim,
     ) -> Option<u64> {
-        let alloc_flags = Self::gfp_to_alloc_flags_cma(ac, Self::gfp_to_alloc_flags(gfp, order));
+        let alloc_flags = self.gfp_to_alloc_flags_cma(ac, Self::gfp_to_alloc_flags(gfp, order));
         if alloc_flags.contains(AllocFlags::KSWAPD) {
             self.wake_all_kswapds(order, ac.nid, ac.highest_zoneidx);
         }
@@ -368,7 +370,7 @@ impl PageAlloc {
         // __gfp_pfmemalloc_flags: __GFP_MEMALLOC may use every free page.
         if gfp.contains(Gfp::MEMALLOC) && !gfp.contains(Gfp::NOMEMALLOC) {
             let reserve =
-                Self::gfp_to_alloc_flags_cma(ac, AllocFlags::NO_WATERMARKS) | (alloc_flags & AllocFlags::KSWAPD);
+                self.gfp_to_alloc_flags_cma(ac, AllocFlags::NO_WATERMARKS) | (alloc_flags & AllocFlags::KSWAPD);
             if let Some(pfn) = self.get_page_from_freelist(cpu, order, reserve, ac) {
                 return Some(pfn);
             }

@@ -87,7 +87,7 @@ impl PageAlloc {
     /// `pcp_allowed_order`.
     #[inline]
     pub fn pcp_allowed_order(&self, order: u32) -> bool {
-        order <= PAGE_ALLOC_COSTLY_ORDER || order == self.geo.pageblock_order
+        order <= PAGE_ALLOC_COSTLY_ORDER || order == self.geo.pmd_order
     }
 
     /// `order_to_pindex`.
@@ -104,7 +104,7 @@ impl PageAlloc {
     #[inline]
     pub(crate) fn pindex_to_order(&self, pindex: usize) -> u32 {
         if pindex >= NR_LOWORDER_PCP_LISTS {
-            self.geo.pageblock_order
+            self.geo.pmd_order
         } else {
             (pindex / MIGRATE_PCPTYPES) as u32
         }

@@ -48,6 +48,10 @@ pub enum VirtioMemError {
     TooLarge { requested: String, region: String },
     #[error("the machine has no virtio-mem device (add one with --virtio-mem SIZE)")]
     NoDevice,
+    /// Adding or onlining a memory block failed; the driver unplugged it
+    /// again.
+    #[error("virtio-mem: adding memory failed: {0}")]
+    AddMemory(String),
 }
 
 /// The driver's mode.

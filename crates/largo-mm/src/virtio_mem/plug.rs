@@ -35,7 +35,7 @@ impl Machine {
             ..ResizeReport::default()
         };
         if requested > plugged {
-            self.virtio_mem_plug_request((requested - plugged) / sb, &mut report);
+            self.virtio_mem_plug_request((requested - plugged) / sb, &mut report)?;
         } else if requested < plugged {
             self.virtio_mem_unplug_request((plugged - requested) / sb, &mut report);
         }
@@ -46,7 +46,7 @@ impl Machine {
     /// `virtio_mem_sbm_plug_request`: partly plugged units first (lowest
     /// first), then units not added, lowest first; `-ENOSPC` when the
     /// region runs out.
-    fn virtio_mem_plug_request(&mut self, mut nb_sb: u64, report: &mut ResizeReport) {
+    fn virtio_mem_plug_request(&mut self, mut nb_sb: u64, report: &mut ResizeReport) -> Result<(), VirtioMemError> {
         let dev = self.virtio_mem.as_ref().expect("device checked");
         let partial: Vec<usize> = dev
             .added_units()
@@ -56,19 +56,20 @@ impl Machine {
         let fresh: Vec<usize> = (0..dev.units.len()).filter(|&i| dev.units[i].is_none()).collect();
         for unit in partial {
             if nb_sb == 0 {
-                return;
+                return Ok(());
             }
             self.virtio_mem_plug_any_sb(unit, &mut nb_sb, report);
         }
         for unit in fresh {
             if nb_sb == 0 {
-                return;
+                return Ok(());
             }
-            self.virtio_mem_plug_and_add(unit, &mut nb_sb, report);
+            self.virtio_mem_plug_and_add(unit, &mut nb_sb, report)?;
         }
         if nb_sb > 0 {
             report.errno = Some("-ENOSPC");
         }
+        Ok(())
     }
 
     /// `virtio_mem_sbm_plug_any_sb`: the unit's unplugged sub-blocks,
@@ -96,8 +97,16 @@ impl Machine {
 
     /// `virtio_mem_sbm_plug_and_add_mb`: the unit's first sub-blocks are
     /// plugged, its memory added and onlined with the rest kept fake
-    /// offline (the driver's online-page callback).
-    fn virtio_mem_plug_and_add(&mut self, unit: usize, nb_sb: &mut u64, report: &mut ResizeReport) {
+    /// offline (the driver's online-page callback). The device sits on the
+    /// last node, whose span is the highest. A failure to add or online
+    /// leaves the unit unplugged, as the driver's unplug-after-failure does.
+    fn virtio_mem_plug_and_add(
+        &mut self,
+        unit: usize,
+        nb_sb: &mut u64,
+        report: &mut ResizeReport,
+    ) -> Result<(), VirtioMemError> {
+        let nid = self.page_alloc().nodes().len() - 1;
         let dev = self.virtio_mem.as_mut().expect("device checked");
         let sbs = dev.sbs_per_unit();
         let count = (*nb_sb).min(sbs as u64) as usize;
@@ -108,19 +117,27 @@ impl Machine {
         let keep_offline: Vec<PfnRange> = (count..sbs)
             .map(|sb| PfnRange::new(dev.sb_pfn(unit, sb), dev.sb_pfn(unit, sb) + dev.sb_pages))
             .collect();
+        let ids = self
+            .add_memory_driver_managed(nid, start, nr)
+            .map_err(|e| VirtioMemError::AddMemory(e.to_string()))?;
+        if let Err(e) = self.online_pages_except(start, nr, Some(zone), &keep_offline) {
+            for &id in &ids {
+                let _ = self.remove_memory_block(id);
+            }
+            return Err(VirtioMemError::AddMemory(e.to_string()));
+        }
+        for id in ids {
+            if let Some(b) = self.sparse.block_mut(id) {
+                b.state = crate::sparse::MemoryBlockState::Online;
+            }
+        }
+        let dev = self.virtio_mem.as_mut().expect("device checked");
         dev.units[unit] = Some(plugged);
         dev.plugged_pages += count as u64 * dev.sb_pages;
         *nb_sb -= count as u64;
         report.sub_blocks_moved += count as u64;
         report.units_added += 1;
-        let ids = self
-            .add_memory(0, start, nr)
-            .expect("the device region lies in the hot-add region");
-        self.online_pages_except(start, nr, Some(zone), &keep_offline)
-            .expect("fresh device memory onlines");
-        for id in ids {
-            self.sparse.block_mut(id).expect("block just added").state = crate::sparse::MemoryBlockState::Online;
-        }
+        Ok(())
     }
 
     /// `virtio_mem_fake_online`: fake-offline pages of an online block go

@@ -5,6 +5,7 @@ pub mod contention;
 pub mod fault;
 pub mod gigantic;
 pub mod migrate;
+pub mod pageblock;
 pub mod replay;
 mod stream;
 pub mod tlb;
