@@ -119,8 +119,8 @@ fn run_reclaim(args: &CalibrateArgs, tty: bool, should_stop: &dyn Fn() -> bool) 
     out.json(&serde_json::to_value(&profile)?)?;
     let mut t = Grid::new([
         "point",
-        "host reclaim ms (limited - unlimited)",
-        "rounds (ms)",
+        "host reclaim ms (least limited - least unlimited)",
+        "rounds limited/unlimited (ms)",
         "largo reclaim ms",
         "error",
     ])
@@ -132,7 +132,7 @@ fn run_reclaim(args: &CalibrateArgs, tty: bool, should_stop: &dyn Fn() -> bool) 
             .host_limited_ns
             .iter()
             .zip(&p.host_unlimited_ns)
-            .map(|(a, b)| format!("{:.0}", (a - b) / 1e6))
+            .map(|(a, b)| format!("{:.0}/{:.0}", a / 1e6, b / 1e6))
             .collect();
         let err = (model - host) / host.max(1.0) * 100.0;
         t.row([
