@@ -9,9 +9,9 @@ fn aging_samples_every_minute_of_every_remedy_reproducibly() {
     let args = ["age", "server", "--hours", "1", "--mem", "4G", "--json"];
     let text = stdout(&args);
     let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.len(), 4 * 60, "four remedies, sixty minutes each");
+    assert_eq!(lines.len(), 5 * 60, "five remedies, sixty minutes each");
     let configs: std::collections::BTreeSet<&str> = lines.iter().map(|l| l["config"].as_str().unwrap()).collect();
-    assert_eq!(configs.len(), 4);
+    assert_eq!(configs.len(), 5);
     assert!(lines
         .iter()
         .all(|l| l["minute"].as_u64().unwrap() >= 1 && l["alloc"].is_object()));
@@ -20,9 +20,47 @@ fn aging_samples_every_minute_of_every_remedy_reproducibly() {
     assert_eq!(stdout(&args), text, "the same seed gives the same minutes");
     let table = stdout(&["age", "phone", "--hours", "1", "--mem", "4G"]);
     assert!(
-        table.contains("2048kB success") && table.contains("movable-25%"),
+        table.contains("2048kB success") && table.contains("movable-25%") && table.contains("tao-25%"),
         "{table}"
     );
     let bad = largo(&["age", "desktop"]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// Share of faults of `size` that got it over `minutes` of `config`.
+fn success(lines: &[serde_json::Value], config: &str, size: &str, minutes: std::ops::RangeInclusive<u64>) -> f64 {
+    let (mut a, mut f) = (0, 0);
+    for l in lines
+        .iter()
+        .filter(|l| l["config"] == config && minutes.contains(&l["minute"].as_u64().unwrap()))
+    {
+        a += l["alloc"][size].as_u64().unwrap_or(0);
+        f += l["fallback"][size].as_u64().unwrap_or(0);
+    }
+    a as f64 / (a + f).max(1) as f64
+}
+
+#[test]
+fn a_phone_page_cache_fills_memory_and_the_tao_zone_keeps_large_folios() {
+    let text = stdout(&[
+        "age",
+        "phone",
+        "--hours",
+        "1",
+        "--mem",
+        "4G",
+        "--json",
+        "--config",
+        "baseline:--thp 64K,2M",
+        "--config",
+        "tao:--thp 64K,2M --movable 1024M --set largo/movable_min_order=4",
+    ]);
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let early = success(&lines, "baseline", "64kB", 1..=10);
+    let late = success(&lines, "baseline", "64kB", 40..=60);
+    assert!(early > 0.95, "a fresh phone gets its 64K folios: {early}");
+    assert!(late < 0.8, "once the page cache fills memory they get scarce: {late}");
+    let tao = success(&lines, "tao", "2048kB", 40..=60);
+    let base = success(&lines, "baseline", "2048kB", 40..=60);
+    assert!(tao > base, "the TAO-style zone keeps 2M folios: {tao} vs {base}");
 }

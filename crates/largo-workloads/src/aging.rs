@@ -10,7 +10,15 @@
 //!   slab and driver memory that pins pageblocks), and killed oldest
 //!   first whenever apps hold more than 85% of memory, as Android's lmkd
 //!   does; background kernel threads (kcompactd, khugepaged) run while
-//!   the minute passes.
+//!   the minute passes. Each launch also reads the app's files: a page
+//!   cache of 4K pages (8-128 MiB per launch) that outlives the app,
+//!   held by one cache process as clean pages reclaim drops without
+//!   I/O (lazyfree anon pages: MADV_NOHUGEPAGE, written, MADV_FREE), so
+//!   free memory is whatever kswapd keeps above the high watermark, got
+//!   back page by page in LRU order from wherever the cache sits; and
+//!   reclaimable slab for those files (1/64 of their size: dentries,
+//!   inodes), freed when the cache entry is dropped (oldest beyond twice
+//!   memory), a third of it outliving that by 1-6 hours.
 //! - `server`: one long-lived heap of 40% of memory, written once; every
 //!   minute 2-32 MiB regions of it are unmapped and mapped again and
 //!   written (allocator churn), with short-lived unmovable allocations.
@@ -19,8 +27,8 @@
 
 use std::collections::VecDeque;
 
-use largo_mm::page_alloc::gfp::GFP_KERNEL;
-use largo_mm::vm::{MapFlags, Prot};
+use largo_mm::page_alloc::gfp::{Gfp, GFP_KERNEL};
+use largo_mm::vm::{Advice, MapFlags, Prot};
 use largo_mm::Machine;
 use serde::Serialize;
 
@@ -119,6 +127,24 @@ pub struct Aging {
     kernel_failed: u64,
     /// The server's heap: (address, length) of its regions.
     heap: Vec<(u64, u64)>,
+    /// The phone's page cache: its process and entries, oldest first.
+    cache: Option<PageCache>,
+}
+
+/// Files read by apps, cached after they exit.
+struct PageCache {
+    pid: largo_mm::vm::types::Pid,
+    entries: VecDeque<CacheEntry>,
+    /// Bytes mapped by the entries (the cache may hold less: reclaim).
+    mapped_bytes: u64,
+}
+
+/// One app's files: the mapping that holds their page cache and the
+/// reclaimable slab describing them.
+struct CacheEntry {
+    addr: u64,
+    len: u64,
+    slab: Vec<largo_mm::memmap::Folio>,
 }
 
 fn write_range(m: &mut Machine, pid: largo_mm::vm::types::Pid, addr: u64, len: u64) {
@@ -156,6 +182,65 @@ impl Aging {
             minute: 0,
             kernel_failed: 0,
             heap: Vec::new(),
+            cache: None,
+        }
+    }
+
+    /// `pages` order-0 reclaimable kernel pages (slab for files).
+    fn slab_alloc(&mut self, m: &mut Machine, pages: u64) -> Vec<largo_mm::memmap::Folio> {
+        let gfp = GFP_KERNEL | Gfp::RECLAIMABLE;
+        let mut out = Vec::new();
+        for _ in 0..pages {
+            match m.alloc_pages_compact(0, gfp, 0) {
+                Ok(Some(f)) => out.push(f),
+                _ => self.kernel_failed += 1,
+            }
+        }
+        out
+    }
+
+    /// An app reads its files: `len` bytes of 4K page cache in the cache
+    /// process, clean (lazyfree) once read, with their slab; the oldest
+    /// entries are dropped beyond twice the machine's memory.
+    fn read_files(&mut self, m: &mut Machine, len: u64) {
+        if self.cache.is_none() {
+            let Ok(pid) = m.with_vm(0, |vm, ctx| vm.spawn(ctx)) else {
+                return;
+            };
+            self.cache = Some(PageCache {
+                pid,
+                entries: VecDeque::new(),
+                mapped_bytes: 0,
+            });
+        }
+        let pid = self.cache.as_ref().expect("cache set").pid;
+        let Some(addr) = map(m, pid, len) else { return };
+        let _ = m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, Advice::NoHugePage));
+        let page = m.geometry().page_size();
+        let slab = self.slab_alloc(m, len / page / 64);
+        write_range(m, pid, addr, len);
+        let _ = m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, Advice::Free));
+        let limit = 2 * m.config().mem_bytes;
+        let cache = self.cache.as_mut().expect("cache set");
+        cache.entries.push_back(CacheEntry { addr, len, slab });
+        cache.mapped_bytes += len;
+        let mut dropped = Vec::new();
+        while cache.mapped_bytes > limit {
+            let Some(old) = cache.entries.pop_front() else { break };
+            cache.mapped_bytes -= old.len;
+            dropped.push(old);
+        }
+        for old in dropped {
+            let _ = m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, old.addr, old.len));
+            let mut slab = old.slab;
+            let lingering = slab.split_off(slab.len() - slab.len() / 3);
+            for f in slab {
+                let _ = m.free_folio(0, f);
+            }
+            for f in lingering {
+                let until = self.minute + 60 + self.rng.below(300);
+                self.pinned.push((f, until));
+            }
         }
     }
 
@@ -183,6 +268,8 @@ impl Aging {
         // Drawn before the mapping, so every configuration sees the same
         // choices whatever succeeds.
         let share = 60 + self.rng.below(41);
+        let files = self.rng.size(8 * MIB, 128 * MIB);
+        self.read_files(m, files);
         let mut bytes = 0;
         let mut kernel = Vec::new();
         if let Some(addr) = map(m, pid, heap) {

@@ -19,6 +19,8 @@ use crate::output::{Cell, Grid, Out};
 /// a quarter of `mem_bytes` among them.
 fn default_remedies(mem_bytes: u64) -> Vec<crate::config::ConfigSpec> {
     let movable = format!("--thp 64K,2M --movable {}M", (mem_bytes / 4) >> 20);
+    // TAO (Yu Zhao, LSF/MM/BPF 2024): a zone only large folios come from.
+    let tao = format!("{movable} --set largo/movable_min_order=4");
     [
         ("baseline", "--thp 64K,2M".to_string()),
         (
@@ -30,6 +32,7 @@ fn default_remedies(mem_bytes: u64) -> Vec<crate::config::ConfigSpec> {
             "--thp 64K,2M --set transparent_hugepage/defrag=always".to_string(),
         ),
         ("movable-25%", movable),
+        ("tao-25%", tao),
     ]
     .into_iter()
     .map(|(name, flags)| crate::config::ConfigSpec::parse(&format!("{name}:{flags}")).expect("valid remedy"))

@@ -85,6 +85,15 @@ pub const REGISTRY: &[KnobDef] = &[
         },
     ),
     knob(
+        "largo/movable_min_order",
+        "ZONE_MOVABLE serves only allocations of this order or more: a TAO-style zone for large folios (0 off; not a kernel knob)",
+        |m, _| m.page_alloc().tunables().movable_min_order.to_string(),
+        |m, _, p, v| {
+            m.page_alloc_mut().tunables_mut().movable_min_order = parse_int(p, v, 0, 30)? as u32;
+            Ok(())
+        },
+    ),
+    knob(
         "vm/compaction_proactiveness",
         "how hard kcompactd compacts on its own (0 off; fragmentation score kept under 100 minus this)",
         |m, _| m.page_alloc().tunables().compaction_proactiveness.to_string(),

@@ -259,6 +259,10 @@ impl PageAlloc {
             let no_fallback = alloc_flags.contains(AllocFlags::NOFRAGMENT);
             for i in 0..self.zonelists[ac.zonelist].zones.len() {
                 let zi = self.zonelists[ac.zonelist].zones[i];
+                if order < self.tunables.movable_min_order && self.zones[zi].zone_type == ZoneType::Movable {
+                    // The TAO-style remedy: small allocations stay out.
+                    continue;
+                }
                 if no_fallback && multi_node && self.zones[zi].nid != local_nid {
                     alloc_flags.remove(AllocFlags::NOFRAGMENT);
                     continue 'retry;

@@ -36,6 +36,10 @@ pub struct Tunables {
     /// `vm.extfrag_threshold` (0..=1000, default 500): below it a costly
     /// allocation failure is lack of memory and compaction is not tried.
     pub extfrag_threshold: u64,
+    /// `largo/movable_min_order` (0, off): ZONE_MOVABLE serves only
+    /// allocations of at least this order, a TAO-style "no split" zone
+    /// for large folios (not a kernel knob).
+    pub movable_min_order: u32,
 }
 
 impl Default for Tunables {
@@ -51,6 +55,7 @@ impl Default for Tunables {
             cpu_data_slice_bytes: 16 << 20,
             compaction_proactiveness: 20,
             extfrag_threshold: 500,
+            movable_min_order: 0,
         }
     }
 }
