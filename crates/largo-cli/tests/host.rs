@@ -582,10 +582,15 @@ fn a_host_snapshot_boots_a_model_and_predicts_a_burst() {
         "{j}"
     );
     // The free runs split into buddy blocks as pagetypeinfo counted them
-    // (the host moves a little between the two reads).
+    // (the host moves a little between the two reads). pagetypeinfo caps
+    // each count at 100000 (">100000"): a capped sum is a lower bound.
     for pair in j["free_blocks"].as_array().unwrap() {
         let (found, counted) = (pair[0].as_f64().unwrap(), pair[1].as_f64().unwrap());
-        assert!((found - counted).abs() <= 0.2 * counted + 200.0, "{j}");
+        if counted >= 100_000.0 {
+            assert!(found >= 0.8 * counted, "{j}");
+        } else {
+            assert!((found - counted).abs() <= 0.2 * counted + 200.0, "{j}");
+        }
     }
     // The model booted from it has those free blocks.
     let buddy = run(&[

@@ -25,6 +25,7 @@ fn synthetic() -> HostSnapshot {
         managed_pages: managed,
         free: Vec::new(),
         blocks: Vec::new(),
+        pcp_pages: 0,
     };
     let kinds: Vec<PfnKind> = kinds.into_iter().map(|b| PfnKind::from_u8(b).unwrap()).collect();
     let mut snap = HostSnapshot::from_kinds(

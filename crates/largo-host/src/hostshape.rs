@@ -22,6 +22,8 @@ pub struct HostZone {
     pub managed_pages: u64,
     pub free: Vec<[u64; MIGRATE_TYPES]>,
     pub blocks: [u64; MIGRATE_TYPES],
+    /// Pages on the per-cpu lists, every cpu (`count:` of the pagesets).
+    pub pcp_pages: u64,
 }
 
 /// What a line of /proc/zoneinfo or /proc/pagetypeinfo failed to say.
@@ -83,6 +85,7 @@ pub fn parse_zoneinfo(text: &str) -> Vec<HostZone> {
             "spanned" => z.spanned_pages = v,
             "present" => z.present_pages = v,
             "managed" => z.managed_pages = v,
+            "count:" => z.pcp_pages += v,
             _ => {}
         }
     }

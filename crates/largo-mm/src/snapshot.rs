@@ -38,10 +38,15 @@ pub enum PfnKind {
     Huge = 9,
     /// `PG_offline` (ballooned out, offlined).
     Offline = 10,
+    /// Free on a per-cpu list: a whole naturally aligned PMD-sized block
+    /// of flagless, unmapped frames, as many as the zone's per-cpu counts
+    /// (/proc/zoneinfo `count:`) allow (the pcp THP lists hold freed
+    /// THPs whole; kpageflags shows them as nothing).
+    PcpFree = 11,
 }
 
 impl PfnKind {
-    pub const ALL: [PfnKind; 11] = [
+    pub const ALL: [PfnKind; 12] = [
         PfnKind::Hole,
         PfnKind::Free,
         PfnKind::Anon,
@@ -53,6 +58,7 @@ impl PfnKind {
         PfnKind::Kernel,
         PfnKind::Huge,
         PfnKind::Offline,
+        PfnKind::PcpFree,
     ];
 
     pub fn from_u8(b: u8) -> Option<PfnKind> {
@@ -72,6 +78,7 @@ impl PfnKind {
             PfnKind::Kernel => "kernel",
             PfnKind::Huge => "hugetlb",
             PfnKind::Offline => "offline",
+            PfnKind::PcpFree => "pcp-free",
         }
     }
 
@@ -96,6 +103,9 @@ pub struct SnapshotZone {
     pub free: Vec<Vec<u64>>,
     /// Pageblocks per migratetype index, as pagetypeinfo counted them.
     pub blocks: Vec<u64>,
+    /// Pages on the zone's per-cpu lists (/proc/zoneinfo, all cpus).
+    #[serde(default)]
+    pub pcp_pages: u64,
 }
 
 /// Everything but the per-pfn arrays.
@@ -191,9 +201,9 @@ impl HostSnapshot {
 
     /// Pages of each kind.
     pub fn pages_by_kind(&self) -> Vec<(PfnKind, u64)> {
-        let mut n = [0u64; 11];
+        let mut n = [0u64; PfnKind::ALL.len()];
         for &b in &self.kinds {
-            n[(b as usize).min(10)] += 1;
+            n[(b as usize).min(PfnKind::ALL.len() - 1)] += 1;
         }
         PfnKind::ALL.iter().map(|&k| (k, n[k as usize])).collect()
     }

@@ -203,6 +203,7 @@ mod tests {
             managed_pages: 8,
             free: vec![vec![1, 2, 3, 4, 5]],
             blocks: vec![10, 20, 30, 40, 50],
+            pcp_pages: 0,
         }];
         // Version 1: five types, Isolate at 4.
         s.pageblock_mt = vec![4, 1];

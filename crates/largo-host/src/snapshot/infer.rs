@@ -281,6 +281,7 @@ mod tests {
             managed_pages: 16,
             free,
             blocks,
+            pcp_pages: 0,
         };
         let r = infer_migratetypes(&kinds, &[zone], 2);
         assert_eq!(r.pageblock_mt[0], MigrateType::Unmovable.index() as u8);
@@ -318,6 +319,7 @@ mod tests {
             managed_pages: 12,
             free,
             blocks,
+            pcp_pages: 0,
         };
         let r = infer_migratetypes(&kinds, &[zone], 2);
         assert_eq!(

@@ -60,6 +60,7 @@ pub fn snapshot_config(snap: Arc<HostSnapshot>) -> Result<MachineConfig, ShapeEr
                     })
                     .collect(),
                 blocks,
+                pcp_pages: z.pcp_pages,
             }
         })
         .collect();

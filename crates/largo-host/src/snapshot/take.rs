@@ -137,6 +137,30 @@ pub fn mark_uninit(kinds: &mut [u8], flags: &[u64], zones: &[SnapshotZone], page
     }
 }
 
+/// Whole naturally aligned blocks of `pmd_pages` flagless, unmapped
+/// frames ([`PfnKind::Kernel`] throughout) become [`PfnKind::PcpFree`],
+/// lowest first, as many per zone as its per-cpu lists hold pages for:
+/// the pcp THP list keeps freed THPs whole and kpageflags shows them as
+/// nothing, yet the next THP allocation takes them. (A flagless kernel
+/// allocation of exactly that shape would be taken for one.)
+pub fn mark_pcp_thp(kinds: &mut [u8], counts: &[u64], zones: &[SnapshotZone], pmd_pages: u64) {
+    let kernel = PfnKind::Kernel as u8;
+    for z in zones {
+        let mut budget = z.pcp_pages / pmd_pages;
+        let start = z.start_pfn.next_multiple_of(pmd_pages);
+        let end = (z.start_pfn + z.spanned_pages).min(kinds.len() as u64);
+        let mut p = start;
+        while budget > 0 && p + pmd_pages <= end {
+            let range = p as usize..(p + pmd_pages) as usize;
+            if kinds[range.clone()].iter().all(|&k| k == kernel) && counts[range.clone()].iter().all(|&c| c == 0) {
+                kinds[range].fill(PfnKind::PcpFree as u8);
+                budget -= 1;
+            }
+            p += pmd_pages;
+        }
+    }
+}
+
 fn snapshot_zone(z: &HostZone) -> SnapshotZone {
     SnapshotZone {
         nid: z.nid,
@@ -147,6 +171,7 @@ fn snapshot_zone(z: &HostZone) -> SnapshotZone {
         managed_pages: z.managed_pages,
         free: z.free.iter().map(|f| f.to_vec()).collect(),
         blocks: z.blocks.to_vec(),
+        pcp_pages: z.pcp_pages,
     }
 }
 
@@ -185,6 +210,7 @@ pub fn take(progress: &mut dyn FnMut(u64, u64)) -> Result<HostSnapshot, TakeErro
     }
     let pages_per_section = (128u64 << 20) / page_size;
     mark_uninit(&mut kinds, &flags, &zones, pages_per_section);
+    mark_pcp_thp(&mut kinds, &counts, &zones, (2u64 << 20) / page_size);
     let pageblock_order = pageblock_order(&read_text("/proc/pagetypeinfo")?).unwrap_or(9);
     let inferred = super::infer::infer_migratetypes(&kinds, &zones, pageblock_order);
     let mut knobs = hostshape::host_thp_knobs();
@@ -248,6 +274,31 @@ mod tests {
     }
 
     #[test]
+    fn whole_flagless_unmapped_thp_blocks_are_pcp_free_up_to_the_pcp_count() {
+        let zone = SnapshotZone {
+            nid: 0,
+            name: "Normal".into(),
+            start_pfn: 0,
+            spanned_pages: 32,
+            present_pages: 32,
+            managed_pages: 32,
+            free: Vec::new(),
+            blocks: Vec::new(),
+            pcp_pages: 9,
+        };
+        // Four 8-frame "THP" blocks: the first holds an anon frame, the
+        // second a mapped frame, the last two are candidates; the pcp
+        // count (9 pages) allows one.
+        let mut kinds = vec![PfnKind::Kernel as u8; 32];
+        kinds[3] = PfnKind::Anon as u8;
+        let mut counts = vec![0u64; 32];
+        counts[12] = 1;
+        mark_pcp_thp(&mut kinds, &counts, &[zone], 8);
+        let pcp: Vec<usize> = (0..32).filter(|&p| kinds[p] == PfnKind::PcpFree as u8).collect();
+        assert_eq!(pcp, (16..24).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn only_whole_flagless_sections_within_the_budget_are_uninitialised() {
         let zone = SnapshotZone {
             nid: 0,
@@ -258,6 +309,7 @@ mod tests {
             managed_pages: 20,
             free: Vec::new(),
             blocks: Vec::new(),
+            pcp_pages: 0,
         };
         let mut kinds = vec![PfnKind::Kernel as u8; 32];
         let mut flags = vec![0u64; 32];

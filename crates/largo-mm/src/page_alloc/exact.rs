@@ -46,7 +46,11 @@ impl PageAlloc {
     pub fn shape_exact(&mut self, snap: &HostSnapshot, zero_pfn: u64) -> ExactLayout {
         self.drain_all_pages();
         let mut out = ExactLayout {
-            snapshot_free_pages: snap.kinds.iter().filter(|&&b| b == PfnKind::Free as u8).count() as u64,
+            snapshot_free_pages: snap
+                .kinds
+                .iter()
+                .filter(|&&b| b == PfnKind::Free as u8 || b == PfnKind::PcpFree as u8)
+                .count() as u64,
             ..ExactLayout::default()
         };
         self.type_every_pageblock(snap);
@@ -128,7 +132,7 @@ impl PageAlloc {
                 run_end += 1;
             }
             match kind {
-                PfnKind::Free => {
+                PfnKind::Free | PfnKind::PcpFree => {
                     for (s, e) in self.mergeable_segments(at, run_end) {
                         for (p, o) in aligned_blocks(s, e, self.geo.max_page_order) {
                             self.release_exact(zi, p, o);
@@ -201,7 +205,7 @@ impl PageAlloc {
                 self.memmap.page_mut(pfn).remove_flags(PageFlags::RESERVED);
                 self.zones[zi].managed_pages += 1;
                 out.adopted_pages += 1;
-                if kind == PfnKind::Free {
+                if matches!(kind, PfnKind::Free | PfnKind::PcpFree) {
                     self.release_exact(zi, pfn, 0);
                     freed += 1;
                 } else {
@@ -248,7 +252,7 @@ impl PageAlloc {
 /// (reserved, hole, offline), or held.
 fn same_class(a: PfnKind, b: PfnKind) -> bool {
     let class = |k: PfnKind| match k {
-        PfnKind::Free => 0,
+        PfnKind::Free | PfnKind::PcpFree => 0,
         PfnKind::Uninit => 1,
         PfnKind::Reserved | PfnKind::Hole | PfnKind::Offline => 2,
         _ => 3,
