@@ -273,19 +273,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn whole_flagless_unmapped_thp_blocks_are_pcp_free_up_to_the_pcp_count() {
-        let zone = SnapshotZone {
+    /// A 32-frame Normal zone.
+    fn zone32(managed_pages: u64, pcp_pages: u64) -> SnapshotZone {
+        SnapshotZone {
             nid: 0,
             name: "Normal".into(),
             start_pfn: 0,
             spanned_pages: 32,
             present_pages: 32,
-            managed_pages: 32,
+            managed_pages,
             free: Vec::new(),
             blocks: Vec::new(),
-            pcp_pages: 9,
-        };
+            pcp_pages,
+        }
+    }
+
+    #[test]
+    fn whole_flagless_unmapped_thp_blocks_are_pcp_free_up_to_the_pcp_count() {
+        let zone = zone32(32, 9);
         // Four 8-frame "THP" blocks: the first holds an anon frame, the
         // second a mapped frame, the last two are candidates; the pcp
         // count (9 pages) allows one.
@@ -300,17 +305,7 @@ mod tests {
 
     #[test]
     fn only_whole_flagless_sections_within_the_budget_are_uninitialised() {
-        let zone = SnapshotZone {
-            nid: 0,
-            name: "Normal".into(),
-            start_pfn: 0,
-            spanned_pages: 32,
-            present_pages: 32,
-            managed_pages: 20,
-            free: Vec::new(),
-            blocks: Vec::new(),
-            pcp_pages: 0,
-        };
+        let zone = zone32(20, 0);
         let mut kinds = vec![PfnKind::Kernel as u8; 32];
         let mut flags = vec![0u64; 32];
         flags[5] = KPF_LRU;
