@@ -53,7 +53,7 @@ fn a_phone_page_cache_fills_memory_and_the_tao_zone_keeps_large_folios() {
         "--config",
         "baseline:--thp 64K,2M",
         "--config",
-        "tao:--thp 64K,2M --movable 1024M --set largo/movable_min_order=4",
+        "tao:--thp 64K,2M --movable 1024M --set largo/movable_min_kb=64",
     ]);
     let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let early = success(&lines, "baseline", "64kB", 1..=10);

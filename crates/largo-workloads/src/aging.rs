@@ -114,6 +114,8 @@ struct App {
     kernel: Vec<largo_mm::memmap::Folio>,
     /// Kernel memory that outlives the app by 1-6 hours.
     lingering: Vec<largo_mm::memmap::Folio>,
+    /// Minutes it outlives the app (drawn at launch).
+    linger: u64,
 }
 
 /// The state a generator carries from minute to minute.
@@ -145,6 +147,9 @@ struct CacheEntry {
     addr: u64,
     len: u64,
     slab: Vec<largo_mm::memmap::Folio>,
+    /// Minutes the lingering third of the slab outlives the entry
+    /// (drawn when the entry is made, whatever its allocations got).
+    linger: u64,
 }
 
 fn write_range(m: &mut Machine, pid: largo_mm::vm::types::Pid, addr: u64, len: u64) {
@@ -214,7 +219,12 @@ impl Aging {
             });
         }
         let pid = self.cache.as_ref().expect("cache set").pid;
-        let Some(addr) = map(m, pid, len) else { return };
+        let linger = 60 + self.rng.below(300);
+        let Some(addr) = map(m, pid, len) else {
+            // The cache process is gone (killed): the cache starts over.
+            self.drop_cache(m);
+            return;
+        };
         let _ = m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, Advice::NoHugePage));
         let page = m.geometry().page_size();
         let slab = self.slab_alloc(m, len / page / 64);
@@ -222,7 +232,12 @@ impl Aging {
         let _ = m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, Advice::Free));
         let limit = 2 * m.config().mem_bytes;
         let cache = self.cache.as_mut().expect("cache set");
-        cache.entries.push_back(CacheEntry { addr, len, slab });
+        cache.entries.push_back(CacheEntry {
+            addr,
+            len,
+            slab,
+            linger,
+        });
         cache.mapped_bytes += len;
         let mut dropped = Vec::new();
         while cache.mapped_bytes > limit {
@@ -232,15 +247,26 @@ impl Aging {
         }
         for old in dropped {
             let _ = m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, old.addr, old.len));
-            let mut slab = old.slab;
-            let lingering = slab.split_off(slab.len() - slab.len() / 3);
-            for f in slab {
-                let _ = m.free_folio(0, f);
-            }
-            for f in lingering {
-                let until = self.minute + 60 + self.rng.below(300);
-                self.pinned.push((f, until));
-            }
+            self.drop_slab(m, old.slab, old.linger);
+        }
+    }
+
+    /// Two thirds of an entry's slab freed now, the rest after `linger` minutes.
+    fn drop_slab(&mut self, m: &mut Machine, mut slab: Vec<largo_mm::memmap::Folio>, linger: u64) {
+        let lingering = slab.split_off(slab.len() - slab.len() / 3);
+        for f in slab {
+            let _ = m.free_folio(0, f);
+        }
+        let until = self.minute + linger;
+        self.pinned.extend(lingering.into_iter().map(|f| (f, until)));
+    }
+
+    /// The cache process died: its entries' slab goes, a new one starts.
+    fn drop_cache(&mut self, m: &mut Machine) {
+        let Some(cache) = self.cache.take() else { return };
+        let _ = m.with_vm(0, |vm, ctx| vm.exit(ctx, cache.pid));
+        for e in cache.entries {
+            self.drop_slab(m, e.slab, e.linger);
         }
     }
 
@@ -269,6 +295,7 @@ impl Aging {
         // choices whatever succeeds.
         let share = 60 + self.rng.below(41);
         let files = self.rng.size(8 * MIB, 128 * MIB);
+        let linger = 60 + self.rng.below(300);
         self.read_files(m, files);
         let mut bytes = 0;
         let mut kernel = Vec::new();
@@ -300,6 +327,7 @@ impl Aging {
             bytes,
             kernel,
             lingering,
+            linger,
         });
     }
 
@@ -308,10 +336,8 @@ impl Aging {
         for f in app.kernel {
             let _ = m.free_folio(0, f);
         }
-        for f in app.lingering {
-            let until = self.minute + 60 + self.rng.below(300);
-            self.pinned.push((f, until));
-        }
+        let until = self.minute + app.linger;
+        self.pinned.extend(app.lingering.into_iter().map(|f| (f, until)));
     }
 
     fn free_expired(&mut self, m: &mut Machine) {
@@ -358,6 +384,7 @@ impl Aging {
                 bytes: mapped,
                 kernel: Vec::new(),
                 lingering: Vec::new(),
+                linger: 0,
             });
         }
         let pid = self.apps[0].pid;

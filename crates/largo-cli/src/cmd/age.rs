@@ -20,7 +20,7 @@ use crate::output::{Cell, Grid, Out};
 fn default_remedies(mem_bytes: u64) -> Vec<crate::config::ConfigSpec> {
     let movable = format!("--thp 64K,2M --movable {}M", (mem_bytes / 4) >> 20);
     // TAO (Yu Zhao, LSF/MM/BPF 2024): a zone only large folios come from.
-    let tao = format!("{movable} --set largo/movable_min_order=4");
+    let tao = format!("{movable} --set largo/movable_min_kb=64");
     [
         ("baseline", "--thp 64K,2M".to_string()),
         (

@@ -64,7 +64,7 @@ fn tally(kinds: &[u8], index: usize, pb_order: u32, free_hist: Vec<u64>) -> Bloc
             }
             PfnKind::PageTable | PfnKind::Kernel => b.unmovable += 1,
             PfnKind::Anon | PfnKind::File => b.movable += 1,
-            PfnKind::Free => b.free += 1,
+            PfnKind::Free | PfnKind::PcpFree => b.free += 1,
             _ => {}
         }
     }

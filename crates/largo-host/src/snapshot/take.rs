@@ -210,7 +210,8 @@ pub fn take(progress: &mut dyn FnMut(u64, u64)) -> Result<HostSnapshot, TakeErro
     }
     let pages_per_section = (128u64 << 20) / page_size;
     mark_uninit(&mut kinds, &flags, &zones, pages_per_section);
-    mark_pcp_thp(&mut kinds, &counts, &zones, (2u64 << 20) / page_size);
+    // A PMD maps one page-table page of 8-byte entries: PTRS_PER_PTE pages.
+    mark_pcp_thp(&mut kinds, &counts, &zones, page_size / 8);
     let pageblock_order = pageblock_order(&read_text("/proc/pagetypeinfo")?).unwrap_or(9);
     let inferred = super::infer::infer_migratetypes(&kinds, &zones, pageblock_order);
     let mut knobs = hostshape::host_thp_knobs();

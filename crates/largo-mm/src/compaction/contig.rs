@@ -213,7 +213,7 @@ impl Compactor<'_> {
         if !nr_pages.is_power_of_two() {
             return Err(AllocError::NotAPowerOfTwo(nr_pages));
         }
-        for zi in self.pa.zonelist_zones(nid, gfp)? {
+        for zi in self.pa.zonelist_zones(nid, gfp, nr_pages.trailing_zeros())? {
             let (zone_start, zone_end) = (self.pa.zones[zi].zone_start_pfn, self.pa.zones[zi].zone_end_pfn());
             let mut pfn = zone_start.next_multiple_of(nr_pages);
             while pfn + nr_pages <= zone_end {

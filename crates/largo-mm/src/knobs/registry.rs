@@ -85,11 +85,31 @@ pub const REGISTRY: &[KnobDef] = &[
         },
     ),
     knob(
-        "largo/movable_min_order",
-        "ZONE_MOVABLE serves only allocations of this order or more: a TAO-style zone for large folios (0 off; not a kernel knob)",
-        |m, _| m.page_alloc().tunables().movable_min_order.to_string(),
+        "largo/movable_min_kb",
+        "ZONE_MOVABLE serves only allocations of this many KiB or more (a power of two, at least a page): a TAO-style zone for large folios (0 off; not a kernel knob)",
+        |m, _| {
+            let order = m.page_alloc().tunables().movable_min_order;
+            if order == 0 {
+                "0".into()
+            } else {
+                ((m.geometry().page_size() << order) >> 10).to_string()
+            }
+        },
         |m, _, p, v| {
-            m.page_alloc_mut().tunables_mut().movable_min_order = parse_int(p, v, 0, 30)? as u32;
+            let kb = parse_int(p, v, 0, 1 << 30)?;
+            let page_kb = m.geometry().page_size() >> 10;
+            let order = if kb == 0 {
+                0
+            } else if kb.is_power_of_two() && kb >= page_kb {
+                (kb / page_kb).trailing_zeros()
+            } else {
+                return Err(KnobError::BadValue {
+                    path: p.into(),
+                    value: v.into(),
+                    expected: format!("0, or a power of two of at least the page ({page_kb} KiB)"),
+                });
+            };
+            m.page_alloc_mut().tunables_mut().movable_min_order = order;
             Ok(())
         },
     ),

@@ -176,7 +176,13 @@ impl PageAlloc {
         if self.mobility_disabled {
             migratetype = MigrateType::Unmovable;
         }
-        let highest_zoneidx = gfp.zone()?.index();
+        let mut highest_zoneidx = gfp.zone()?.index();
+        if order < self.tunables.movable_min_order && highest_zoneidx == ZoneType::Movable.index() {
+            // The TAO-style remedy (largo/movable_min_kb): allocations
+            // smaller than the zone's folio size never see ZONE_MOVABLE,
+            // for reclaim and compaction as for the free lists.
+            highest_zoneidx = ZoneType::Normal.index();
+        }
         let thisnode = gfp.contains(Gfp::THISNODE) as usize;
         let zonelist = (nid * 2 + thisnode) * MAX_NR_ZONES + highest_zoneidx;
         Ok(AllocContext {
@@ -188,10 +194,11 @@ impl PageAlloc {
         })
     }
 
-    /// The zones of the zonelist `gfp` selects on node `nid`, in order.
-    pub(crate) fn zonelist_zones(&self, nid: usize, gfp: Gfp) -> Result<Vec<usize>, AllocError> {
+    /// The zones of the zonelist `gfp` selects on node `nid` for an
+    /// allocation of `order`, in order.
+    pub(crate) fn zonelist_zones(&self, nid: usize, gfp: Gfp, order: u32) -> Result<Vec<usize>, AllocError> {
         let cpu = self.nodes.get(nid).and_then(|n| n.cpus.first().copied()).unwrap_or(0);
-        let ac = self.prepare_alloc_pages(cpu, nid, gfp, 0)?;
+        let ac = self.prepare_alloc_pages(cpu, nid, gfp, order.min(self.geo.max_page_order))?;
         Ok(self.zonelists[ac.zonelist].zones.clone())
     }
 
@@ -259,10 +266,6 @@ impl PageAlloc {
             let no_fallback = alloc_flags.contains(AllocFlags::NOFRAGMENT);
             for i in 0..self.zonelists[ac.zonelist].zones.len() {
                 let zi = self.zonelists[ac.zonelist].zones[i];
-                if order < self.tunables.movable_min_order && self.zones[zi].zone_type == ZoneType::Movable {
-                    // The TAO-style remedy: small allocations stay out.
-                    continue;
-                }
                 if no_fallback && multi_node && self.zones[zi].nid != local_nid {
                     alloc_flags.remove(AllocFlags::NOFRAGMENT);
                     continue 'retry;

@@ -36,9 +36,9 @@ pub struct Tunables {
     /// `vm.extfrag_threshold` (0..=1000, default 500): below it a costly
     /// allocation failure is lack of memory and compaction is not tried.
     pub extfrag_threshold: u64,
-    /// `largo/movable_min_order` (0, off): ZONE_MOVABLE serves only
-    /// allocations of at least this order, a TAO-style "no split" zone
-    /// for large folios (not a kernel knob).
+    /// From `largo/movable_min_kb` (0, off): ZONE_MOVABLE serves only
+    /// allocations of at least this order, a TAO-style zone for large
+    /// folios (not a kernel knob).
     pub movable_min_order: u32,
 }
 
