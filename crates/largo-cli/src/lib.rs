@@ -7,3 +7,4 @@ pub mod cmd;
 pub mod config;
 pub mod exit;
 pub mod output;
+pub mod plot;

@@ -27,6 +27,52 @@ fn aging_samples_every_minute_of_every_remedy_reproducibly() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+#[test]
+fn the_success_curves_are_drawn_as_svg() {
+    let dir = std::env::temp_dir().join(format!("largo-age-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("age.svg");
+    stdout(&[
+        "age",
+        "server",
+        "--hours",
+        "1",
+        "--mem",
+        "4G",
+        "--config",
+        "baseline:--thp 64K,2M",
+        "--plot",
+        file.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&file).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    for text in [
+        "simulated hours",
+        "faults that got the size (%)",
+        "baseline 2048kB",
+        "baseline 64kB",
+    ] {
+        assert!(svg.contains(text), "no '{text}' in the figure");
+    }
+    // One point per ten minutes: a polyline with six vertices per series.
+    assert!(svg.matches("<polyline").count() >= 2, "two series drawn");
+    let bad = largo(&[
+        "age",
+        "server",
+        "--hours",
+        "1",
+        "--mem",
+        "4G",
+        "--config",
+        "baseline:--thp 64K",
+        "--plot",
+        "/nonexistent-dir/x.svg",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot draw /nonexistent-dir/x.svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Share of faults of `size` that got it over `minutes` of `config`.
 fn success(lines: &[serde_json::Value], config: &str, size: &str, minutes: std::ops::RangeInclusive<u64>) -> f64 {
     let (mut a, mut f) = (0, 0);

@@ -54,6 +54,10 @@ pub struct AgeArgs {
     pub seed: u64,
     #[command(flatten)]
     pub cfg: ConfigArgs,
+    /// Also draw each folio size's fault success (%) per 10 simulated
+    /// minutes under every configuration, as an SVG figure.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// One configuration's minutes.
@@ -77,6 +81,43 @@ fn pct(v: Option<f64>) -> Cell {
         Some(x) => Cell::new(format!("{:.1}%", x * 100.0), format!("{x}")),
         None => Cell::text("-"),
     }
+}
+
+/// Minutes per plotted point.
+const PLOT_WINDOW: usize = 10;
+
+/// Each configuration's success per size, a point per `PLOT_WINDOW`
+/// minutes (its end, in hours).
+fn plot_success(path: &std::path::Path, aged: &[Aged], generator: &str) -> Result<()> {
+    let mut series = Vec::new();
+    for a in aged {
+        let mut sizes: Vec<&String> = a.samples.iter().flat_map(|s| s.alloc.keys()).collect();
+        sizes.sort_by_key(|k| k.trim_end_matches("kB").parse::<u64>().unwrap_or(0));
+        sizes.dedup();
+        for size in sizes {
+            let points = a
+                .samples
+                .chunks(PLOT_WINDOW)
+                .filter_map(|w| {
+                    let end = w.last()?.minute as f64 / 60.0;
+                    success(w, size).map(|x| (end, x * 100.0))
+                })
+                .collect();
+            series.push(crate::plot::Series {
+                name: format!("{} {size}", a.name),
+                points,
+            });
+        }
+    }
+    crate::plot::line_chart(
+        path,
+        &format!("{generator}: large folio fault success while aging"),
+        "simulated hours",
+        "faults that got the size (%)",
+        &series,
+        Some(100.0),
+    )?;
+    Ok(())
 }
 
 /// Success over a set of minutes: faults that got the size over all
@@ -111,6 +152,9 @@ pub fn run(args: &AgeArgs) -> Result<()> {
     }
     if tty {
         eprintln!();
+    }
+    if let Some(path) = &args.plot {
+        plot_success(path, &aged, &args.generator)?;
     }
     let mut out = Out::stdout(cfg.format);
     for a in &aged {
