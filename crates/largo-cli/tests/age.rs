@@ -27,23 +27,19 @@ fn aging_samples_every_minute_of_every_remedy_reproducibly() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// `largo age server` for an hour on 4 GiB under `config`, plotted to `path`.
+fn plot_args<'a>(config: &'a str, path: &'a str) -> [&'a str; 10] {
+    [
+        "age", "server", "--hours", "1", "--mem", "4G", "--config", config, "--plot", path,
+    ]
+}
+
 #[test]
 fn the_success_curves_are_drawn_as_svg() {
     let dir = std::env::temp_dir().join(format!("largo-age-plot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("age.svg");
-    stdout(&[
-        "age",
-        "server",
-        "--hours",
-        "1",
-        "--mem",
-        "4G",
-        "--config",
-        "baseline:--thp 64K,2M",
-        "--plot",
-        file.to_str().unwrap(),
-    ]);
+    stdout(&plot_args("baseline:--thp 64K,2M", file.to_str().unwrap()));
     let svg = std::fs::read_to_string(&file).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
     for text in [
@@ -54,20 +50,8 @@ fn the_success_curves_are_drawn_as_svg() {
     ] {
         assert!(svg.contains(text), "no '{text}' in the figure");
     }
-    // One point per ten minutes: a polyline with six vertices per series.
     assert!(svg.matches("<polyline").count() >= 2, "two series drawn");
-    let bad = largo(&[
-        "age",
-        "server",
-        "--hours",
-        "1",
-        "--mem",
-        "4G",
-        "--config",
-        "baseline:--thp 64K",
-        "--plot",
-        "/nonexistent-dir/x.svg",
-    ]);
+    let bad = largo(&plot_args("baseline:--thp 64K", "/nonexistent-dir/x.svg"));
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot draw /nonexistent-dir/x.svg"));
     let _ = std::fs::remove_dir_all(&dir);
