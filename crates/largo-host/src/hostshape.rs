@@ -59,7 +59,8 @@ fn node_zone(text: &str) -> Option<(usize, String)> {
     Some((nid.trim().parse().ok()?, zone.to_string()))
 }
 
-/// Managed and present pages of every zone in /proc/zoneinfo text.
+/// Span, present, managed and per-cpu pages of every zone in
+/// /proc/zoneinfo text.
 pub fn parse_zoneinfo(text: &str) -> Vec<HostZone> {
     let mut zones: Vec<HostZone> = Vec::new();
     for line in text.lines() {

@@ -31,6 +31,17 @@ fn cma_machine(backing: BackingKind) -> Machine {
     .unwrap()
 }
 
+/// MAX_PAGE_ORDER 18, 1 GiB sections and a 1 GiB pageblock.
+fn gigabyte_pageblocks() -> largo_types::GeometryOverrides {
+    largo_types::GeometryOverrides {
+        max_page_order: Some(18),
+        pageblock_order: Some(18),
+        section_bits: Some(30),
+        pageblock_beyond_pmd: true,
+        ..Default::default()
+    }
+}
+
 fn vmstat_value(m: &Machine, name: &str) -> u64 {
     let text = vmstat(m);
     let line = text
@@ -124,13 +135,7 @@ fn movable_memory_fills_cma_and_cma_alloc_migrates_it_out() {
 fn a_1g_pageblock_makes_a_small_cma_area_a_gigabyte() {
     let m = Machine::new(MachineConfig {
         mem_bytes: 8 << 30,
-        overrides: largo_types::GeometryOverrides {
-            max_page_order: Some(18),
-            pageblock_order: Some(18),
-            section_bits: Some(30),
-            pageblock_beyond_pmd: true,
-            ..Default::default()
-        },
+        overrides: gigabyte_pageblocks(),
         cma: vec![CmaSpec {
             bytes: 4 * MIB,
             nid: None,
@@ -282,13 +287,7 @@ fn device_memory_is_the_drivers_and_a_failed_add_is_an_error() {
 fn a_1g_pageblock_takes_virtio_mem_to_big_blocks() {
     let m = Machine::new(MachineConfig {
         mem_bytes: 4 << 30,
-        overrides: largo_types::GeometryOverrides {
-            max_page_order: Some(18),
-            pageblock_order: Some(18),
-            section_bits: Some(30),
-            pageblock_beyond_pmd: true,
-            ..Default::default()
-        },
+        overrides: gigabyte_pageblocks(),
         virtio_mem: Some(VirtioMemSpec {
             region_bytes: 2 << 30,
             block_bytes: 2 * MIB,
