@@ -86,27 +86,28 @@ pub fn parse_iomem_ram(text: &str, page_size: u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// Reads `nr` little-endian u64 entries of a /proc/kpage* file.
-fn read_u64s(path: &str, nr: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<u64>, TakeError> {
+/// Reads a /proc/kpage* file's little-endian u64 entries into `out`
+/// (already allocated and written, so reading allocates no more memory
+/// than a chunk); entries past what the kernel returns stay as they are.
+fn read_u64s(path: &str, out: &mut [u64], progress: &mut dyn FnMut(u64, u64)) -> Result<(), TakeError> {
     let err = |source| TakeError::Read {
         path: path.into(),
         source,
     };
     let f = File::open(path).map_err(err)?;
-    let mut out = Vec::with_capacity(nr);
-    while out.len() < nr {
-        let want = (nr - out.len()).min(CHUNK_PFNS);
-        let chunk = crate::kpage::read_u64s_at(&f, out.len() as u64, want).map_err(err)?;
-        let short = chunk.len() < want;
-        out.extend(chunk);
-        progress(out.len() as u64, nr as u64);
-        if short {
+    let nr = out.len();
+    let mut at = 0;
+    while at < nr {
+        let want = (nr - at).min(CHUNK_PFNS);
+        let chunk = crate::kpage::read_u64s_at(&f, at as u64, want).map_err(err)?;
+        out[at..at + chunk.len()].copy_from_slice(&chunk);
+        at += chunk.len();
+        progress(at as u64, nr as u64);
+        if chunk.len() < want {
             break;
         }
     }
-    // Entries past what the kernel returned are no page at all.
-    out.resize(nr, KPF_NOPAGE);
-    Ok(out)
+    Ok(())
 }
 
 /// Flagless sections at the top of each zone become [`PfnKind::Uninit`],
@@ -193,13 +194,16 @@ pub fn take(progress: &mut dyn FnMut(u64, u64)) -> Result<HostSnapshot, TakeErro
     // Flags first, then mapcounts: the two passes see nearly the same
     // moment (a second or two apart on 24 GiB).
     let mut flags_progress = |d: u64, t: u64| progress(d, 2 * t);
-    let flags = read_u64s("/proc/kpageflags", nr_pfns as usize, &mut flags_progress)?;
+    // Every buffer is allocated and touched before the first read: this
+    // process's own page faults must not move the free lists between the
+    // kpageflags read and the pagetypeinfo read.
+    let mut flags = vec![KPF_NOPAGE; nr_pfns as usize];
+    let mut counts = vec![KPF_NOPAGE; nr_pfns as usize];
+    let mut kinds = vec![u8::MAX; nr_pfns as usize];
+    kinds.fill(PfnKind::Hole as u8);
+    read_u64s("/proc/kpageflags", &mut flags, &mut flags_progress)?;
     let mut count_progress = |d: u64, t: u64| progress(t + d, 2 * t);
-    let counts = read_u64s("/proc/kpagecount", nr_pfns as usize, &mut count_progress)?;
-    let mut kinds = vec![PfnKind::Hole as u8; nr_pfns as usize];
-    // zoneinfo and pagetypeinfo after this process's own buffers are
-    // allocated: taking them first let those allocations eat free pages
-    // between the reads (5,300 order-0 blocks on a churned host).
+    read_u64s("/proc/kpagecount", &mut counts, &mut count_progress)?;
     let host_zones = hostshape::host_zones()?;
     let zones: Vec<SnapshotZone> = host_zones
         .iter()
