@@ -321,7 +321,7 @@ pub struct KnobWrite {
     pub value: String,
 }
 
-fn parse_knob_write(s: &str) -> Result<KnobWrite, String> {
+pub fn parse_knob_write(s: &str) -> Result<KnobWrite, String> {
     parse_assignment(s)
         .map(|(path, value)| KnobWrite { path, value })
         .map_err(|e| e.to_string())
@@ -331,7 +331,7 @@ fn parse_knob_write(s: &str) -> Result<KnobWrite, String> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThpSpec(pub Vec<KnobWrite>);
 
-fn parse_thp_spec(s: &str) -> Result<ThpSpec, String> {
+pub fn parse_thp_spec(s: &str) -> Result<ThpSpec, String> {
     spec_of(largo_workloads::policy::thp_knobs(s))
 }
 
@@ -343,13 +343,13 @@ fn spec_of(writes: Result<Vec<(String, String)>, largo_workloads::policy::Policy
 }
 
 /// `--thp-policy`: checked here, applied as `largo/thp_policy`.
-fn parse_thp_policy(s: &str) -> Result<String, String> {
+pub fn parse_thp_policy(s: &str) -> Result<String, String> {
     largo_mm::vm::policy::ThpPolicy::parse(s)
         .map(|p| p.spec())
         .map_err(|e| e.to_string())
 }
 
-fn parse_shmem_spec(s: &str) -> Result<ThpSpec, String> {
+pub fn parse_shmem_spec(s: &str) -> Result<ThpSpec, String> {
     spec_of(largo_workloads::policy::shmem_knobs(s))
 }
 
@@ -610,7 +610,7 @@ pub enum MachineChoice {
     Snapshot(std::path::PathBuf),
 }
 
-fn parse_machine(s: &str) -> Result<MachineChoice, String> {
+pub fn parse_machine(s: &str) -> Result<MachineChoice, String> {
     if s == "host" {
         return Ok(MachineChoice::Host);
     }
@@ -634,7 +634,7 @@ pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
-fn parse_backing(s: &str) -> Result<BackingKind, String> {
+pub fn parse_backing(s: &str) -> Result<BackingKind, String> {
     BackingKind::from_name(s).ok_or_else(|| format!("unknown backing '{s}': expected sim or ram"))
 }
 

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod cmd;
 pub mod config;
+pub mod embed;
 pub mod exit;
 pub mod output;
 pub mod plot;

@@ -185,9 +185,62 @@ pub struct Out {
     csv_header: Option<Vec<String>>,
 }
 
+thread_local! {
+    /// Where this thread's commands write instead of standard output
+    /// while [`capture`] runs them.
+    static CAPTURE: std::cell::RefCell<Option<std::rc::Rc<std::cell::RefCell<Vec<u8>>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with every [`Out::stdout`] this thread opens writing into a
+/// buffer, and returns what was written: the Python package calls the
+/// commands themselves, so its results hold the `--json` fields by
+/// construction.
+pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<u8>) {
+    /// Puts the previous capture back, even when `f` unwinds.
+    struct Restore(Option<std::rc::Rc<std::cell::RefCell<Vec<u8>>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CAPTURE.with(|c| *c.borrow_mut() = self.0.take());
+        }
+    }
+    let buf = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let restore = Restore(CAPTURE.with(|c| c.replace(Some(buf.clone()))));
+    let result = f();
+    drop(restore);
+    let bytes = std::mem::take(&mut *buf.borrow_mut());
+    (result, bytes)
+}
+
+/// A writer appending to a capture buffer.
+struct Captured(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Standard output as a writer, or this thread's capture buffer inside
+/// [`capture`] (for the commands that format their own lines).
+pub fn stdout_writer() -> Box<dyn Write> {
+    match CAPTURE.with(|c| c.borrow().clone()) {
+        Some(buf) => Box::new(Captured(buf)),
+        None => Box::new(io::stdout().lock()),
+    }
+}
+
 impl Out {
+    /// Standard output, or this thread's capture buffer inside [`capture`].
     pub fn stdout(format: FormatArgs) -> Out {
-        Out::to(Box::new(io::stdout().lock()), format.format(), width())
+        let captured = CAPTURE.with(|c| c.borrow().is_some());
+        let width = if captured { DEFAULT_WIDTH } else { width() };
+        Out::to(stdout_writer(), format.format(), width)
     }
 
     pub fn to(w: Box<dyn Write>, format: Format, width: u16) -> Out {
@@ -281,19 +334,21 @@ mod tests {
     }
 
     #[test]
+    fn capture_takes_what_commands_print_on_this_thread_only() {
+        let (r, bytes) = capture(|| {
+            let mut out = Out::stdout(FormatArgs { json: true, csv: false });
+            out.json(&serde_json::json!({"a": 1})).unwrap();
+            out.line("text is not json").unwrap();
+            7
+        });
+        assert_eq!((r, String::from_utf8(bytes).unwrap()), (7, "{\"a\":1}\n".to_string()));
+        assert!(CAPTURE.with(|c| c.borrow().is_none()), "the capture ends with the call");
+    }
+
+    #[test]
     fn csv_tables_with_the_same_columns_share_a_header() {
         let shared = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-        impl Write for Shared {
-            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-                self.0.borrow_mut().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut out = Out::to(Box::new(Shared(shared.clone())), Format::Csv, 80);
+        let mut out = Out::to(Box::new(Captured(shared.clone())), Format::Csv, 80);
         let mut a = Grid::new(["k", "v"]);
         a.row([Cell::text("a"), Cell::int(1)]);
         out.table(&a).unwrap();

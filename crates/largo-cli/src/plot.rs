@@ -1,6 +1,10 @@
 //! SVG figures (plotters' SVG backend): one figure per question, axes
-//! labelled with their units, a legend naming each series.
+//! labelled with their units, a legend naming each series. Line charts
+//! (time series; several panels side by side when the question has a few
+//! parts, e.g. one per folio size) and grouped bar charts (a run table's
+//! %change per configuration).
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// A named series of (x, y) points.
@@ -17,6 +21,18 @@ pub struct PlotError {
     why: String,
 }
 
+/// One chart of line series.
+pub struct Panel {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    /// The top of the y axis (100 for percentages); else fitted.
+    pub y_max: Option<f64>,
+    /// A base-2 logarithmic x axis (batch sizes, ranges).
+    pub log_x: bool,
+}
+
 /// A line chart of `series` to the SVG file `path`; `y_max` fixes the
 /// top of the y axis (100 for percentages), else it fits the data.
 pub fn line_chart(
@@ -27,43 +43,186 @@ pub fn line_chart(
     series: &[Series],
     y_max: Option<f64>,
 ) -> Result<(), PlotError> {
+    let panel = Panel {
+        title: title.to_string(),
+        x_label: x_label.to_string(),
+        y_label: y_label.to_string(),
+        series: series
+            .iter()
+            .map(|s| Series {
+                name: s.name.clone(),
+                points: s.points.clone(),
+            })
+            .collect(),
+        y_max,
+        log_x: false,
+    };
+    line_panels(path, None, &[panel])
+}
+
+/// Panels side by side in one SVG file, under `title` if given.
+pub fn line_panels(path: &std::path::Path, title: Option<&str>, panels: &[Panel]) -> Result<(), PlotError> {
     let err = |e: &dyn std::fmt::Display| PlotError {
         path: path.display().to_string(),
         why: e.to_string(),
     };
-    let all = || series.iter().flat_map(|s| s.points.iter());
-    let x_max = all().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
-    let y_top = y_max
-        .unwrap_or_else(|| all().map(|p| p.1).fold(0.0, f64::max) * 1.05)
-        .max(1e-9);
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    if panels.iter().all(|p| p.series.iter().all(|s| s.points.is_empty())) {
+        return Err(err(&"no data points to draw"));
+    }
+    let width = 900.max(560 * panels.len() as u32);
+    let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
+    let body = match title {
+        Some(t) => root.titled(t, ("sans-serif", 22)).map_err(|e| err(&e))?,
+        None => root.clone(),
+    };
+    for (area, panel) in body.split_evenly((1, panels.len().max(1))).iter().zip(panels) {
+        draw_panel(area, panel).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+type DrawResult<T> = Result<T, DrawingAreaErrorKind<std::io::Error>>;
+
+fn draw_panel(area: &DrawingArea<SVGBackend<'_>, Shift>, p: &Panel) -> DrawResult<()> {
+    let all = || p.series.iter().flat_map(|s| s.points.iter());
+    let y_top = p
+        .y_max
+        .unwrap_or_else(|| all().map(|q| q.1).fold(0.0, f64::max) * 1.05)
+        .max(1e-9);
+    let mut chart = ChartBuilder::on(area);
+    chart
+        .caption(&p.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64);
+    if p.log_x {
+        let lo = all().map(|q| q.0).filter(|x| *x > 0.0).fold(f64::INFINITY, f64::min);
+        let hi = all().map(|q| q.0).fold(0.0, f64::max);
+        let (lo, hi) = match (lo.is_finite(), hi > lo) {
+            (true, true) => (lo, hi),
+            (true, false) => (lo / 2.0, lo * 2.0),
+            _ => (1.0, 2.0),
+        };
+        let mut c = chart.build_cartesian_2d((lo / 1.2..hi * 1.2).log_scale().base(2.0), 0.0..y_top)?;
+        c.configure_mesh().x_desc(&p.x_label).y_desc(&p.y_label).draw()?;
+        for (i, s) in p.series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|q| q.0 > 0.0).collect();
+            c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            c.draw_series(pts.into_iter().map(|q| Circle::new(q, 3, color.filled())))?;
+        }
+        legend(&mut c)
+    } else {
+        let x_max = all().map(|q| q.0).fold(0.0, f64::max).max(1e-9);
+        let mut c = chart.build_cartesian_2d(0.0..x_max, 0.0..y_top)?;
+        c.configure_mesh().x_desc(&p.x_label).y_desc(&p.y_label).draw()?;
+        for (i, s) in p.series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            c.draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        }
+        legend(&mut c)
+    }
+}
+
+fn legend<'a, 'b: 'a, X: Ranged<ValueType = f64>>(
+    c: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+) -> DrawResult<()> {
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerLeft)
+        .draw()
+}
+
+/// A grouped bar chart: one group per `groups` entry, in each a bar per
+/// series (its values, one per group; NaN: no bar), zero marked.
+pub fn grouped_bars(
+    path: &std::path::Path,
+    title: &str,
+    y_label: &str,
+    groups: &[String],
+    series: &[(String, Vec<f64>)],
+) -> Result<(), PlotError> {
+    let err = |e: &dyn std::fmt::Display| PlotError {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    };
+    let values = || {
+        series
+            .iter()
+            .flat_map(|s| s.1.iter())
+            .copied()
+            .filter(|v| v.is_finite())
+    };
+    if values().next().is_none() {
+        return Err(err(&"no values to draw"));
+    }
+    let hi = values().fold(0.0, f64::max);
+    let lo = values().fold(0.0, f64::min);
+    // At least a unit of range, so that all-zero bars still get an axis;
+    // headroom above the bars for the legend.
+    let span = (hi - lo).max(1.0);
+    let y0 = if lo < 0.0 { lo - span * 0.05 } else { 0.0 };
+    let y1 = hi.max(0.0) + span * (0.1 + 0.07 * series.len() as f64);
+    let width = 900.max(120 * (groups.len() * series.len().max(1)) as u32).min(4000);
+    let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let n = groups.len() as f64;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_top)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..n, y0..y1)
         .map_err(|e| err(&e))?;
+    let names = groups.to_vec();
     chart
         .configure_mesh()
-        .x_desc(x_label)
+        .disable_x_mesh()
+        .x_labels(groups.len() * 2 + 1)
+        .x_label_formatter(&move |x| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 1e-6 && i < names.len() {
+                names[i].clone()
+            } else {
+                String::new()
+            }
+        })
         .y_desc(y_label)
         .draw()
         .map_err(|e| err(&e))?;
-    for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+    let k = series.len().max(1) as f64;
+    let bar = 0.8 / k;
+    for (si, (name, vals)) in series.iter().enumerate() {
+        let color = Palette99::pick(si).to_rgba();
+        let rects = vals
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_finite())
+            .map(move |(g, &v)| {
+                let x0 = g as f64 + 0.1 + si as f64 * bar;
+                Rectangle::new([(x0, 0.0), (x0 + bar * 0.92, v)], color.filled())
+            });
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+            .draw_series(rects)
             .map_err(|e| err(&e))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
     }
+    chart
+        .draw_series(LineSeries::new([(0.0, 0.0), (n, 0.0)], BLACK.stroke_width(1)))
+        .map_err(|e| err(&e))?;
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;

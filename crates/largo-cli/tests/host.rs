@@ -276,8 +276,19 @@ fn reporting_comparison_runs_against_this_host() {
         );
         return;
     }
+    let figure = std::env::temp_dir().join(format!("largo-reporting-{}.svg", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_largo"))
-        .args(["validate", "reporting", "--size", "4G", "--idle", "16s", "--json"])
+        .args([
+            "validate",
+            "reporting",
+            "--size",
+            "4G",
+            "--idle",
+            "16s",
+            "--json",
+            "--plot",
+        ])
+        .arg(&figure)
         .output()
         .expect("largo runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -313,6 +324,10 @@ fn reporting_comparison_runs_against_this_host() {
         .map(|s| s["t_ms"].as_u64().unwrap())
         .collect();
     assert!(times.windows(2).all(|w| w[1] - w[0] >= 2000), "{times:?}");
+    // --plot: both timelines drawn.
+    let svg = std::fs::read_to_string(&figure).expect("the figure is written");
+    assert!(svg.contains("time since the free (s)") && svg.contains("host") && svg.contains("largo"));
+    let _ = std::fs::remove_file(&figure);
 }
 
 /// `largo validate --suite programs NAME`: a shipped program (sort-words,

@@ -37,7 +37,7 @@ pub fn run(args: &BurstArgs) -> Result<()> {
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
         let flag = interrupted.clone();
-        let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+        crate::embed::on_interrupt(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
     }
     let b = largo_host::burst::run(args.size, &sizes_kb, &args.defrag).context("the burst (host knobs restored)")?;
     if interrupted.load(std::sync::atomic::Ordering::SeqCst) {

@@ -55,7 +55,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     {
         let flag = stop.clone();
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+        crate::embed::on_interrupt(move || flag.store(true, Ordering::SeqCst));
     }
     let tty = std::io::stderr().is_terminal() && args.format.is_text();
     if args.reclaim {

@@ -12,7 +12,7 @@ pub fn completions(shell: clap_complete::Shell) -> Result<()> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "largo", &mut out);
-    std::io::Write::write_all(&mut std::io::stdout().lock(), &out)?;
+    crate::output::Out::stdout(Default::default()).raw(&String::from_utf8_lossy(&out))?;
     Ok(())
 }
 
@@ -23,7 +23,7 @@ pub fn man(dir: Option<&Path>) -> Result<()> {
     let Some(dir) = dir else {
         let mut out = Vec::new();
         clap_mangen::Man::new(root).render(&mut out)?;
-        std::io::Write::write_all(&mut std::io::stdout().lock(), &out)?;
+        crate::output::Out::stdout(Default::default()).raw(&String::from_utf8_lossy(&out))?;
         return Ok(());
     };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -90,7 +90,7 @@ pub fn run(args: &EntriesArgs) -> Result<()> {
 }
 
 fn program_rows(r: &'static Recorded, folios: &[u64], runs: u64, profile: &Profile) -> Result<Vec<CallRow>> {
-    let exe = std::env::current_exe()?;
+    let exe = crate::embed::largo_exe()?;
     let launcher = || {
         let mut c = std::process::Command::new(&exe);
         c.arg("record-exec").arg("--").args(r.argv).current_dir(r.cwd);

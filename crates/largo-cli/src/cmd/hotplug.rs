@@ -11,7 +11,7 @@ use largo_mm::Machine;
 use largo_types::format_size;
 
 use crate::args::{boot, MachineArgs, PolicyArgs, UsageError};
-use crate::output::{Format, Out};
+use crate::output::Out;
 
 #[derive(Args, Debug)]
 pub struct HotplugArgs {
@@ -94,7 +94,7 @@ pub fn run(args: &HotplugArgs) -> Result<()> {
     if let Some(w) = &args.workload {
         super::show::run_kept(&mut m, w, 1, 0)?;
     }
-    let mut out = Out::to(Box::new(std::io::stdout().lock()), Format::Text, 0);
+    let mut out = Out::stdout(crate::output::FormatArgs::default());
     let mut failed = false;
     let mut cma_held: Vec<Option<(usize, u64, u64)>> = Vec::new();
     for op in ops {

@@ -15,6 +15,7 @@ mod program;
 pub mod record;
 mod reporting;
 pub mod run;
+pub mod run_plot;
 pub mod show;
 mod table;
 pub mod validate;

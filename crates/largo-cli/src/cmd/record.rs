@@ -67,10 +67,10 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         .with_context(|| format!("cannot write the trace to {}", args.output.display()))?;
     // Ctrl-C or SIGTERM: kill the command; the recording ends and every
     // tracefs and sysfs setting is restored as on any other exit.
-    let _ = ctrlc::set_handler(interrupt);
+    crate::embed::on_interrupt(interrupt);
     // This very binary, also if its file was replaced since it started
     // (a rebuild while it runs): /proc/self/exe still opens the image.
-    let exe = std::path::PathBuf::from("/proc/self/exe");
+    let exe = crate::embed::largo_exe()?;
     let mut launcher = std::process::Command::new(exe);
     launcher.arg("record-exec").arg("--").args(&args.command);
     if args.stdout_to_stderr {

@@ -121,6 +121,9 @@ pub fn run(args: &ReportingArgs) -> Result<()> {
         ))?;
     }
     out.flush()?;
+    if let Some(path) = &args.plot {
+        plot_timelines(path, &host, &largo)?;
+    }
     if let Err(why) = verdict {
         bail!("reporting differs: {why}");
     }
@@ -195,6 +198,30 @@ fn judge(host: &[u64], largo: &[u64]) -> Result<usize, Disagreement> {
         }
     }
     Ok(judged)
+}
+
+/// Both timelines as lines: reported MiB against seconds since the free.
+fn plot_timelines(path: &std::path::Path, host: &[HostSample], largo: &[HostSample]) -> Result<()> {
+    let line = |name: &str, samples: &[HostSample]| crate::plot::Series {
+        name: name.to_string(),
+        points: samples
+            .iter()
+            .map(|s| (s.t_ms as f64 / 1000.0, s.reported_kib as f64 / 1024.0))
+            .collect(),
+    };
+    crate::plot::line_panels(
+        path,
+        None,
+        &[crate::plot::Panel {
+            title: "free page reporting after the free: this host and largo".into(),
+            x_label: "time since the free (s)".into(),
+            y_label: "reported (MiB, cumulative)".into(),
+            series: vec![line("host", host), line("largo", largo)],
+            y_max: None,
+            log_x: false,
+        }],
+    )?;
+    Ok(())
 }
 
 /// Both timelines, a row per second.

@@ -95,6 +95,18 @@ pub struct RunArgs {
     /// tasks at once.
     #[arg(long)]
     pub seed_table: bool,
+    /// Draw the run table as a grouped bar chart to FILE.svg: per
+    /// workload, each configuration's %change of --plot-metric against
+    /// the first configuration.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
+    /// What --plot compares.
+    #[arg(long, value_enum, default_value = "kernel-time", requires = "plot")]
+    pub plot_metric: super::run_plot::PlotMetric,
+    /// Draw each run's free page reporting timeline (machines with
+    /// --balloon) to FILE.svg: memory reported over time.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot_reporting: Option<std::path::PathBuf>,
 }
 
 /// `--tlb`: checked against the x86 preset's TLB here, applied per machine.
@@ -147,6 +159,9 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
         keep_going: args.keep_going,
         tlb: None,
         seed_table: false,
+        plot: None,
+        plot_metric: super::run_plot::PlotMetric::default(),
+        plot_reporting: None,
     })
 }
 
@@ -236,6 +251,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         page_sizes.push(m.geometry().page_size());
         machines.push(m.describe());
     }
+    super::run_plot::check(args.plot.is_some(), args.plot_reporting.is_some(), &configs)?;
     let plan = Plan::new(&configs, &workloads, &page_sizes)?;
     let opts = RunOptions {
         nr_tasks: args.tasks as usize,
@@ -270,6 +286,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         crate::output::Format::Csv => out.table(&table::long_form(&configs, &workloads, &records))?,
     }
     out.flush()?;
+    // Drawn after the tables are out: a figure that cannot be written
+    // loses no results.
+    if let Some(path) = &args.plot {
+        super::run_plot::bars(path, args.plot_metric, &configs, &workloads, &records)?;
+    }
+    if let Some(path) = &args.plot_reporting {
+        super::run_plot::reporting(path, &configs, &workloads, &records)?;
+    }
     crashes(&workloads, &configs, &records, args.keep_going)
 }
 

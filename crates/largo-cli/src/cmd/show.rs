@@ -10,7 +10,7 @@ use largo_workloads::RunOptions;
 
 use super::run::parse_workload;
 use crate::args::{boot, MachineArgs, PolicyArgs};
-use crate::output::{Format, Out};
+use crate::output::{FormatArgs, Out};
 
 #[derive(Args, Debug)]
 pub struct ShowArgs {
@@ -64,7 +64,7 @@ pub fn run(args: &ShowArgs) -> Result<()> {
     if let Some(w) = &args.workload {
         run_kept(&mut m, w, args.tasks, args.seed)?;
     }
-    let mut out = Out::to(Box::new(std::io::stdout().lock()), Format::Text, 0);
+    let mut out = Out::stdout(FormatArgs::default());
     out.raw(&args.file.render(&m))?;
     if args.file == ProcFile::PageReporting && m.config().balloon.is_none() {
         out.raw("(the machine option --balloon adds one)\n")?;

@@ -106,6 +106,10 @@ pub struct ReportingArgs {
     pub idle: u64,
     #[command(flatten)]
     pub format: FormatArgs,
+    /// Draw both timelines (memory reported since the free, host and
+    /// largo) to FILE.svg.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 fn parse_duration_arg(s: &str) -> Result<u64, String> {
@@ -299,7 +303,7 @@ fn run_suite(args: &ValidateArgs) -> Result<()> {
     {
         let flag = interrupted.clone();
         // The knobs are restored by the guard after the case in progress.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+        crate::embed::on_interrupt(move || flag.store(true, Ordering::SeqCst));
     }
     let mut out = Out::stdout(args.sel.cfg.format);
     let mut disagreements = 0;

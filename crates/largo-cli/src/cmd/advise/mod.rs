@@ -321,7 +321,7 @@ fn commands(c: &Candidate, anon_orders: &[u32], page_size: u64) -> Vec<String> {
 pub fn run(args: &AdviseArgs) -> Result<()> {
     // Ctrl-C or SIGTERM: kill a command being recorded, stop native runs
     // before the next one; the host's knobs are restored on the way out.
-    let _ = ctrlc::set_handler(|| {
+    crate::embed::on_interrupt(|| {
         largo_host::interleave::request_stop();
         largo_host::record::interrupt();
     });

@@ -106,7 +106,7 @@ pub fn run(args: &ContentionBenchArgs) -> Result<()> {
 fn host_ns(folio: u64, size: u64, mode: TaskMode, args: &ContentionBenchArgs) -> Result<(Vec<f64>, Vec<f64>)> {
     let mut guard = KnobGuard::acquire()?;
     guard.set_all(&largo_host::record::thp_only(folio)?)?;
-    let exe = std::env::current_exe()?;
+    let exe = crate::embed::largo_exe()?;
     let child_args: Vec<String> = [
         "bench",
         "contention",

@@ -40,6 +40,10 @@ pub struct GiganticBenchArgs {
     pub seed: u64,
     #[command(flatten)]
     pub format: FormatArgs,
+    /// Draw the success rates over time to FILE.svg, a panel per probe
+    /// size (2M, 32M, 1G), a line per variant.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// One way of getting large blocks.
@@ -342,7 +346,41 @@ pub fn run(args: &GiganticBenchArgs) -> Result<()> {
         PROBES[2].1
     ))?;
     out.table(&samples_table(&samples))?;
+    if let Some(path) = &args.plot {
+        plot_samples(path, &samples)?;
+    }
     fault_comparison(args, &mut out)
+}
+
+/// A panel per probe size: success (%) against aging steps, a line per
+/// variant.
+fn plot_samples(path: &std::path::Path, samples: &[Sample]) -> Result<()> {
+    let mut variants: Vec<&str> = samples.iter().map(|s| s.variant).collect();
+    variants.dedup();
+    let panels: Vec<crate::plot::Panel> = ["2M", "32M", "1G"]
+        .iter()
+        .enumerate()
+        .map(|(k, size)| crate::plot::Panel {
+            title: format!("{size} allocations"),
+            x_label: "aging step (s)".into(),
+            y_label: "allocations that succeeded (%)".into(),
+            series: variants
+                .iter()
+                .map(|v| crate::plot::Series {
+                    name: v.to_string(),
+                    points: samples
+                        .iter()
+                        .filter(|s| s.variant == *v)
+                        .map(|s| (s.t_s as f64, s.rates[k] * 100.0))
+                        .collect(),
+                })
+                .collect(),
+            y_max: Some(100.0),
+            log_x: false,
+        })
+        .collect();
+    crate::plot::line_panels(path, Some("large allocations on an aged machine"), &panels)?;
+    Ok(())
 }
 
 fn samples_table(samples: &[Sample]) -> Grid {

@@ -37,6 +37,10 @@ pub struct MigrateBenchArgs {
     /// Only the rows of these folio sizes (4K, 64K, 2M; repeatable).
     #[arg(long = "folio", value_parser = crate::args::parse_size_arg, value_name = "SIZE")]
     pub folios: Vec<u64>,
+    /// Draw GB/s against the folios per call to FILE.svg, a panel per
+    /// folio size, a line per copy policy and the memcpy limit.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// A row: folios of `folio_kib`, `nr` of them.
@@ -177,6 +181,60 @@ pub fn run(args: &MigrateBenchArgs) -> Result<()> {
         .map(|t| (format!("memcpy_{t}"), memcpy_gbps(256 << 20, t, args.runs as usize + 2)))
         .collect();
     print(&cells, &memcpy, &columns, args)?;
+    if let Some(path) = &args.plot {
+        plot(path, &cells, &memcpy)?;
+    }
+    Ok(())
+}
+
+/// A panel per folio size: GB/s against folios per `move_pages` call
+/// (log 2), a line per copy policy, the best memcpy as a flat line.
+fn plot(path: &std::path::Path, cells: &[(u64, u64, String, f64)], memcpy: &[(String, f64)]) -> Result<()> {
+    let mut sizes: Vec<u64> = cells.iter().map(|c| c.0).collect();
+    sizes.dedup();
+    let best_memcpy = memcpy.iter().map(|m| m.1).fold(0.0, f64::max);
+    let panels: Vec<crate::plot::Panel> = sizes
+        .iter()
+        .map(|&kib| {
+            let mut policies: Vec<&str> = Vec::new();
+            for c in cells.iter().filter(|c| c.0 == kib) {
+                if !policies.contains(&c.2.as_str()) {
+                    policies.push(&c.2);
+                }
+            }
+            let mut series: Vec<crate::plot::Series> = policies
+                .iter()
+                .map(|p| crate::plot::Series {
+                    name: p.to_string(),
+                    points: cells
+                        .iter()
+                        .filter(|c| c.0 == kib && c.2 == *p)
+                        .map(|c| (c.1 as f64, c.3))
+                        .collect(),
+                })
+                .collect();
+            let xs: Vec<f64> = cells.iter().filter(|c| c.0 == kib).map(|c| c.1 as f64).collect();
+            let (lo, hi) = (
+                xs.iter().copied().fold(f64::INFINITY, f64::min),
+                xs.iter().copied().fold(0.0, f64::max),
+            );
+            if best_memcpy > 0.0 && lo.is_finite() {
+                series.push(crate::plot::Series {
+                    name: "memcpy (best)".into(),
+                    points: vec![(lo, best_memcpy), (hi, best_memcpy)],
+                });
+            }
+            crate::plot::Panel {
+                title: format!("{} folios", largo_types::format_size(kib << 10)),
+                x_label: "folios per move_pages call (log scale)".into(),
+                y_label: "copy throughput (GB/s)".into(),
+                series,
+                y_max: None,
+                log_x: true,
+            }
+        })
+        .collect();
+    crate::plot::line_panels(path, Some("move_pages from node 0 to node 1 by copy policy"), &panels)?;
     Ok(())
 }
 

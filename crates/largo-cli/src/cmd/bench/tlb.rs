@@ -40,6 +40,10 @@ pub struct TlbBenchArgs {
     pub model_only: bool,
     #[command(flatten)]
     pub format: FormatArgs,
+    /// Draw ns per access against the range to FILE.svg, a panel per
+    /// pattern, a line per folio size and side (host, largo).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// One cell of the table.
@@ -137,6 +141,9 @@ pub fn run(args: &TlbBenchArgs) -> Result<()> {
         }
     }
     print(&cells, args, host_reason.as_deref(), &tlb.source)?;
+    if let Some(path) = &args.plot {
+        plot(path, &cells)?;
+    }
     Ok(())
 }
 
@@ -197,6 +204,58 @@ fn model_ns(folio: u64, range: u64, pattern: Pattern, tlb: Option<&str>) -> Resu
     let out = largo_workloads::run(&mut m, def, &spec, &opts, &mut |_, _| {})?;
     let s = out.tlb.streams.context("anon-chase declares a stream")?;
     Ok(s.user_ns / s.counts.accesses as f64)
+}
+
+/// A panel per pattern: ns per access against the range (MiB, log 2), a
+/// line per folio size and side.
+fn plot(path: &std::path::Path, cells: &[Cell4]) -> Result<()> {
+    let mut patterns: Vec<Pattern> = Vec::new();
+    let mut folios: Vec<u64> = Vec::new();
+    for c in cells {
+        if !patterns.contains(&c.pattern) {
+            patterns.push(c.pattern);
+        }
+        if !folios.contains(&c.folio_bytes) {
+            folios.push(c.folio_bytes);
+        }
+    }
+    let side = |p: Pattern, f: u64, get: fn(&Cell4) -> Option<f64>| -> Vec<(f64, f64)> {
+        cells
+            .iter()
+            .filter(|c| c.pattern == p && c.folio_bytes == f)
+            .filter_map(|c| get(c).map(|ns| ((c.range_bytes >> 20) as f64, ns)))
+            .collect()
+    };
+    let panels: Vec<crate::plot::Panel> = patterns
+        .iter()
+        .map(|&p| {
+            let mut series = Vec::new();
+            for &f in &folios {
+                for (name, get) in [
+                    ("host", (|c: &Cell4| c.host_ns) as fn(&Cell4) -> Option<f64>),
+                    ("largo", |c: &Cell4| c.largo_ns),
+                ] {
+                    let points = side(p, f, get);
+                    if !points.is_empty() {
+                        series.push(crate::plot::Series {
+                            name: format!("{} {name}", format_size(f)),
+                            points,
+                        });
+                    }
+                }
+            }
+            crate::plot::Panel {
+                title: format!("{} loads", p.name()),
+                x_label: "range (MiB, log scale)".into(),
+                y_label: "time per access (ns)".into(),
+                series,
+                y_max: None,
+                log_x: true,
+            }
+        })
+        .collect();
+    crate::plot::line_panels(path, Some("dependent loads by folio size"), &panels)?;
+    Ok(())
 }
 
 fn print(cells: &[Cell4], args: &TlbBenchArgs, host_reason: Option<&str>, tlb: &str) -> std::io::Result<()> {

@@ -113,7 +113,7 @@ fn cgroup_pids(dir: &Path, set: &mut BTreeSet<u32>) -> Result<()> {
 /// `--rollup`), as the tool does.
 struct Report<'a> {
     args: &'a ThpmapsArgs,
-    out: std::io::StdoutLock<'static>,
+    out: Box<dyn std::io::Write>,
     rollup: Vec<Stat>,
     rollup_anon: u64,
     rollup_file: u64,
@@ -217,7 +217,7 @@ pub fn run(args: &ThpmapsArgs) -> Result<()> {
     let (pids, strict) = pids(args)?;
     let mut report = Report {
         args,
-        out: std::io::stdout().lock(),
+        out: crate::output::stdout_writer(),
         rollup: Vec::new(),
         rollup_anon: 0,
         rollup_file: 0,
