@@ -25,6 +25,10 @@ pub enum KnobError {
     },
     #[error("{0}")]
     Unsupported(String),
+    /// The host kernel has no such knob (a knob of another kernel build):
+    /// a case that sets it cannot run on this host.
+    #[error("the host has no {} (model value {value})", path.display())]
+    Absent { path: PathBuf, value: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> KnobError + '_ {

@@ -14,6 +14,7 @@ pub mod costcheck;
 pub mod counters;
 pub mod fragmenter;
 pub mod fresh;
+pub mod hostbuild;
 pub mod hostid;
 pub mod hostshape;
 pub mod hostswap;

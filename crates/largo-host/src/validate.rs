@@ -173,6 +173,17 @@ pub enum ValidateError {
     },
 }
 
+impl ValidateError {
+    /// Why the case cannot run on this host at all (its configuration sets
+    /// a knob this kernel build lacks), as opposed to a failure.
+    pub fn cannot_run_here(&self) -> Option<String> {
+        match self {
+            ValidateError::Knob(e @ KnobError::Absent { .. }) => Some(e.to_string()),
+            _ => None,
+        }
+    }
+}
+
 /// One counter on both sides.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Row {
@@ -258,14 +269,28 @@ pub fn host_knobs(m: &Machine) -> Result<Vec<(String, String)>, KnobError> {
             if k.path.ends_with("anon_beside_full") && value == "0" {
                 continue;
             }
-            return Err(KnobError::Unsupported(format!(
-                "the host has no {} (model value {value})",
-                knob_file(&k.path).display()
-            )));
+            return Err(KnobError::Absent {
+                path: knob_file(&k.path),
+                value: value.to_string(),
+            });
         }
         out.push((k.path, value));
     }
     Ok(out)
+}
+
+/// `config` with the behaviours of this host's kernel build that the
+/// configuration does not set itself (`hostbuild`): on a machine with a
+/// memcg, how mTHP faults charge it.
+pub fn host_build_config(mut config: MachineConfig, memcg: bool) -> Result<MachineConfig, ValidateError> {
+    use crate::hostbuild::{memcg_thp_charge_batch, MEMCG_THP_CHARGE_BATCH};
+    if memcg && !config.knobs.iter().any(|(k, _)| k == MEMCG_THP_CHARGE_BATCH) {
+        let batch = memcg_thp_charge_batch()?;
+        config
+            .knobs
+            .push((MEMCG_THP_CHARGE_BATCH.into(), u8::from(batch).to_string()));
+    }
+    Ok(config)
 }
 
 /// The events of a built-in workload as the model ran them.
@@ -294,7 +319,10 @@ pub fn validate_workload(
 /// lock for the host runs.
 pub fn validate(config: &MachineConfig, events: &[Event]) -> Result<Validation, ValidateError> {
     let host = HostMachine::of(config)?;
-    let mut m = Machine::new(host.model_config(config))?;
+    let mut m = Machine::new(host_build_config(
+        host.model_config(config),
+        host.memcg_bytes.is_some(),
+    )?)?;
     // One khugepaged wake scans every registered mm on both sides: the
     // host's native processes are copies of this one, whose own memory
     // would otherwise use up the default `pages_to_scan` before the

@@ -307,12 +307,32 @@ fn run_suite(args: &ValidateArgs) -> Result<()> {
     }
     let mut out = Out::stdout(args.sel.cfg.format);
     let mut disagreements = 0;
+    let mut cannot = 0;
     for case in &cases {
         if interrupted.load(Ordering::SeqCst) {
             bail!("interrupted; the host knobs are restored");
         }
-        let v = validate(&case.machine, &case.events)
-            .map_err(|e| anyhow::anyhow!("{} under {}: {e}", case.name, case.config))?;
+        let v = match validate(&case.machine, &case.events) {
+            Ok(v) => v,
+            Err(e) => match e.cannot_run_here() {
+                Some(why) => {
+                    cannot += 1;
+                    out.json(&serde_json::json!({
+                        "scenario": case.name,
+                        "config": case.config,
+                        "match": null,
+                        "cannot_run": why,
+                    }))?;
+                    out.line(format!(
+                        "SKIP   {} under {}: cannot run on this host: {why}",
+                        case.name, case.config
+                    ))?;
+                    out.flush()?;
+                    continue;
+                }
+                None => bail!("{} under {}: {e}", case.name, case.config),
+            },
+        };
         if !v.agrees() {
             disagreements += 1;
         }
@@ -328,10 +348,15 @@ fn run_suite(args: &ValidateArgs) -> Result<()> {
         }
         out.flush()?;
     }
+    let compared = cases.len() - cannot;
     out.line(format!(
-        "{} of {} cases agree exactly",
-        cases.len() - disagreements,
-        cases.len()
+        "{} of {compared} cases agree exactly{}",
+        compared - disagreements,
+        if cannot > 0 {
+            format!("; {cannot} cannot run on this host (a knob its kernel build lacks)")
+        } else {
+            String::new()
+        }
     ))?;
     drop(out);
     let default_suite = args.sel.workloads.is_empty() && args.sel.cfg.configs.is_empty();

@@ -64,6 +64,14 @@ pub struct ThpKnobs {
     /// same size in the same page table; otherwise it is declined
     /// (`anon_fault_declined`). Off by default.
     pub anon_beside_full: bool,
+    /// `largo/memcg_thp_charge_batch`: a memcg charge whose gfp has no
+    /// reclaim bits (an mTHP fault's `GFP_TRANSHUGE_LIGHT` under
+    /// `defrag=madvise`) tries the 64-page batch first and refills the
+    /// stock, as the 6.18.44-fc-v769 host build does. Off (the default):
+    /// it charges exactly its pages, as 6.18's `try_charge_memcg` does
+    /// (`gfpflags_allow_spinning`) and the 6.18.44-fc-v595 build. Not a
+    /// kernel knob: it selects between two measured kernel builds.
+    pub memcg_thp_charge_batch: bool,
     /// `largo/thp_policy`: the order policy of anonymous write faults
     /// (not a kernel knob; `static` is the kernel).
     pub policy: crate::vm::policy::ThpPolicy,
@@ -94,6 +102,7 @@ impl ThpKnobs {
             shrink_underused: true,
             max_ptes_none: (1 << pmd_order) - 1,
             anon_beside_full: false,
+            memcg_thp_charge_batch: false,
             policy: Default::default(),
             shmem: ShmemKnobs::defaults(pmd_order),
             khugepaged: KhugepagedKnobs::defaults(pmd_order),

@@ -358,6 +358,15 @@ pub const REGISTRY: &[KnobDef] = &[
         },
     ),
     knob(
+        "largo/memcg_thp_charge_batch",
+        "host kernel build: memcg charges without reclaim bits (mTHP faults) try the 64-page batch first (1, the 6.18.44-fc-v769 build) or charge exactly their pages (0, 6.18's source; not a kernel knob)",
+        |m, _| bit(m.thp().memcg_thp_charge_batch),
+        |m, _, p, v| {
+            m.thp_mut().memcg_thp_charge_batch = parse_bool(p, v)?;
+            Ok(())
+        },
+    ),
+    knob(
         "largo/thp_policy",
         "order policy of anonymous write faults: static (the kernel), adaptive[:grow=N,small=PAGES], ingens[:util=PERCENT] (not a kernel knob)",
         |m, _| m.thp().policy.spec(),

@@ -90,13 +90,18 @@ impl Vm {
         if memcg == 0 {
             return true;
         }
-        // 6.18.15's source charges exactly `nr` pages (no stock refill)
-        // for a gfp without reclaim bits (`gfpflags_allow_spinning`), as
-        // GFP_TRANSHUGE_LIGHT is; the 6.18.44 host tries the batch first
-        // for those too (a failed 64K charge there costs `failcnt` two:
-        // measured with one fault at a time, docs/ARCHITECTURE.md), so
-        // only an empty gfp (`alloc_pages_nolock`) skips the batch.
-        let allow_spinning = !gfp.is_empty();
+        // 6.18's source charges exactly `nr` pages (no stock refill) for a
+        // gfp without reclaim bits (`gfpflags_allow_spinning`), as
+        // GFP_TRANSHUGE_LIGHT is, and so does the 6.18.44-fc-v595 host
+        // build; the fc-v769 build tries the batch first for those too (a
+        // failed 64K charge there costs `failcnt` two), which
+        // `largo/memcg_thp_charge_batch` selects: then only an empty gfp
+        // (`alloc_pages_nolock`) skips the batch.
+        let allow_spinning = if self.thp.memcg_thp_charge_batch {
+            !gfp.is_empty()
+        } else {
+            gfp.intersects(crate::page_alloc::gfp::GFP_RECLAIM)
+        };
         let allow_blocking = gfp.contains(Gfp::DIRECT_RECLAIM);
         let mut batch = nr.max(crate::memcg::MEMCG_CHARGE_BATCH);
         let mut retries = MAX_RECLAIM_RETRIES;
