@@ -150,3 +150,14 @@ fn the_adaptive_policy_keeps_sparse_memory_down() {
     assert_eq!(peak(&lines[0]), 64 * 1024);
     assert_eq!(peak(&lines[1]), 4 * 1024);
 }
+
+#[test]
+fn traces_take_the_tlb_overrides() {
+    let coalesced = |extra: &[&str]| {
+        let mut args = vec!["run", "xz-compress", "--thp", "64K", "--json"];
+        args.extend_from_slice(extra);
+        json_lines(&args)[0]["tlb"]["coverage"]["coalesced"].as_u64().unwrap()
+    };
+    assert!(coalesced(&[]) > 0, "64K folios coalesce on the x86 preset");
+    assert_eq!(coalesced(&["--tlb", "coalesce=1"]), 0, "not without coalescing");
+}

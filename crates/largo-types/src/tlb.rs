@@ -22,14 +22,19 @@ pub struct TlbGeometry {
     /// Second-level (shared) TLB entries, base and PMD translations alike.
     pub l2_entries: u32,
     pub l2_ways: u32,
-    /// x86 (AMD) PTE coalescing: this many naturally aligned, virtually and
-    /// physically contiguous base-page PTEs share one entry (1: none).
+    /// PTE coalescing (x86 AMD) or Hardware Page Aggregation (arm64 HPA):
+    /// this many naturally aligned, virtually and physically contiguous
+    /// 4K-page PTEs share one entry (1: none). Only with 4K base pages.
     pub coalesce_pages: u32,
     /// ns of a first-level miss that hits the second level.
     pub l2_hit_ns: f64,
     /// ns per page-table level a walk fetches, its entry in the data caches
     /// (with page-walk caches only the leaf level is fetched).
     pub walk_ns: f64,
+    /// ns of a walk whose leaf entry shares a 64-byte line with the
+    /// previous walk's (the line is still in the L1 data cache: an
+    /// address-order stream walks 8 PTEs per line).
+    pub walk_near_ns: f64,
     /// Page-walk caches hold the upper levels' entries (every x86 and
     /// arm64 core of the presets has them); without, a walk fetches every
     /// level from the leaf's up (4 for a 4K page with 4 levels, 3 for a
@@ -74,7 +79,7 @@ impl TlbGeometry {
     }
 
     /// Applies `KEY=VALUE,...` overrides (`--tlb`): l1, l2, ways,
-    /// coalesce, l2_hit_ns, walk_ns, pwc (0/1), walk_ns_per_doubling,
+    /// coalesce, l2_hit_ns, walk_ns, walk_near_ns, pwc (0/1), walk_ns_per_doubling,
     /// seq_line_ns.
     pub fn with_overrides(mut self, spec: &str) -> Result<TlbGeometry, String> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -95,12 +100,13 @@ impl TlbGeometry {
                 "coalesce" => self.coalesce_pages = int()?,
                 "l2_hit_ns" => self.l2_hit_ns = float()?,
                 "walk_ns" => self.walk_ns = float()?,
+                "walk_near_ns" => self.walk_near_ns = float()?,
                 "pwc" => self.page_walk_caches = int()? != 0,
                 "walk_ns_per_doubling" => self.walk_ns_per_doubling = float()?,
                 "seq_line_ns" => self.seq_line_ns = float()?,
                 _ => {
                     return Err(format!(
-                        "unknown TLB parameter '{k}' (l1, l2, ways, coalesce, l2_hit_ns, walk_ns, pwc, walk_ns_per_doubling, seq_line_ns)"
+                        "unknown TLB parameter '{k}' (l1, l2, ways, coalesce, l2_hit_ns, walk_ns, walk_near_ns, pwc, walk_ns_per_doubling, seq_line_ns)"
                     ))
                 }
             }
@@ -123,15 +129,18 @@ impl Preset {
 
 /// The development VM: AMD EPYC family 0x19 model 0x11 (Zen 4). Entries
 /// from CPUID 0x80000005/0x80000006 (L1 DTLB 72, fully associative; L2
-/// DTLB 3072, 8-way, 4K and 2M). From `largo bench tlb` on it
-/// (2026-11-25, medians of 3 fresh mappings): load latencies are its 2M
-/// points (64M..4G ranges: data working sets of 1..64 MiB; at 4 MiB the
-/// guest's L3 share flips between 38 and 170 ns from run to run, 170 in
-/// two runs of three); coalescing
-/// of 4 pages because 16K and 64K folios both cut a 64M chase from 44 to
-/// 33-35 ns (4096 entries each, where 4K needs 16384) and neither helps
-/// at 1G or 4G; walks from the 4K points (64M: 17 ns; 1G and 4G: about 80
-/// and 150 ns, 18 ns per doubling of the leaf entries between them).
+/// DTLB 3072, 8-way, 4K and 2M). Timings fitted to `largo bench tlb` on
+/// it (2026-11-28, medians of four runs of 3 fresh mappings each, host
+/// 6.18.44-fc-v595): load latencies are its 2M points (16M..4G ranges:
+/// data working sets of 256 KiB..64 MiB; at 4 MiB the guest's share of
+/// the L3 flips between about 40 and 170 ns from run to run, 170 in
+/// these runs); walks from its 4K points: 17 ns at 64M (chase), 22 ns
+/// more per doubling of the leaf PTEs above 128 KiB (256M, 1G, 4G), 11 ns
+/// for a walk whose PTE shares a line with the previous walk's (stride
+/// at 64M). Coalescing of 4 pages: 16K and 64K folios cut a 32M chase
+/// from 34-46 to 23-33 ns (2048 entries, where 4K needs 8192) and a 64M
+/// one from 43 to 32-41 ns, and neither helps at 1G or 4G. The 16K and
+/// 64K points are the validation, not the fit.
 fn x86_epyc() -> TlbGeometry {
     TlbGeometry {
         source: "AMD EPYC Zen 4 guest (CPUID; latencies from largo bench tlb on the development VM)".into(),
@@ -141,10 +150,25 @@ fn x86_epyc() -> TlbGeometry {
         coalesce_pages: 4,
         l2_hit_ns: 1.5,
         walk_ns: 17.0,
+        walk_near_ns: 11.0,
         page_walk_caches: true,
-        walk_ns_per_doubling: 18.0,
-        random_load_ns: vec![(1 << 20, 27.0), (4 << 20, 170.0), (16 << 20, 222.0), (64 << 20, 276.0)],
-        stride_load_ns: vec![(1 << 20, 24.0), (4 << 20, 153.0), (16 << 20, 162.0), (64 << 20, 149.0)],
+        walk_ns_per_doubling: 22.0,
+        random_load_ns: vec![
+            (256 << 10, 12.3),
+            (512 << 10, 23.0),
+            (1 << 20, 28.1),
+            (4 << 20, 171.1),
+            (16 << 20, 253.0),
+            (64 << 20, 297.0),
+        ],
+        stride_load_ns: vec![
+            (256 << 10, 11.4),
+            (512 << 10, 18.1),
+            (1 << 20, 26.1),
+            (4 << 20, 159.0),
+            (16 << 20, 158.5),
+            (64 << 20, 162.2),
+        ],
         seq_line_ns: 0.3,
         // /proc/cpuinfo `cpu MHz` of the development VM.
         cpu_mhz: 2596,
@@ -153,15 +177,19 @@ fn x86_epyc() -> TlbGeometry {
 
 /// Arm Neoverse N1 (Technical Reference Manual: L1 DTLB 48 entries, L2
 /// 1280 entries 5-way); contiguous-bit ranges come from the geometry's
-/// `cont_pte_order`. Latencies are the x86 machine's (no arm64 host to
-/// measure them on).
+/// `cont_pte_order`; Hardware Page Aggregation (HPA, a microarchitectural
+/// feature) lets 4 aligned, physically contiguous 4K PTEs share an entry
+/// without the contiguous bit (order-2 blocks, as the seed RFC states for
+/// the Ampere Altra it measured on), so 16K and 32K folios gain on the
+/// 4K granule. Latencies are the x86 machine's (no arm64 host to measure
+/// them on).
 fn arm64_n1() -> TlbGeometry {
     TlbGeometry {
-        source: "Arm Neoverse N1 (TRM); latencies assumed equal to the x86 development VM's".into(),
+        source: "Arm Neoverse N1 (TRM; HPA of 4 pages); latencies assumed equal to the x86 development VM's".into(),
         l1_entries: 48,
         l2_entries: 1280,
         l2_ways: 5,
-        coalesce_pages: 1,
+        coalesce_pages: 4,
         ..x86_epyc()
     }
 }

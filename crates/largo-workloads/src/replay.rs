@@ -70,6 +70,8 @@ pub enum ReplayError {
     Event { index: u64, source: EventError },
     #[error("after event {index}: {error}")]
     Invariant { index: u64, error: largo_mm::CheckError },
+    #[error("--tlb: {0}")]
+    Tlb(String),
 }
 
 struct Task {
@@ -615,6 +617,9 @@ pub struct ReplayOptions {
     /// task's cpu first and drains the cpu's object stock
     /// ([`largo_mm::vm::Vm::foreign_obj_free`]).
     pub roots_join_memcg: bool,
+    /// `KEY=VALUE,...` changes to the preset's TLB geometry for the
+    /// coverage and reach report (`--tlb`; see `TlbGeometry::with_overrides`).
+    pub tlb_overrides: Option<String>,
 }
 
 /// What a replay produced.
@@ -654,6 +659,10 @@ pub fn replay(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ReplayOutcome, ReplayError> {
     let check_every = opts.check_every;
+    let tlb = match &opts.tlb_overrides {
+        Some(spec) => m.config().preset.tlb().with_overrides(spec).map_err(ReplayError::Tlb)?,
+        None => m.config().preset.tlb(),
+    };
     let mut snapshot = None;
     let mut snapshot_counters = None;
     let total = events.len() as u64;
@@ -722,7 +731,7 @@ pub fn replay(
     let run = RunOutcome {
         entries: ledger.finish(m),
         counters: Counters::read(m),
-        tlb: crate::tlb::TlbReport::at_peak(m, &peak, &m.config().preset.tlb()),
+        tlb: crate::tlb::TlbReport::at_peak(m, &peak, &tlb),
         peak,
         reporting: crate::reporting::ReportingReport::read(m, first_free),
         problems: r.problems,

@@ -212,6 +212,7 @@ impl Workload {
                 let ro = ReplayOptions {
                     check_every: opts.check_every,
                     keep_mapped: opts.keep_mapped,
+                    tlb_overrides: opts.tlb_overrides.clone(),
                     ..ReplayOptions::default()
                 };
                 Ok(replay(m, &trace.events, &ro, progress)?.run)

@@ -144,3 +144,64 @@ fn reclaim_is_charged_to_the_task_or_to_kswapd() {
     let fault = |passes: u32| swap_run(&format!("swap-pressure:size=128M,passes={passes}"), Some(32 << 20))["fault"];
     assert!(fault(2) > 1.5 * fault(0), "swap-ins are faults' work");
 }
+
+#[test]
+fn coalescing_saves_entries_but_not_page_table_lines() {
+    // 1 GiB chased: 16K folios coalesce 4 PTEs per entry, but the walks
+    // still read one PTE per 4K page, so the leaf working set (and the
+    // cost of each walk) is that of 4K pages; only PMD leaves shrink it.
+    let walk_ns_per_walk = |sizes: &[u64]| {
+        let (out, _) = run_on("anon-chase:size=1G,passes=1", sizes, 2);
+        let s = out.tlb.streams.unwrap();
+        s.walk_ns / s.counts.walks as f64
+    };
+    let (w4k, w16k, w2m) = (
+        walk_ns_per_walk(&[]),
+        walk_ns_per_walk(&[16]),
+        walk_ns_per_walk(&[2048]),
+    );
+    assert!(
+        (w4k - w16k).abs() < w4k * 1e-3,
+        "a coalesced walk costs a 4K walk: {w4k} vs {w16k}"
+    );
+    assert!(w2m < w4k, "PMD leaves are 512 times fewer: {w2m} vs {w4k}");
+}
+
+#[test]
+fn address_order_walks_reuse_the_line_of_ptes() {
+    // Stride over 64 MiB of 4K pages: every access walks; 7 of 8 walks
+    // find their PTE in the line the previous walk read.
+    let (out, _) = run_on("anon-chase:size=64M,passes=1,pattern=stride", &[], 2);
+    let s = out.tlb.streams.unwrap();
+    let g = largo_types::Preset::X86_64.tlb();
+    assert_eq!(s.counts.walks, 16384);
+    let expect = 16384.0 / 8.0 * (g.walk_ns + 7.0 * g.walk_near_ns);
+    assert!((s.walk_ns - expect).abs() < 1e-6, "{} vs {expect}", s.walk_ns);
+}
+
+#[test]
+fn arm64_hpa_coalesces_16k_folios_and_contpte_folds_64k() {
+    let run = |kb: u64| {
+        let w = Workload::parse("anon-w-seq:size=64M").unwrap();
+        let mut knobs = vec![];
+        if kb > 4 {
+            knobs.push((
+                format!("transparent_hugepage/hugepages-{kb}kB/enabled"),
+                "always".to_string(),
+            ));
+        }
+        let mut m = Machine::new(MachineConfig {
+            preset: largo_types::Preset::Arm64_4k,
+            mem_bytes: 1 << 30,
+            knobs,
+            ..MachineConfig::default()
+        })
+        .unwrap();
+        w.run(&mut m, &RunOptions::default(), &mut |_, _| {}).unwrap().tlb
+    };
+    let (t16, t64) = (run(16), run(64));
+    assert_eq!(t16.coverage.coalesced, 65536, "HPA: 4 pages an entry");
+    assert_eq!(t16.entries_needed, 16384 / 4);
+    assert_eq!((t64.coverage.contpte, t64.coverage.coalesced), (65536, 0));
+    assert_eq!(t64.entries_needed, 16384 / 16);
+}

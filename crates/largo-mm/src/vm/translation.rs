@@ -32,8 +32,8 @@ pub struct Contiguity {
     /// arm64: the contiguous-bit range, as an order (`cont_pte_order`);
     /// the kernel sets the bit on PTEs of one large folio covering it.
     pub cont_order: Option<u32>,
-    /// x86 (AMD): this many (as an order) aligned PTEs mapping physically
-    /// contiguous pages of one folio share an entry.
+    /// x86 AMD coalescing or arm64 HPA: this many (as an order) aligned
+    /// PTEs mapping physically contiguous pages of one folio share an entry.
     pub coalesce_order: u32,
 }
 

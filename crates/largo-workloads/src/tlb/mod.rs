@@ -7,9 +7,10 @@
 //! ([`TlbGeometry`]) says which of those a TLB entry can cover whole:
 //! a PMD mapping always; on arm64 a folio of at least the contiguous-bit
 //! range (`cont_pte_order`: 64K with 4K pages, 2M with 16K and 64K
-//! pages), whose PTEs the kernel folds (`contpte_set_ptes`); on x86 AMD a
-//! group of `coalesce_pages` aligned contiguous PTEs, which a fully
-//! mapped folio of at least that many pages always is. Everything else
+//! pages), whose PTEs the kernel folds (`contpte_set_ptes`); with 4K
+//! pages, a group of `coalesce_pages` aligned contiguous PTEs (x86 AMD
+//! coalescing, arm64 HPA), which a fully mapped folio of at least that
+//! many pages always is. Everything else
 //! takes an entry per base page. This is thpmaps' `--cont` view of the
 //! footprint, computed from counters instead of a page-table walk, which
 //! assumes PTE-mapped folios are naturally aligned in the address space
@@ -71,7 +72,7 @@ pub struct Coverage {
     pub pmd: u64,
     /// In arm64 contiguous-bit ranges.
     pub contpte: u64,
-    /// In x86 coalescing groups.
+    /// In coalescing (x86 AMD) or HPA (arm64) groups.
     pub coalesced: u64,
     /// One entry per base page.
     pub base: u64,

@@ -3,9 +3,12 @@
 //!
 //! user ns = accesses x load latency (by pattern and data working set)
 //!         + first-level misses that hit the second level x `l2_hit_ns`
-//!         + walks x (levels fetched x `walk_ns` + for random orders
+//!         + levels the walks fetch x `walk_near_ns` for a walk whose leaf
+//!           entry shares a 64-byte line with the previous walk's, else
+//!           x `walk_ns`
+//!         + those other (far) walks x, for random orders,
 //!           `walk_ns_per_doubling` per doubling of the leaf entries'
-//!           working set above 128 KiB)
+//!           working set above 128 KiB
 //!
 //! A walk fetches the leaf level only when the geometry has page-walk
 //! caches, every level from the top down to the leaf without.
@@ -123,12 +126,24 @@ pub fn run_stream(
     } else {
         0
     };
-    let mut levels_fetched = 0u64;
+    let block_shift = page_shift + (page_shift - 3);
+    let far_extra = leaf_extra_ns(tlb, &units, block_shift, pattern);
+    // Levels fetched by walks whose leaf line the previous walk read
+    // (near) and by the others (far), and the number of far walks.
+    let (mut near_levels, mut far_levels, mut far_walks) = (0u64, 0u64, 0u64);
+    let mut last_line = None;
     for _ in 0..passes {
         for &block in &order {
             let unit = unit_of(block);
             if sim.access(unit, repeat) {
-                levels_fetched += levels_of(unit);
+                let line = leaf_line(unit, start + block * SLOT_SPAN, page_shift, block_shift);
+                if last_line == Some(line) {
+                    near_levels += levels_of(unit);
+                } else {
+                    far_walks += 1;
+                    far_levels += levels_of(unit);
+                }
+                last_line = Some(line);
             }
         }
     }
@@ -139,7 +154,8 @@ pub fn run_stream(
         Pattern::Stride => interpolate(&tlb.stride_load_ns, blocks * 64),
         Pattern::Seq => tlb.seq_line_ns,
     };
-    let walk_total = levels_fetched as f64 * tlb.walk_ns + c.walks as f64 * leaf_extra_ns(tlb, &units, pattern);
+    let walk_total =
+        near_levels as f64 * tlb.walk_near_ns + far_levels as f64 * tlb.walk_ns + far_walks as f64 * far_extra;
     let user_ns = c.accesses as f64 * load_ns + (c.l1_misses - c.walks) as f64 * tlb.l2_hit_ns + walk_total;
     StreamReport {
         counts: c,
@@ -150,22 +166,35 @@ pub fn run_stream(
     }
 }
 
+/// The 64-byte line holding the leaf entry a walk for `addr` through
+/// `unit` reads: a PTE (8 per line) for PTE-level units, coalesced or
+/// contiguous ones included (the hardware still reads one PTE), or the
+/// block entry of a PMD or larger mapping. Tagged with the leaf's shift.
+fn leaf_line(unit: UnitKey, addr: u64, page_shift: u32, block_shift: u32) -> (u32, u64) {
+    let shift = largo_mm::vm::translation::unit_shift(unit);
+    let leaf_shift = if shift >= block_shift { shift } else { page_shift };
+    (leaf_shift, (addr >> leaf_shift) >> 3)
+}
+
 /// What a walk's leaf fetch adds when the leaf entries fall out of the
-/// caches: they take 8 bytes per unit; for a random order each doubling
-/// of that beyond 128 KiB adds `walk_ns_per_doubling`.
-fn leaf_extra_ns(tlb: &TlbGeometry, units: &[Option<UnitKey>], pattern: Pattern) -> f64 {
+/// caches: they take 8 bytes per entry (a PTE per page however the TLB
+/// groups them; one entry per PMD or larger mapping); for a random order
+/// each doubling of that beyond 128 KiB adds `walk_ns_per_doubling`.
+fn leaf_extra_ns(tlb: &TlbGeometry, units: &[Option<UnitKey>], block_shift: u32, pattern: Pattern) -> f64 {
     if pattern != Pattern::Chase {
         return 0.0;
     }
-    let mut distinct = 0u64;
-    let mut last = None;
-    for u in units.iter().flatten() {
-        if last != Some(*u) {
-            distinct += 1;
-            last = Some(*u);
+    let mut entries = 0u64;
+    let mut last_block = None;
+    for &u in units.iter().flatten() {
+        if largo_mm::vm::translation::unit_shift(u) < block_shift {
+            entries += 1;
+        } else if last_block != Some(u) {
+            entries += 1;
+            last_block = Some(u);
         }
     }
-    let pt_bytes = distinct * 8;
+    let pt_bytes = entries * 8;
     let doublings = ((pt_bytes as f64) / (128u64 << 10) as f64).log2().max(0.0);
     tlb.walk_ns_per_doubling * doublings
 }
