@@ -115,7 +115,12 @@ fn draw_panel(area: &DrawingArea<SVGBackend<'_>, Shift>, p: &Panel) -> DrawResul
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
             c.draw_series(pts.into_iter().map(|q| Circle::new(q, 3, color.filled())))?;
         }
-        legend(&mut c)
+        let corner = emptiest_corner(
+            p,
+            |x| (x.log2() - (lo / 1.2).log2()) / ((hi * 1.2).log2() - (lo / 1.2).log2()),
+            y_top,
+        );
+        legend(&mut c, corner)
     } else {
         let x_max = all().map(|q| q.0).fold(0.0, f64::max).max(1e-9);
         let mut c = chart.build_cartesian_2d(0.0..x_max, 0.0..y_top)?;
@@ -126,17 +131,46 @@ fn draw_panel(area: &DrawingArea<SVGBackend<'_>, Shift>, p: &Panel) -> DrawResul
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
         }
-        legend(&mut c)
+        let corner = emptiest_corner(p, |x| x / x_max, y_top);
+        legend(&mut c, corner)
     }
+}
+
+/// The corner of the plot with the fewest data points (the legend goes
+/// there): each corner is the outer 40% of the width and half the height;
+/// `x_frac` maps an x value to its share of the axis.
+fn emptiest_corner(p: &Panel, x_frac: impl Fn(f64) -> f64, y_top: f64) -> SeriesLabelPosition {
+    let corners = [
+        (SeriesLabelPosition::UpperRight, true, true),
+        (SeriesLabelPosition::UpperLeft, false, true),
+        (SeriesLabelPosition::LowerRight, true, false),
+        (SeriesLabelPosition::LowerLeft, false, false),
+    ];
+    let crowd = |right: bool, upper: bool| {
+        p.series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|q| {
+                let (x, y) = (x_frac(q.0), q.1 / y_top);
+                (if right { x > 0.6 } else { x < 0.4 }) && (if upper { y > 0.5 } else { y < 0.5 })
+            })
+            .count()
+    };
+    corners
+        .into_iter()
+        .min_by_key(|&(_, right, upper)| crowd(right, upper))
+        .map(|c| c.0)
+        .expect("four corners")
 }
 
 fn legend<'a, 'b: 'a, X: Ranged<ValueType = f64>>(
     c: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    corner: SeriesLabelPosition,
 ) -> DrawResult<()> {
     c.configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerLeft)
+        .position(corner)
         .draw()
 }
 
@@ -170,17 +204,50 @@ pub fn grouped_bars(
     let span = (hi - lo).max(1.0);
     let y0 = if lo < 0.0 { lo - span * 0.05 } else { 0.0 };
     let y1 = hi.max(0.0) + span * (0.1 + 0.07 * series.len() as f64);
-    let width = 900.max(120 * (groups.len() * series.len().max(1)) as u32).min(4000);
-    let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
+    // Rows of at most BARS_PER_ROW bars, so that the figure keeps a page's
+    // proportions however many workloads it shows; one y range for all.
+    let most = (BARS_PER_ROW / series.len().max(1)).max(1);
+    let per_row = groups.len().div_ceil(groups.len().div_ceil(most).max(1)).max(1);
+    let rows: Vec<std::ops::Range<usize>> = (0..groups.len())
+        .step_by(per_row)
+        .map(|g| g..(g + per_row).min(groups.len()))
+        .collect();
+    let bars = per_row.min(groups.len()) * series.len().max(1);
+    let width = (260 + 36 * bars as u32).clamp(900, 1600);
+    let height = 70 + 330 * rows.len() as u32;
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
+    let body = root.titled(title, ("sans-serif", 20)).map_err(|e| err(&e))?;
+    for (r, (area, range)) in body.split_evenly((rows.len(), 1)).iter().zip(&rows).enumerate() {
+        let cut: Vec<(String, Vec<f64>)> = series
+            .iter()
+            .map(|(name, vals)| (name.clone(), vals[range.clone()].to_vec()))
+            .collect();
+        bar_row(area, y_label, &groups[range.clone()], &cut, (y0, y1), r == 0).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Bars a row of a grouped bar chart holds at most.
+const BARS_PER_ROW: usize = 30;
+
+/// One row of a grouped bar chart: `groups` with a bar per series each,
+/// on the y range `ys`; the legend in the first row only.
+fn bar_row(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    y_label: &str,
+    groups: &[String],
+    series: &[(String, Vec<f64>)],
+    (y0, y1): (f64, f64),
+    with_legend: bool,
+) -> DrawResult<()> {
     let n = groups.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+    let mut chart = ChartBuilder::on(area)
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(0.0..n, y0..y1)
-        .map_err(|e| err(&e))?;
+        .build_cartesian_2d(0.0..n, y0..y1)?;
     let names = groups.to_vec();
     chart
         .configure_mesh()
@@ -195,8 +262,7 @@ pub fn grouped_bars(
             }
         })
         .y_desc(y_label)
-        .draw()
-        .map_err(|e| err(&e))?;
+        .draw()?;
     let k = series.len().max(1) as f64;
     let bar = 0.8 / k;
     for (si, (name, vals)) in series.iter().enumerate() {
@@ -209,22 +275,36 @@ pub fn grouped_bars(
                 let x0 = g as f64 + 0.1 + si as f64 * bar;
                 Rectangle::new([(x0, 0.0), (x0 + bar * 0.92, v)], color.filled())
             });
-        chart
-            .draw_series(rects)
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+        let drawn = chart.draw_series(rects)?;
+        if with_legend {
+            drawn
+                .label(name.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+        }
     }
-    chart
-        .draw_series(LineSeries::new([(0.0, 0.0), (n, 0.0)], BLACK.stroke_width(1)))
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+    chart.draw_series(LineSeries::new([(0.0, 0.0), (n, 0.0)], BLACK.stroke_width(1)))?;
+    if with_legend {
+        // Over the lower of the row's outer thirds.
+        let third = groups.len().div_ceil(3);
+        let top = |range: std::ops::Range<usize>| -> f64 {
+            series
+                .iter()
+                .flat_map(|s| s.1[range.clone()].iter())
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max)
+        };
+        let corner = if top(0..third) < top(groups.len() - third..groups.len()) {
+            SeriesLabelPosition::UpperLeft
+        } else {
+            SeriesLabelPosition::UpperRight
+        };
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(corner)
+            .draw()?;
+    }
     Ok(())
 }
