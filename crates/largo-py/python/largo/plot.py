@@ -18,6 +18,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 __all__ = ["run_bars", "reporting", "aging", "gigantic", "tlb", "migrate", "METRICS"]
 
+#: Bars a row of run_bars holds at most.
+_BARS_PER_ROW = 30
+
 #: run_bars metrics: column -> axis label.
 METRICS = {
     "cost.kernel_ns": "estimated kernel time",
@@ -78,29 +81,51 @@ def run_bars(
     others = [c for c in configs if c != base]
     workloads = list(dict.fromkeys(df["workload"]))
     shorts = list(dict.fromkeys(df.drop_duplicates("workload")["_short"]))
+    # Rows of at most _BARS_PER_ROW bars (balanced), one y range for all,
+    # so the figure keeps a page's proportions however many workloads.
+    most = max(1, _BARS_PER_ROW // len(others))
+    nrows = math.ceil(len(workloads) / most)
+    per_row = math.ceil(len(workloads) / nrows)
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(workloads) * len(others) ** 0.5 + 3), 4.5))
+    cols = min(per_row, len(workloads))
+    fig, axes = plt.subplots(
+        nrows, 1, figsize=(max(6.0, 0.35 * cols * len(others) + 2.5), 3.4 * nrows + 0.6), sharey=True, squeeze=False
+    )
     width = 0.8 / len(others)
-    for i, c in enumerate(others):
-        means, errs = [], []
-        for w in workloads:
-            rows = df[(df["config"] == c) & (df["workload"] == w)]
-            changes = []
-            for _, r in rows.iterrows():
-                b = ref.get((w, r["_seed"]))
-                if b is not None and b > 0:
-                    changes.append((r[metric] - b) / b * 100.0)
-            means.append(sum(changes) / len(changes) if changes else math.nan)
-            errs.append(_std(changes))
-        xs = [k + (i - (len(others) - 1) / 2) * width for k in range(len(workloads))]
-        ax.bar(xs, means, width * 0.92, yerr=errs if any(e > 0 for e in errs) else None, label=c, capsize=3)
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels(shorts if len(shorts) == len(workloads) else workloads, rotation=20, ha="right")
+    names = shorts if len(shorts) == len(workloads) else workloads
     label = METRICS.get(metric, metric)
-    ax.set_ylabel(f"change in {label} (%)")
-    ax.set_title(f"{label} against {base}")
-    ax.legend(fontsize="small")
+    for row in range(nrows):
+        ax = axes[row][0]
+        part = range(row * per_row, min((row + 1) * per_row, len(workloads)))
+        for i, c in enumerate(others):
+            means, errs = [], []
+            for k in part:
+                w = workloads[k]
+                rows = df[(df["config"] == c) & (df["workload"] == w)]
+                changes = []
+                for _, r in rows.iterrows():
+                    b = ref.get((w, r["_seed"]))
+                    if b is not None and b > 0:
+                        changes.append((r[metric] - b) / b * 100.0)
+                means.append(sum(changes) / len(changes) if changes else math.nan)
+                errs.append(_std(changes))
+            xs = [j + (i - (len(others) - 1) / 2) * width for j in range(len(part))]
+            ax.bar(
+                xs,
+                means,
+                width * 0.92,
+                yerr=errs if any(e > 0 for e in errs) else None,
+                label=c,
+                capsize=3,
+                color=f"C{i}",
+            )
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(part)))
+        ax.set_xticklabels([names[k] for k in part], rotation=15, ha="right")
+        ax.set_xlim(-0.5, per_row - 0.5)
+        ax.set_ylabel(f"change in {label} (%)")
+    axes[0][0].set_title(f"{label} against {base}")
+    axes[0][0].legend(fontsize="small", loc="best")
     return _finish(fig, path)
 
 
@@ -202,8 +227,12 @@ def tlb(records: Iterable[Mapping[str, Any]], path: Optional[Union[str, os.PathL
             for side, style in (("host", "-"), ("largo", "--")):
                 pts = sorted((r["range_mib"], r[f"{side}_ns"]) for r in rs if r["pattern"] == p and r["folio_kib"] == f and r.get(f"{side}_ns") is not None)
                 if pts:
-                    ax.plot([q[0] for q in pts], [q[1] for q in pts], style, marker="o", label=f"{_kib(f)} {side}")
+                    ax.plot([q[0] for q in pts], [q[1] for q in pts], style, marker="o", label=f"{_kib(f)} {side}", color=f"C{folios.index(f)}")
         ax.set_xscale("log", base=2)
+        ranges = sorted({r["range_mib"] for r in rs if r["pattern"] == p})
+        ax.set_xticks(ranges)
+        ax.set_xticklabels([str(x) for x in ranges])
+        ax.set_ylim(bottom=0)
         ax.set_title(f"{p} loads")
         ax.set_xlabel("range (MiB, log scale)")
         ax.set_ylabel("time per access (ns)")
