@@ -397,20 +397,19 @@ impl Profile {
     }
 
     /// The estimate split by entry: each entry's term counts times the
-    /// costs, in ns; the values sum to the run's estimate.
+    /// costs, in ns; the values sum to the run's estimate. Every entry is
+    /// present (0 where the run never entered it).
     pub fn by_entry(&self, entries: &crate::entry::EntryCounts, faults: Faults) -> BTreeMap<&'static str, f64> {
-        entries
-            .by_entry
-            .iter()
-            .map(|(e, counts)| {
-                let ns = TERMS
-                    .iter()
-                    .zip(counts)
-                    .map(|(t, &n)| n as f64 * self.cost_at(t.name, faults))
-                    .sum();
-                (e.name(), ns)
-            })
-            .collect()
+        let mut out: BTreeMap<&'static str, f64> = crate::entry::Entry::ALL.iter().map(|e| (e.name(), 0.0)).collect();
+        out.extend(entries.by_entry.iter().map(|(e, counts)| {
+            let ns = TERMS
+                .iter()
+                .zip(counts)
+                .map(|(t, &n)| n as f64 * self.cost_at(t.name, faults))
+                .sum();
+            (e.name(), ns)
+        }));
+        out
     }
 }
 

@@ -166,7 +166,9 @@ pub struct Counters {
     /// The workload's memcg (`--memcg-max`), if any.
     pub memcg: Option<MemcgCounts>,
     pub buddyinfo: Vec<BuddyinfoLine>,
-    /// Successful allocations by size (`"4kB"`, `"64kB"`, ...).
+    /// Successful allocations by size (`"4kB"`, `"64kB"`, ...), every
+    /// order up to MAX_PAGE_ORDER (zeros included: the same keys for every
+    /// run of a geometry, so tables of many runs share their columns).
     pub allocs: BTreeMap<String, u64>,
     pub locks: Locks,
     #[serde(skip)]
@@ -210,7 +212,7 @@ impl Counters {
             .allocs_by_order
             .iter()
             .enumerate()
-            .filter(|(_, &n)| n > 0)
+            .take(geo.max_page_order as usize + 1)
             .map(|(order, &n)| (format!("{}kB", (geo.page_size() << order) >> 10), n))
             .collect();
         let work = Work::read(m);

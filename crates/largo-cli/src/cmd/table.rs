@@ -110,7 +110,14 @@ fn rows(records: &[&Record]) -> Vec<Row> {
     // Allocations by size, every size any configuration used.
     let mut sizes: Vec<(u64, String)> = records
         .iter()
-        .flat_map(|r| r.outcome.counters.allocs.keys().cloned())
+        .flat_map(|r| {
+            r.outcome
+                .counters
+                .allocs
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(k, _)| k.clone())
+        })
         .map(|k| (k.trim_end_matches("kB").parse::<u64>().unwrap_or(0), k))
         .collect();
     sizes.sort();

@@ -54,7 +54,12 @@ def table_of(rows: Sequence[Mapping[str, Any]]):
             keys[k] = None
     for k in sorted({k for r in rows for k in r}):
         keys.setdefault(k, None)
-    return pa.table({k: pa.array([r.get(k) for r in rows]) for k in keys})
+    # Types fixed whatever the rows hold: an empty `knobs` list would
+    # otherwise be list<null>, and an ok cell's `error` or a trace's
+    # `cost.user_ns` null, differing from another cell's type (which makes
+    # a sweep rewrite the file to one schema).
+    fixed = {"knobs": pa.list_(pa.string()), "error": pa.string(), "cost.user_ns": pa.int64()}
+    return pa.table({k: pa.array([r.get(k) for r in rows], type=fixed.get(k)) for k in keys})
 
 
 class _Tabular:

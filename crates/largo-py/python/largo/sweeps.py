@@ -131,6 +131,20 @@ def run_cell(cell: Cell) -> Dict[str, Any]:
     return row
 
 
+def run_cell_into(cell: Cell, out: Optional[str]) -> Dict[str, Any]:
+    """``run_cell``, its row written to the dataset ``out`` by the process
+    that ran it (a pool worker or a Ray worker of this machine: the writes
+    run in parallel, not one after another in the driver); returns the
+    row's status columns only. ``out`` None: the whole row."""
+    row = run_cell(cell)
+    if out is None:
+        return row
+    _write_cell(Path(out), row)
+    return {k: row[k] for k in ("cell_id", "config", "workload", "seed", "status", "error", "elapsed_s")} | {
+        "_written": True
+    }
+
+
 @dataclass
 class SweepResult:
     """What a sweep did, and its dataset."""
@@ -237,12 +251,16 @@ def sweep(
     bar = _Progress(len(cells), len(cells) - len(todo), sys.stderr.isatty() if progress is None else progress)
     rows: List[Dict[str, Any]] = []
     failed = 0
+    # Workers on this machine write their cells' files themselves; the
+    # driver writes for serial runs and for a Ray cluster (whose nodes may
+    # not share this file system).
+    in_worker = out is not None and (backend == "local" or (backend == "ray" and address is None))
     try:
-        for row in _execute(todo, backend, address, workers):
+        for row in _execute(todo, backend, address, workers, str(out) if in_worker else None):
             failed += row["status"] == "error"
-            if out is not None:
+            if out is not None and not row.pop("_written", False):
                 _write_cell(out, row)
-            else:
+            elif out is None:
                 rows.append(row)
             bar.step(row["status"] == "error")
     finally:
@@ -255,19 +273,23 @@ def sweep(
     )
 
 
-def _execute(cells: List[Cell], backend: str, address: Optional[str], workers: Optional[int]) -> Iterator[Dict[str, Any]]:
+def _execute(
+    cells: List[Cell], backend: str, address: Optional[str], workers: Optional[int], out: Optional[str]
+) -> Iterator[Dict[str, Any]]:
+    """Rows of the cells as they finish (status columns only for cells a
+    worker wrote to ``out`` itself)."""
     if not cells:
         return
     if backend == "serial":
         for c in cells:
             yield run_cell(c)
     elif backend == "local":
-        yield from _local(cells, workers)
+        yield from _local(cells, workers, out)
     else:
-        yield from _ray(cells, address)
+        yield from _ray(cells, address, out)
 
 
-def _local(cells: List[Cell], workers: Optional[int]) -> Iterator[Dict[str, Any]]:
+def _local(cells: List[Cell], workers: Optional[int], out: Optional[str]) -> Iterator[Dict[str, Any]]:
     """A process pool with at most ``n`` cells in flight. A worker that
     dies (killed, out of memory) breaks the pool: the cells then in flight
     get a strike and the rest go on in a new pool; a cell in flight at two
@@ -288,7 +310,7 @@ def _local(cells: List[Cell], workers: Optional[int]) -> Iterator[Dict[str, Any]
                 while todo or running:
                     while todo and len(running) < n and not broken:
                         c = todo.pop()
-                        running[pool.submit(run_cell, c)] = c
+                        running[pool.submit(run_cell_into, c, out)] = c
                     if not running:
                         break
                     done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
@@ -326,7 +348,7 @@ def _error_row(cell: Cell, error: str) -> Dict[str, Any]:
     }
 
 
-def _ray(cells: List[Cell], address: Optional[str]) -> Iterator[Dict[str, Any]]:
+def _ray(cells: List[Cell], address: Optional[str], out: Optional[str]) -> Iterator[Dict[str, Any]]:
     try:
         import ray
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -337,7 +359,7 @@ def _ray(cells: List[Cell], address: Optional[str]) -> Iterator[Dict[str, Any]]:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     elif address is not None:
         raise ValueError("sweep: Ray is already initialised in this process: omit address, or ray.shutdown() first")
-    task = ray.remote(num_cpus=1, max_retries=0)(run_cell)
+    task = ray.remote(num_cpus=1, max_retries=0)(run_cell_into)
     # Twice the cluster's CPUs in flight: every CPU busy, the driver's
     # bookkeeping bounded for sweeps of thousands of cells.
     window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
@@ -347,7 +369,7 @@ def _ray(cells: List[Cell], address: Optional[str]) -> Iterator[Dict[str, Any]]:
         while todo or pending:
             while todo and len(pending) < window:
                 c = todo.pop()
-                pending[task.remote(c)] = c
+                pending[task.remote(c, out)] = c
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 cell = pending.pop(ref)
