@@ -6,6 +6,7 @@
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -213,6 +214,28 @@ pub struct Record {
     pub by_entry: std::collections::BTreeMap<&'static str, f64>,
     /// Lock waits were `--cpus` such tasks to run at once.
     pub contention: Contention,
+    /// Wall seconds this run took on its thread.
+    pub elapsed_s: f64,
+}
+
+/// How the runs shared the host's CPUs.
+pub(crate) struct Parallelism {
+    pub threads: usize,
+    pub wall_s: f64,
+    /// The runs' own times summed: the wall time one after another.
+    pub serial_s: f64,
+}
+
+impl Parallelism {
+    pub fn line(&self, runs: usize) -> String {
+        format!(
+            "{runs} runs on {} threads in {:.2} s; one after another they take {:.2} s ({:.1}x)",
+            self.threads,
+            self.wall_s,
+            self.serial_s,
+            self.serial_s / self.wall_s.max(1e-9)
+        )
+    }
 }
 
 impl Record {
@@ -261,7 +284,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         tlb_overrides: args.tlb.clone(),
         ..RunOptions::default()
     };
-    let records = run_all(
+    let (records, parallelism) = run_all(
         &configs,
         &workloads,
         &plan.jobs,
@@ -281,7 +304,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     match out.format {
         crate::output::Format::Text if args.seed_table => ctx.seed_tables(&mut out)?,
-        crate::output::Format::Text => ctx.tables(&mut out)?,
+        crate::output::Format::Text => {
+            ctx.tables(&mut out)?;
+            out.line(parallelism.line(records.len()))?;
+        }
         crate::output::Format::Json => ctx.json_lines(&mut out)?,
         crate::output::Format::Csv => out.table(&table::long_form(&configs, &workloads, &records))?,
     }
@@ -379,7 +405,8 @@ pub(crate) fn run_all(
     opts: &RunOptions,
     profile: &Profile,
     show_progress: bool,
-) -> Result<Vec<Record>> {
+) -> Result<(Vec<Record>, Parallelism)> {
+    let started = Instant::now();
     let bar = progress_bar(jobs.len() as u64, show_progress);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<Record>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
@@ -392,6 +419,7 @@ pub(crate) fn run_all(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&(c, w)) = jobs.get(i) else { break };
+                let started = Instant::now();
                 let r = run_one(&configs[c], &workloads[w], opts, profile).map(
                     |(machine, outcome, estimate, contention)| Record {
                         config: c,
@@ -401,6 +429,7 @@ pub(crate) fn run_all(
                         outcome,
                         estimate,
                         contention,
+                        elapsed_s: started.elapsed().as_secs_f64(),
                     },
                 );
                 results.lock().expect("no worker panics")[i] = Some(r);
@@ -409,12 +438,18 @@ pub(crate) fn run_all(
         }
     });
     bar.finish_and_clear();
-    results
+    let records = results
         .into_inner()
         .expect("no worker panics")
         .into_iter()
         .map(|r| r.expect("every job ran"))
-        .collect()
+        .collect::<Result<Vec<Record>>>()?;
+    let parallelism = Parallelism {
+        threads: workers,
+        wall_s: started.elapsed().as_secs_f64(),
+        serial_s: records.iter().map(|r| r.elapsed_s).sum(),
+    };
+    Ok((records, parallelism))
 }
 
 fn run_one(

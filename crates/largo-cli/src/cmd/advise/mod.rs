@@ -459,7 +459,7 @@ fn rank_on_model(
     progress: bool,
 ) -> Result<Vec<Scored>> {
     let jobs: Vec<(usize, usize)> = (0..configs.len()).map(|c| (c, 0)).collect();
-    let records = run_all(
+    let (records, _) = run_all(
         configs,
         std::slice::from_ref(workload),
         &jobs,
