@@ -361,11 +361,7 @@ impl Machine {
 
     /// Runs a VM operation on `cpu` with the machine's allocator and backing.
     pub fn with_vm<R>(&mut self, cpu: usize, f: impl FnOnce(&mut Vm, &mut Ctx) -> R) -> R {
-        let mut ctx = Ctx {
-            pa: &mut self.page_alloc,
-            backing: self.backing.as_mut(),
-            cpu,
-        };
+        let mut ctx = Ctx::new(&mut self.page_alloc, self.backing.as_mut(), cpu);
         let out = f(&mut self.vm, &mut ctx);
         // Slab objects made or freed by the operation meet the charge path,
         // and folios a batch drain released are freed.
@@ -412,11 +408,7 @@ impl Machine {
         };
         let out = f(&mut self.page_alloc, &mut reclaim);
         // Folios the drains of reclaim or migration released are freed.
-        let mut ctx = Ctx {
-            pa: &mut self.page_alloc,
-            backing: self.backing.as_mut(),
-            cpu: 0,
-        };
+        let mut ctx = Ctx::new(&mut self.page_alloc, self.backing.as_mut(), 0);
         self.vm.free_drained(&mut ctx);
         out
     }

@@ -81,8 +81,8 @@ impl TermInput {
     }
 
     /// Each term's count, in [`TERMS`] order.
-    pub fn counts(&self) -> Vec<u64> {
-        TERMS.iter().map(|t| (t.count)(self)).collect()
+    pub fn counts(&self) -> [u64; N_TERMS] {
+        std::array::from_fn(|i| (TERMS[i].count)(self))
     }
 }
 
@@ -92,6 +92,9 @@ pub struct Term {
     pub help: &'static str,
     pub count: fn(&TermInput) -> u64,
 }
+
+/// How many terms there are.
+pub const N_TERMS: usize = TERMS.len();
 
 /// Every term, in report order.
 pub const TERMS: &[Term] = &[

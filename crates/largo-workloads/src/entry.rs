@@ -129,7 +129,7 @@ impl Entry {
 }
 
 /// Term counts (in [`TERMS`] order).
-pub type TermCounts = Vec<u64>;
+pub type TermCounts = [u64; crate::cost::N_TERMS];
 
 /// Terms charged to `compaction` whatever the entry.
 const COMPACTION_TERMS: [&str; 2] = ["compact_scan", "page_migrate"];
@@ -175,18 +175,16 @@ impl EntryLedger {
         }
     }
 
-    /// Charges the work since the last change to the current entry.
+    /// Charges the work since the last change to the current entry (no
+    /// allocation: the scheduler closes an entry twice per round).
     pub fn close(&mut self, m: &Machine) {
         let now = TermInput::read(m).counts();
-        let mut split: BTreeMap<Entry, TermCounts> = BTreeMap::new();
         for (i, t) in TERMS.iter().enumerate() {
             let d = now[i].saturating_sub(self.last[i]);
-            split
-                .entry(self.entry_of_term(t.name))
-                .or_insert_with(|| vec![0; TERMS.len()])[i] = d;
-        }
-        for (entry, d) in split {
-            self.charge(entry, d);
+            if d > 0 {
+                let entry = self.entry_of_term(t.name);
+                self.counts.by_entry.entry(entry).or_insert([0; crate::cost::N_TERMS])[i] += d;
+            }
         }
         self.last = now;
     }
@@ -203,20 +201,6 @@ impl EntryLedger {
             Entry::Kswapd
         } else {
             self.current
-        }
-    }
-
-    fn charge(&mut self, entry: Entry, d: TermCounts) {
-        if d.iter().all(|&x| x == 0) {
-            return;
-        }
-        let slot = self
-            .counts
-            .by_entry
-            .entry(entry)
-            .or_insert_with(|| vec![0; TERMS.len()]);
-        for (s, x) in slot.iter_mut().zip(d) {
-            *s += x;
         }
     }
 

@@ -2,8 +2,6 @@
 //! `__handle_mm_fault`, `do_anonymous_page`, `alloc_anon_folio`,
 //! `do_wp_page`, `wp_page_copy`, v6.15+).
 
-use largo_physmem::BackingKind;
-
 use super::order::highest_order;
 use super::pgtable::{Pte, Slot};
 use super::stats::MthpStat;
@@ -174,7 +172,7 @@ impl Vm {
         let offset_pages = (addr >> self.page_shift()) & ((1 << (level * self.pt.shape.bits_per_level)) - 1);
         let pfn = e.pfn() + offset_pages;
         ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::USER_WRITTEN);
-        if ctx.backing.kind() == BackingKind::Ram {
+        if ctx.ram {
             let offset = addr & (self.page_size() - 1);
             ctx.backing
                 .write(largo_types::Pfn(pfn), offset, &[WRITE_BYTE])

@@ -93,6 +93,16 @@ pub struct Ctx<'a> {
     pub backing: &'a mut dyn Backing,
     /// The cpu the operation runs on (its pcp lists are used).
     pub cpu: usize,
+    /// The backing holds the frames' contents (`ram`): user writes go to
+    /// it. Asked once here, not at every store (a dynamic call).
+    pub ram: bool,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(pa: &'a mut PageAlloc, backing: &'a mut dyn Backing, cpu: usize) -> Ctx<'a> {
+        let ram = backing.kind() == largo_physmem::BackingKind::Ram;
+        Ctx { pa, backing, cpu, ram }
+    }
 }
 
 /// A task: a process or a thread of one.

@@ -38,11 +38,7 @@ pub(crate) struct VmReclaim<'a> {
 impl Reclaim for VmReclaim<'_> {
     fn reclaim(&mut self, pa: &mut PageAlloc, cpu: usize, nid: usize, nr_to_reclaim: u64, kswapd: bool) -> u64 {
         let before = pa.nr_free_pages() + pa.nr_pcp_pages();
-        let mut ctx = Ctx {
-            pa,
-            backing: &mut *self.backing,
-            cpu,
-        };
+        let mut ctx = Ctx::new(pa, &mut *self.backing, cpu);
         self.vm.try_to_free_pages(&mut ctx, nid, nr_to_reclaim, kswapd);
         self.vm.shrink_slab(&mut ctx, nid, SHRINK_BATCH);
         let after = ctx.pa.nr_free_pages() + ctx.pa.nr_pcp_pages();
@@ -52,11 +48,7 @@ impl Reclaim for VmReclaim<'_> {
     fn lru_add_drain_all(&mut self, pa: &mut PageAlloc) {
         self.vm.lru_add_drain_all(pa);
         // folios_put: the folios only a batch held are freed now.
-        let mut ctx = super::Ctx {
-            pa,
-            backing: &mut *self.backing,
-            cpu: 0,
-        };
+        let mut ctx = super::Ctx::new(pa, &mut *self.backing, 0);
         self.vm.free_drained(&mut ctx);
     }
 
@@ -71,11 +63,7 @@ impl Reclaim for VmReclaim<'_> {
         target: &mut MigrationTarget,
     ) -> Vec<u64> {
         let keys: Vec<usize> = pfns.iter().filter_map(|&p| self.vm.folio_key_of_pfn(pa, p)).collect();
-        let mut ctx = Ctx {
-            pa,
-            backing: &mut *self.backing,
-            cpu,
-        };
+        let mut ctx = Ctx::new(pa, &mut *self.backing, cpu);
         self.vm.migrate_pages(&mut ctx, &keys, target, &Vanilla);
         pfns.iter()
             .copied()
