@@ -537,12 +537,22 @@ fn calibrate_reclaim_fits_memcg_reclaim_to_zram() {
         "the zram device is swapped off"
     );
     let p = largo_workloads::cost::Profile::from_json(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    // Reclaiming a folio and compressing a page cost between a few
-    // hundred ns and tens of us on any current machine.
+    // Every term is fitted, none negative. Reclaiming and compressing a
+    // 4K page (a folio's reclaim plus its swap-out: at 4K the two counts
+    // are equal, so only their sum is well determined on a noisy host,
+    // where a 64K pass can take longer than a 4K one), and reading one
+    // back, cost between a few hundred ns and tens of us on any current
+    // machine.
     for term in ["reclaim_folio", "swap_out", "swap_in"] {
         let ns = p.cost(term);
-        assert!((100.0..50_000.0).contains(&ns), "{term} = {ns} ns\n{text}");
+        assert!(ns.is_finite() && ns >= 0.0, "{term} = {ns} ns\n{text}");
         assert!(!p.priors.iter().any(|t| t == term), "{term} is fitted");
+    }
+    for (what, ns) in [
+        ("reclaim_folio + swap_out", p.cost("reclaim_folio") + p.cost("swap_out")),
+        ("swap_in", p.cost("swap_in")),
+    ] {
+        assert!((100.0..50_000.0).contains(&ns), "{what} = {ns} ns\n{text}");
     }
     // Each point's reclaim time is reproduced by the fit.
     let errors: Vec<f64> = text
