@@ -247,12 +247,18 @@ impl Validation {
     }
 }
 
+/// Knobs that one host kernel build has and another lacks: a case that
+/// sets one cannot run on a host without it (`KnobError::Absent`, a skip);
+/// any other missing knob is an error.
+pub const BUILD_SPECIFIC_KNOBS: &[&str] = &["transparent_hugepage/anon_beside_full"];
+
 /// The THP knob writes that give the host the model machine's complete
 /// THP state (top level, defrag, zero page, underused shrinking,
 /// max_ptes_none, every anonymous size), and where it swaps its swap
 /// knobs (`vm/swappiness`, `vm/page-cluster`, `swap/vma_ra_enabled`).
-/// Knobs the host lacks are skipped when the model has them at their
-/// default (`anon_beside_full` off).
+/// A build-specific knob the host lacks ([`BUILD_SPECIFIC_KNOBS`]) is
+/// skipped when the model has it at its default (off), and makes the case
+/// unable to run here otherwise.
 pub fn host_knobs(m: &Machine) -> Result<Vec<(String, String)>, KnobError> {
     let mut out = Vec::new();
     let swaps = !m.config().swap.is_empty();
@@ -266,7 +272,13 @@ pub fn host_knobs(m: &Machine) -> Result<Vec<(String, String)>, KnobError> {
         }
         let value = selected(&k.value);
         if !knob_file(&k.path).exists() {
-            if k.path.ends_with("anon_beside_full") && value == "0" {
+            if !BUILD_SPECIFIC_KNOBS.contains(&k.path.as_str()) {
+                return Err(KnobError::Unsupported(format!(
+                    "the host has no {} (model value {value})",
+                    knob_file(&k.path).display()
+                )));
+            }
+            if value == "0" {
                 continue;
             }
             return Err(KnobError::Absent {

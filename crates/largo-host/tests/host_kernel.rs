@@ -204,6 +204,7 @@ fn the_scenario_suite_agrees_with_the_host_kernel_exactly() {
             }
         }
     }
+    assert!(cases > 0, "no scenario case could run: {cannot:?}");
     println!(
         "{cases} scenario cases, {} differ; {} cannot run on this host's kernel build: {}",
         failures.len(),

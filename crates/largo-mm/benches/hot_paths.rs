@@ -1,6 +1,7 @@
 //! The engine's hot paths, for regressions to show as numbers
-//! (`cargo bench -p largo-mm`): the page allocator's order-0 and order-4
-//! allocate/free through the per-cpu lists, and the anonymous write fault
+//! (`cargo bench -p largo-mm`): the page allocator's allocate/free at
+//! order 0 (through the per-cpu lists) and order 4 (the buddy lists: the
+//! pcp lists hold orders up to 3 and the PMD order), and the anonymous write fault
 //! with its munmap (page_fault1's loop) at 4K and 64K folios.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};

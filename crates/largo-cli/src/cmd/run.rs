@@ -85,9 +85,11 @@ pub struct RunArgs {
     /// results are printed either way.
     #[arg(long)]
     pub keep_going: bool,
-    /// Changes to the machine's TLB for the user-time estimate:
-    /// `KEY=VALUE,...` of l1, l2, ways, coalesce (x86 PTEs per entry),
-    /// l2_hit_ns, walk_ns, walk_ns_per_doubling, seq_line_ns.
+    /// Changes to the machine's TLB for the coverage and reach report and
+    /// the user-time estimate (traces too): `KEY=VALUE,...` of l1, l2,
+    /// ways, coalesce (4K PTEs per entry: x86 coalescing, arm64 HPA),
+    /// l2_hit_ns, walk_ns, walk_near_ns, pwc (0/1), walk_ns_per_doubling,
+    /// seq_line_ns.
     #[arg(long, value_name = "KEY=VALUE,...", value_parser = parse_tlb)]
     pub tlb: Option<String>,
     /// The seed series' table instead: per configuration real-time,

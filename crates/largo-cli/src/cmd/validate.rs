@@ -349,6 +349,9 @@ fn run_suite(args: &ValidateArgs) -> Result<()> {
         out.flush()?;
     }
     let compared = cases.len() - cannot;
+    if compared == 0 && cannot > 0 {
+        bail!("no case could run on this host ({cannot} set a knob its kernel build lacks)");
+    }
     out.line(format!(
         "{} of {compared} cases agree exactly{}",
         compared - disagreements,

@@ -251,12 +251,12 @@ def sweep(
     bar = _Progress(len(cells), len(cells) - len(todo), sys.stderr.isatty() if progress is None else progress)
     rows: List[Dict[str, Any]] = []
     failed = 0
-    # Workers on this machine write their cells' files themselves; the
-    # driver writes for serial runs and for a Ray cluster (whose nodes may
-    # not share this file system).
-    in_worker = out is not None and (backend == "local" or (backend == "ray" and address is None))
+    # Workers on this machine write their cells' files themselves (the
+    # process pool; Ray when every node is this one); the driver writes for
+    # serial runs and for the cells of other nodes (which may not share
+    # this file system).
     try:
-        for row in _execute(todo, backend, address, workers, str(out) if in_worker else None):
+        for row in _execute(todo, backend, address, workers, str(out) if out is not None else None):
             failed += row["status"] == "error"
             if out is not None and not row.pop("_written", False):
                 _write_cell(out, row)
@@ -360,6 +360,11 @@ def _ray(cells: List[Cell], address: Optional[str], out: Optional[str]) -> Itera
     elif address is not None:
         raise ValueError("sweep: Ray is already initialised in this process: omit address, or ray.shutdown() first")
     task = ray.remote(num_cpus=1, max_retries=0)(run_cell_into)
+    # `ray.init()` without an address may join a cluster (RAY_ADDRESS, a
+    # `ray start --head` here, or one the caller connected to): workers
+    # write their cells only when every live node is this driver's.
+    if out is not None and not _ray_local_only(ray):
+        out = None
     # Twice the cluster's CPUs in flight: every CPU busy, the driver's
     # bookkeeping bounded for sweeps of thousands of cells.
     window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
@@ -382,6 +387,13 @@ def _ray(cells: List[Cell], address: Optional[str], out: Optional[str]) -> Itera
             ray.cancel(ref, force=True)
         if started_here:
             ray.shutdown()
+
+
+def _ray_local_only(ray) -> bool:
+    """Whether every live node of the Ray instance is the driver's node."""
+    here = ray.get_runtime_context().get_node_id()
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    return len(alive) == 1 and alive[0].get("NodeID") == here
 
 
 # --- the dataset ------------------------------------------------------------

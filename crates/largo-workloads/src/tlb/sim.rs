@@ -1,5 +1,5 @@
-//! A two-level data TLB: a fully associative first level and a
-//! set-associative second level, both LRU, holding translation units
+//! A two-level data TLB: a fully associative LRU first level and a
+//! set-associative second level that evicts a pseudo-random way, holding translation units
 //! (`largo_mm::vm::translation::UnitKey`). A unit missing from both is a
 //! page walk.
 
