@@ -1,8 +1,11 @@
 //! The memmap: one compact record per base page frame (the kernel's
 //! `struct page` array, `mem_map`/vmemmap).
 
+mod array;
 mod folio;
 mod page;
+
+pub use array::PageArray;
 
 pub use folio::Folio;
 pub use page::{Page, PageFlags, NIL};
@@ -14,20 +17,23 @@ const NOT_A_FOLIO: PageFlags = PageFlags::BUDDY.union(PageFlags::PCP).union(Page
 ///
 /// Allocated zeroed and lazily: a record nobody has written costs no host
 /// memory, so a 1 TiB machine only pays for the records boot and the
-/// workload touch. Invariants (checked by `check`): every record of a memory
+/// workload touch (and boot's, the heads of the free blocks, are stored
+/// densely: [`PageArray`]). Invariants (checked by `check`): every record of a memory
 /// hole, and every record inside a free block other than the block's head,
 /// is all-zero.
 pub struct Memmap {
-    pub(crate) pages: Vec<Page>,
+    pub(crate) pages: PageArray,
     /// Largest folio order (`MAX_FOLIO_ORDER`): bounds the head search.
     max_order: u32,
 }
 
 impl Memmap {
-    /// A memmap of `nr_pfns` zeroed records.
-    pub fn new(nr_pfns: u64, max_order: u32) -> Memmap {
+    /// A memmap of `nr_pfns` zeroed records; the records of pfns aligned to
+    /// `block_order` (pageblock_order: boot frees MAX_PAGE_ORDER blocks a
+    /// pageblock at a time) are stored apart ([`PageArray`]).
+    pub fn new(nr_pfns: u64, max_order: u32, block_order: u32) -> Memmap {
         Memmap {
-            pages: bytemuck::allocation::zeroed_vec(nr_pfns as usize),
+            pages: PageArray::new(nr_pfns as usize, block_order),
             max_order,
         }
     }
@@ -36,14 +42,7 @@ impl Memmap {
     /// first-touch page faults (what `MAP_POPULATE` would do). Costs the
     /// whole array in host memory: for benchmarks and `ram` machines.
     pub fn populate(&mut self) {
-        const RECORDS_PER_HOST_PAGE: usize = 4096 / std::mem::size_of::<Page>();
-        for chunk in self.pages.chunks_mut(RECORDS_PER_HOST_PAGE) {
-            let record = std::hint::black_box(&mut chunk[0]);
-            let aux = record.aux();
-            record.set_aux(aux ^ 1);
-            std::hint::black_box(&*record);
-            record.set_aux(aux);
-        }
+        self.pages.populate();
     }
 
     #[inline]

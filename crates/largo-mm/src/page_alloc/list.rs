@@ -1,7 +1,7 @@
 //! Intrusive doubly linked lists of pfns threaded through the memmap, as
 //! the kernel threads `page->buddy_list` and `page->pcp_list`.
 
-use crate::memmap::{Page, NIL};
+use crate::memmap::{PageArray, NIL};
 
 /// A list head: first and last pfn, and the number of entries.
 ///
@@ -44,7 +44,7 @@ impl ListHead {
 
     /// `list_add`: inserts `pfn` at the head.
     #[inline]
-    pub fn push_front(&mut self, pages: &mut [Page], pfn: u64) {
+    pub fn push_front(&mut self, pages: &mut PageArray, pfn: u64) {
         let p = pfn as u32;
         let old = self.first;
         let page = &mut pages[pfn as usize];
@@ -61,7 +61,7 @@ impl ListHead {
 
     /// `list_add_tail`: inserts `pfn` at the tail.
     #[inline]
-    pub fn push_back(&mut self, pages: &mut [Page], pfn: u64) {
+    pub fn push_back(&mut self, pages: &mut PageArray, pfn: u64) {
         let p = pfn as u32;
         let old = self.last;
         let page = &mut pages[pfn as usize];
@@ -78,7 +78,7 @@ impl ListHead {
 
     /// `list_del`: unlinks `pfn`, which must be on this list.
     #[inline]
-    pub fn remove(&mut self, pages: &mut [Page], pfn: u64) {
+    pub fn remove(&mut self, pages: &mut PageArray, pfn: u64) {
         let page = pages[pfn as usize];
         let (prev, next) = (page.prev(), page.next());
         if prev == NIL {
@@ -96,7 +96,7 @@ impl ListHead {
 
     /// `list_rotate_to_front`: makes `pfn` (on this list) the first entry,
     /// the entries before it moving, in order, behind the old tail.
-    pub fn rotate_to_front(&mut self, pages: &mut [Page], pfn: u64) {
+    pub fn rotate_to_front(&mut self, pages: &mut PageArray, pfn: u64) {
         let p = pfn as u32;
         if self.first == p {
             return;
@@ -112,7 +112,7 @@ impl ListHead {
     }
 
     /// Iterates the pfns from head to tail.
-    pub fn iter<'a>(&self, pages: &'a [Page]) -> ListIter<'a> {
+    pub fn iter<'a>(&self, pages: &'a PageArray) -> ListIter<'a> {
         ListIter {
             pages,
             cursor: self.first,
@@ -121,7 +121,7 @@ impl ListHead {
 }
 
 pub struct ListIter<'a> {
-    pages: &'a [Page],
+    pages: &'a PageArray,
     cursor: u32,
 }
 
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn rotate_to_front_keeps_the_cyclic_order() {
-        let mut pages = vec![Page::default(); 8];
+        let mut pages = PageArray::new(8, 2);
         let mut l = ListHead::EMPTY;
         for pfn in 1..=5 {
             l.push_back(&mut pages, pfn);
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn push_remove_keeps_links() {
-        let mut pages = vec![Page::default(); 8];
+        let mut pages = PageArray::new(8, 2);
         let mut list = ListHead::EMPTY;
         list.push_back(&mut pages, 3);
         list.push_front(&mut pages, 5);

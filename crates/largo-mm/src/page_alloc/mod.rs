@@ -207,7 +207,11 @@ impl PageAlloc {
             .collect::<Vec<_>>();
         let mut pa = PageAlloc {
             geo,
-            memmap: Memmap::new(layout.max_pfn, geo.max_folio_order()),
+            memmap: Memmap::new(
+                layout.max_pfn,
+                geo.max_folio_order(),
+                geo.pageblock_order.min(geo.max_page_order),
+            ),
             pageblocks: Pageblocks::new(layout.max_pfn, geo.pageblock_order),
             pcp: vec![PerCpuPages::boot_pageset(); zones.len() * nr_cpus],
             zones,

@@ -8,7 +8,7 @@ use largo_types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, PAGE_ALLOC_COSTLY_ORD
 use super::gfp::AllocFlags;
 use super::list::ListHead;
 use super::{PageAlloc, Wmark, ZoneFlags};
-use crate::memmap::{Page, PageFlags};
+use crate::memmap::{PageArray, PageFlags};
 use crate::stats::VmEvent;
 
 /// `NR_LOWORDER_PCP_LISTS`: one list per pcp type and cheap order.
@@ -114,7 +114,7 @@ impl PageAlloc {
     #[inline]
     pub(crate) fn pcp_list_add(
         pcp: &mut PerCpuPages,
-        pages: &mut [Page],
+        pages: &mut PageArray,
         pindex: usize,
         pfn: u64,
         order: u32,
@@ -133,7 +133,7 @@ impl PageAlloc {
 
     /// Unlinks a block from a pcp list and clears its record.
     #[inline]
-    fn pcp_list_del(pcp: &mut PerCpuPages, pages: &mut [Page], pindex: usize, pfn: u64) {
+    fn pcp_list_del(pcp: &mut PerCpuPages, pages: &mut PageArray, pindex: usize, pfn: u64) {
         pcp.lists[pindex].remove(pages, pfn);
         pages[pfn as usize].clear();
     }

@@ -1,0 +1,109 @@
+//! The storage of the memmap's records, laid out so that boot touches as
+//! little host memory as possible.
+
+use std::ops::{Index, IndexMut};
+
+use super::page::Page;
+
+/// One record per pfn, stored in two zero-initialised arrays: the records
+/// of pfns aligned to `1 << head_order` (pageblock_order: the pageblock
+/// heads) densely in `heads`, every other record at its pfn in `rest`
+/// (whose slots at aligned pfns stay unused, all-zero).
+///
+/// Why: boot frees each MAX_PAGE_ORDER block a pageblock at a time
+/// (`split_large_buddy`): it reads the record of each pageblock's buddy
+/// and writes the merged block's head. With a single array those records
+/// are 8 KiB apart at 4K pages, so boot faults in one host page per
+/// block (4 GiB of host memory for a 4 TiB machine, its boot mostly the
+/// host kernel zeroing them) and reads one more. Kept apart they fill
+/// 32 MiB; `rest` is touched only where the workload allocates. Contiguous pfns other than block heads stay
+/// contiguous in memory, so a folio's records share cache lines as before.
+pub struct PageArray {
+    heads: Vec<Page>,
+    rest: Vec<Page>,
+    /// `(1 << head_order) - 1`: a pfn whose bits under it are all zero has
+    /// its record in `heads`.
+    head_mask: usize,
+    head_order: u32,
+}
+
+impl PageArray {
+    /// `nr_pfns` zeroed records, the heads of `1 << head_order`-page blocks
+    /// kept apart. Allocated lazily (zeroed pages cost no host memory until
+    /// written).
+    pub fn new(nr_pfns: usize, head_order: u32) -> PageArray {
+        PageArray {
+            heads: bytemuck::allocation::zeroed_vec(nr_pfns.div_ceil(1 << head_order)),
+            rest: bytemuck::allocation::zeroed_vec(nr_pfns),
+            head_mask: (1 << head_order) - 1,
+            head_order,
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.rest.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    /// Touches every host page of both arrays (see `Memmap::populate`).
+    pub fn populate(&mut self) {
+        const RECORDS_PER_HOST_PAGE: usize = 4096 / std::mem::size_of::<Page>();
+        for v in [&mut self.heads, &mut self.rest] {
+            for chunk in v.chunks_mut(RECORDS_PER_HOST_PAGE) {
+                let record = std::hint::black_box(&mut chunk[0]);
+                let aux = record.aux();
+                record.set_aux(aux ^ 1);
+                std::hint::black_box(&*record);
+                record.set_aux(aux);
+            }
+        }
+    }
+}
+
+impl Index<usize> for PageArray {
+    type Output = Page;
+
+    #[inline]
+    fn index(&self, pfn: usize) -> &Page {
+        if pfn & self.head_mask == 0 {
+            &self.heads[pfn >> self.head_order]
+        } else {
+            &self.rest[pfn]
+        }
+    }
+}
+
+impl IndexMut<usize> for PageArray {
+    #[inline]
+    fn index_mut(&mut self, pfn: usize) -> &mut Page {
+        if pfn & self.head_mask == 0 {
+            &mut self.heads[pfn >> self.head_order]
+        } else {
+            &mut self.rest[pfn]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pfn_has_its_own_record() {
+        let mut a = PageArray::new(100, 3);
+        for pfn in 0..100 {
+            a[pfn].set_aux((pfn % 251) as u8);
+        }
+        for pfn in 0..100 {
+            assert_eq!(a[pfn].aux(), (pfn % 251) as u8, "pfn {pfn}");
+        }
+        assert_eq!(a.len(), 100);
+        // Aligned pfns live apart: their slots in `rest` stay zero.
+        assert!((0..100).step_by(8).all(|pfn| a.rest[pfn].aux() == 0));
+    }
+}
