@@ -63,7 +63,7 @@ pub struct ShmemInode {
     pub xa_nodes: BTreeMap<(u32, u64), u16>,
     /// Per node position, the entries beneath it (every level from each
     /// entry's own up); see `xarray.rs`.
-    pub xa_count: std::collections::HashMap<(u32, u64), u32>,
+    pub xa_count: rustc_hash::FxHashMap<(u32, u64), u32>,
     /// Indices whose entries changed since the nodes were last settled.
     pub xa_touched: Vec<u64>,
     /// A SysV segment: its mappings carry `shm_vm_ops`, so they are not
