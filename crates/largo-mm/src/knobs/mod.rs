@@ -49,8 +49,13 @@ pub enum ThpDefrag {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThpKnobs {
     pub enabled: ThpEnabled,
-    /// Keyed by order, for the anon orders 2..=PMD order.
-    pub per_size: BTreeMap<u32, ThpSizeEnabled>,
+    /// Keyed by order, for the anon orders 2..=PMD order. Written only
+    /// through [`ThpKnobs::set_size`], which keeps `size_masks` in step.
+    per_size: BTreeMap<u32, ThpSizeEnabled>,
+    /// The orders of `per_size` set always, madvise and inherit, in that
+    /// order (the kernel's `huge_anon_orders_always`/`_madvise`/`_inherit`
+    /// bitmaps, which the fault path reads instead of the sysfs state).
+    size_masks: [u64; 3],
     pub pmd_order: u32,
     pub defrag: ThpDefrag,
     /// `use_zero_page`: read faults may map the huge zero page.
@@ -93,9 +98,10 @@ impl ThpKnobs {
                 (order, mode)
             })
             .collect();
-        ThpKnobs {
+        let mut thp = ThpKnobs {
             enabled: ThpEnabled::Madvise,
             per_size,
+            size_masks: [0; 3],
             pmd_order,
             defrag: ThpDefrag::Madvise,
             use_zero_page: true,
@@ -106,7 +112,40 @@ impl ThpKnobs {
             policy: Default::default(),
             shmem: ShmemKnobs::defaults(pmd_order),
             khugepaged: KhugepagedKnobs::defaults(pmd_order),
+        };
+        thp.size_masks = thp.masks_of_sizes();
+        thp
+    }
+
+    /// Every anonymous size's setting, by order.
+    pub fn per_size(&self) -> &BTreeMap<u32, ThpSizeEnabled> {
+        &self.per_size
+    }
+
+    /// `hugepages-<size>/enabled` of `order` (an anon order 2..=PMD order).
+    pub fn set_size(&mut self, order: u32, mode: ThpSizeEnabled) {
+        self.per_size.insert(order, mode);
+        self.size_masks = self.masks_of_sizes();
+    }
+
+    /// The orders set always, madvise and inherit (see `size_masks`).
+    #[inline]
+    pub fn size_masks(&self) -> [u64; 3] {
+        self.size_masks
+    }
+
+    fn masks_of_sizes(&self) -> [u64; 3] {
+        let mut masks = [0u64; 3];
+        for (&order, &mode) in &self.per_size {
+            let slot = match mode {
+                ThpSizeEnabled::Always => 0,
+                ThpSizeEnabled::Madvise => 1,
+                ThpSizeEnabled::Inherit => 2,
+                ThpSizeEnabled::Never => continue,
+            };
+            masks[slot] |= 1 << order;
         }
+        masks
     }
 
     /// `hugepage_global_always`.
@@ -257,9 +296,9 @@ mod tests {
         assert!(thp.pmd_enabled(), "host default: 2M inherit + madvise");
         thp.enabled = ThpEnabled::Never;
         assert!(!thp.pmd_enabled());
-        thp.per_size.insert(9, ThpSizeEnabled::Madvise);
+        thp.set_size(9, ThpSizeEnabled::Madvise);
         assert!(thp.pmd_enabled());
-        thp.per_size.insert(9, ThpSizeEnabled::Never);
+        thp.set_size(9, ThpSizeEnabled::Never);
         thp.enabled = ThpEnabled::Always;
         assert!(!thp.pmd_enabled());
     }

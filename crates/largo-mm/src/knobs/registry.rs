@@ -449,10 +449,10 @@ pub const REGISTRY: &[KnobDef] = &[
     KnobDef {
         path: KnobPath::PerAnonSize,
         help: "anonymous mTHP size mode",
-        get: |m, order| sysfs_choice(&THP_SIZE_CHOICES, m.thp().per_size[&order]),
+        get: |m, order| sysfs_choice(&THP_SIZE_CHOICES, m.thp().per_size()[&order]),
         set: |m, order, p, v| {
             let mode = parse_choice(p, v, &THP_SIZE_CHOICES)?;
-            m.thp_mut().per_size.insert(order, mode);
+            m.thp_mut().set_size(order, mode);
             Ok(())
         },
     },
@@ -522,7 +522,7 @@ impl Machine {
                     KnobPath::Fixed(p) => vec![(p.to_string(), 0)],
                     KnobPath::PerAnonSize => self
                         .thp()
-                        .per_size
+                        .per_size()
                         .keys()
                         .map(|&o| {
                             (

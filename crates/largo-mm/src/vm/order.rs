@@ -7,7 +7,7 @@
 use super::pgtable::Pte;
 use super::types::{ThpDisable, VmFlags, VmaId};
 use super::Vm;
-use crate::knobs::{ThpDefrag, ThpSizeEnabled};
+use crate::knobs::ThpDefrag;
 use crate::page_alloc::gfp::{Gfp, GFP_TRANSHUGE, GFP_TRANSHUGE_LIGHT};
 
 /// A set of orders, bit n = order n (`unsigned long orders`).
@@ -40,17 +40,13 @@ impl Vm {
         let v = &self.vmas[vma];
         let madvised = v.flags.contains(VmFlags::HUGEPAGE);
         let thp = &self.thp;
-        let mut mask = 0;
-        for (&order, &mode) in &thp.per_size {
-            let on = match mode {
-                ThpSizeEnabled::Always => true,
-                ThpSizeEnabled::Madvise => madvised,
-                ThpSizeEnabled::Inherit => thp.global_always() || (madvised && thp.global_enabled()),
-                ThpSizeEnabled::Never => false,
-            };
-            if on {
-                mask |= 1 << order;
-            }
+        let [always, madvise, inherit] = thp.size_masks();
+        let mut mask = always;
+        if madvised {
+            mask |= madvise;
+        }
+        if thp.global_always() || (madvised && thp.global_enabled()) {
+            mask |= inherit;
         }
         let orders = orders & mask;
         if orders == 0 || self.thp_disabled(vma) {
