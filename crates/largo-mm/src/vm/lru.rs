@@ -385,12 +385,12 @@ impl Vm {
     /// it was filled, then the `lru_deactivate` batch is applied.
     pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let cpu = cpu % self.lru_batches.len();
-        let batch = std::mem::take(&mut self.lru_batches[cpu]);
+        let mut batch = std::mem::take(&mut self.lru_batches[cpu]);
         if !batch.is_empty() {
             self.locks.lru += 1;
             self.locks.lru_folios += batch.len() as u64;
         }
-        for r in batch {
+        for &r in &batch {
             if self.lru_state(r).released {
                 // folios_put: the batch's reference was the last.
                 self.lru_state_mut(r).batched = false;
@@ -399,13 +399,23 @@ impl Vm {
             }
             self.lruvec_add(pa, r, false);
         }
-        let batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
+        // The emptied batch goes back with its capacity (the kernel's
+        // folio_batch is a fixed array): no allocation per drain.
+        batch.clear();
+        if self.lru_batches[cpu].is_empty() {
+            self.lru_batches[cpu] = batch;
+        }
+        let mut batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
         if !batch.is_empty() {
             self.locks.lru += 1;
             self.locks.lru_folios += batch.len() as u64;
         }
-        for r in batch {
+        for &r in &batch {
             self.lru_deactivate(pa, r);
+        }
+        batch.clear();
+        if self.lru_deactivate_batches[cpu].is_empty() {
+            self.lru_deactivate_batches[cpu] = batch;
         }
     }
 
