@@ -155,7 +155,7 @@ fn the_benches_draw_their_series() {
     figure(
         &m,
         &[
-            "copy throughput (GB/s)",
+            "GB/s (measured copy + estimated kernel time)",
             "folios per move_pages call (log scale)",
             "vanilla",
             "memcpy (best)",

@@ -124,19 +124,41 @@ fn bench_replay_reports_events_per_second_for_each_trace() {
 fn bench_migrate_reports_each_cell_and_the_memcpy_limit() {
     let lines = json_lines(&["bench", "migrate", "--quick", "--runs", "1", "--json"]);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // 3 rows x (vanilla + mt_1..mt_cpus) + memcpy_1..memcpy_cpus.
-    assert_eq!(lines.len(), 3 * (1 + cpus) + cpus);
+    // 3 rows x (vanilla + batch + mt_1..mt_cpus + memcpy_1..memcpy_cpus).
+    assert_eq!(lines.len(), 3 * (2 + 2 * cpus));
     for j in &lines {
         assert_eq!(j["bench"], "migrate");
         assert!(j["gbps"].as_f64().unwrap() > 0.0, "{j}");
+        assert!(j["copy_ns"].as_f64().unwrap() > 0.0, "{j}");
+        let memcpy = j["column"].as_str().unwrap().starts_with("memcpy_");
+        // The kernel's work around the copy is estimated for every move
+        // (never for memcpy), and it is per folio: 4K rows pay it 256
+        // times, the 2M row 4 times.
+        let kernel = j["kernel_ns"].as_f64().unwrap();
+        assert_eq!(kernel == 0.0, memcpy, "{j}");
     }
-    assert!(lines.iter().any(|j| j["column"] == "mt_1" && j["folio_kib"] == 2048));
-    assert!(lines
-        .iter()
-        .any(|j| j["column"] == "memcpy_1" && j["folio_kib"].is_null())); // --folio keeps the rows of one size; a size with no row is a usage error.
+    let cell = |kib: u64, col: &str| {
+        lines
+            .iter()
+            .find(|j| j["folio_kib"] == kib && j["column"] == col)
+            .unwrap_or_else(|| panic!("no {col} cell at {kib} KiB"))
+    };
+    for col in ["vanilla", "batch", "mt_1", "memcpy_1"] {
+        cell(2048, col);
+    }
+    let per_folio = |kib: u64, nr: f64| cell(kib, "vanilla")["kernel_ns"].as_f64().unwrap() / nr;
+    assert!(
+        per_folio(4, 256.0) > 300.0,
+        "a 4K folio's migration costs the kernel more than its copy setup"
+    );
+    assert!(
+        per_folio(4, 256.0) < per_folio(2048, 4.0),
+        "a 2M folio's work (its tails, a PMD flush) is more"
+    );
+    // --folio keeps the rows of one size; a size with no row is a usage error.
     let only = json_lines(&["bench", "migrate", "--quick", "--runs", "1", "--json", "--folio", "2M"]);
-    assert_eq!(only.len(), (1 + cpus) + cpus);
-    assert!(only.iter().all(|j| j["folio_kib"] == 2048 || j["folio_kib"].is_null()));
+    assert_eq!(only.len(), 2 + 2 * cpus);
+    assert!(only.iter().all(|j| j["folio_kib"] == 2048));
     assert_usage_error(
         &["bench", "migrate", "--quick", "--folio", "8K"],
         "no row of that folio size",

@@ -209,6 +209,21 @@ pub fn plan(jobs: &[CopyJob], page_size: u64, threads: usize, chunk_pages: u64) 
     out
 }
 
+/// `jobs` with each run of jobs contiguous in both source and destination
+/// merged into one: the plain copy a memcpy of the same frames would make.
+pub fn coalesce(jobs: &[CopyJob]) -> Vec<CopyJob> {
+    let mut out: Vec<CopyJob> = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        match out.last_mut() {
+            Some(l) if l.src.0 + l.nr_pages == j.src.0 && l.dst.0 + l.nr_pages == j.dst.0 => {
+                l.nr_pages += j.nr_pages;
+            }
+            _ => out.push(*j),
+        }
+    }
+    out
+}
+
 /// The host's memcpy bandwidth with `threads` threads copying `bytes` in
 /// all between two buffers (each thread its own part), GB/s: the limit a
 /// copy engine can reach. The buffers are written once before timing.
@@ -241,6 +256,19 @@ mod tests {
             dst: Pfn(dst),
             nr_pages: nr,
         }
+    }
+
+    #[test]
+    fn coalesce_merges_runs_contiguous_on_both_sides() {
+        let jobs = [
+            job(0, 100, 1),
+            job(1, 101, 1),
+            job(2, 105, 1),
+            job(3, 106, 2),
+            job(9, 108, 1),
+        ];
+        assert_eq!(coalesce(&jobs), vec![job(0, 100, 2), job(2, 105, 3), job(9, 108, 1)]);
+        assert!(coalesce(&[]).is_empty());
     }
 
     #[test]

@@ -200,8 +200,18 @@ pub const TERMS: &[Term] = &[
     },
     Term {
         name: "page_migrate",
-        help: "4 KiB units migrated (isolate, unmap, copy, remap, free the source)",
+        help: "4 KiB units migrated: the copy of their data (folio_mc_copy)",
         count: |c| c.pgmigrate_success * (c.page_size / 4096).max(1),
+    },
+    Term {
+        name: "migrate_folio",
+        help: "folios migrated: the work around the copy (isolate from the LRU, lock, unmap and remap through the rmap, metadata moved, source freed)",
+        count: |c| c.work.vm.migrate_folios,
+    },
+    Term {
+        name: "migrate_flush",
+        help: "TLB flushes of migration: one per batch of PTE-mapped folios, one per PMD-mapped THP",
+        count: |c| c.work.vm.migrate_flushes,
     },
     Term {
         name: "compact_scan",

@@ -49,13 +49,16 @@ pub enum Entry {
     /// Kernel threads woken while time passes (khugepaged, kcompactd, free
     /// page reporting).
     Kthreads,
-    /// Everything else (drop_caches, move_pages, memfd and SysV calls,
-    /// memory hotplug).
+    /// Page migration a task asked for: move_pages (its copy, the work
+    /// around it, the TLB flushes).
+    Migrate,
+    /// Everything else (drop_caches, memfd and SysV calls, memory
+    /// hotplug).
     Other,
 }
 
 impl Entry {
-    pub const ALL: [Entry; 15] = [
+    pub const ALL: [Entry; 16] = [
         Entry::Fault,
         Entry::Munmap,
         Entry::Mmap,
@@ -70,6 +73,7 @@ impl Entry {
         Entry::Reclaim,
         Entry::Kswapd,
         Entry::Kthreads,
+        Entry::Migrate,
         Entry::Other,
     ];
 
@@ -89,6 +93,7 @@ impl Entry {
             Entry::Reclaim => "reclaim",
             Entry::Kswapd => "kswapd",
             Entry::Kthreads => "kthreads",
+            Entry::Migrate => "migrate",
             Entry::Other => "other",
         }
     }
@@ -102,7 +107,8 @@ impl Entry {
             Op::Madvise { .. } => Entry::Madvise,
             Op::Fork { .. } => Entry::Fork,
             Op::Idle { .. } | Op::Sleep { .. } | Op::KhugepagedWake => Entry::Kthreads,
-            Op::Wait | Op::DropCaches { .. } | Op::MovePages { .. } => Entry::Other,
+            Op::MovePages { .. } => Entry::Migrate,
+            Op::Wait | Op::DropCaches { .. } => Entry::Other,
         }
     }
 
@@ -123,6 +129,7 @@ impl Entry {
             // The new image's initial mappings and brk are made by execve.
             Event::Exec { .. } | Event::Vma { .. } | Event::BrkStart { .. } => Entry::Execve,
             Event::Sleep { .. } | Event::KhugepagedWake { .. } | Event::Tick { .. } => Entry::Kthreads,
+            Event::MovePages { .. } => Entry::Migrate,
             _ => Entry::Other,
         }
     }
@@ -132,7 +139,7 @@ impl Entry {
 pub type TermCounts = [u64; crate::cost::N_TERMS];
 
 /// Terms charged to `compaction` whatever the entry.
-const COMPACTION_TERMS: [&str; 2] = ["compact_scan", "page_migrate"];
+const COMPACTION_TERMS: [&str; 4] = ["compact_scan", "page_migrate", "migrate_folio", "migrate_flush"];
 
 /// Terms charged to `reclaim` whatever the entry, but `madvise`
 /// (MADV_PAGEOUT reclaims inside the system call).
@@ -191,9 +198,9 @@ impl EntryLedger {
 
     /// The entry a term's work counted now belongs to.
     fn entry_of_term(&self, term: &str) -> Entry {
-        // move_pages and hotplug migrate pages too (`other`): only
-        // migration elsewhere is compaction's.
-        if self.current != Entry::Other && COMPACTION_TERMS.contains(&term) {
+        // move_pages (`migrate`) and hotplug (`other`) migrate pages too:
+        // only migration elsewhere is compaction's.
+        if !matches!(self.current, Entry::Other | Entry::Migrate) && COMPACTION_TERMS.contains(&term) {
             Entry::Compaction
         } else if self.current != Entry::Madvise && RECLAIM_TERMS.contains(&term) {
             Entry::Reclaim

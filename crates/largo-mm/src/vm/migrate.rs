@@ -252,6 +252,7 @@ impl Vm {
             return;
         }
         result.nr_batches += 1;
+        let mut pte_mapped = false;
         let mut jobs = Vec::with_capacity(unmapped.len());
         for &(key, dst) in unmapped {
             let src = self.folios[key].pfn;
@@ -261,7 +262,7 @@ impl Vm {
                 dst: dst.pfn,
                 nr_pages: dst.nr_pages(),
             };
-            self.migrate_folio_move(ctx, key, dst);
+            pte_mapped |= self.migrate_folio_move(ctx, key, dst);
             if copy.batched() {
                 jobs.push(job);
             } else {
@@ -274,6 +275,8 @@ impl Vm {
                 ctx.pa.events.count(VmEvent::ThpMigrationSuccess, 1);
             }
         }
+        self.work.migrate_folios += unmapped.len() as u64;
+        self.work.migrate_flushes += u64::from(pte_mapped);
         if !jobs.is_empty() {
             copy.copy(ctx.backing, &jobs)
                 .unwrap_or_else(|e| unreachable!("migration copy inside the backing: {e}"));
@@ -308,13 +311,21 @@ impl Vm {
     /// `migrate_folio_move`: every mapping now points into `dst`, which
     /// takes over the folio's per-page state, its metadata, its place on
     /// the LRU, in the node counters and on the deferred split queue.
-    fn migrate_folio_move(&mut self, ctx: &mut Ctx, key: usize, dst: Folio) {
+    /// True if a PTE mapped it (its unmap waits for the batch's TLB
+    /// flush); each PMD mapping counts its own flush.
+    fn migrate_folio_move(&mut self, ctx: &mut Ctx, key: usize, dst: Folio) -> bool {
+        let mut pte_mapped = false;
         let (src, nr) = {
             let m = &self.folios[key];
             (m.pfn, m.nr_pages())
         };
         let (old_nid, new_nid) = (self.node_of(ctx.pa, src), self.node_of(ctx.pa, dst.pfn.0));
         for m in self.rmap_walk(key) {
+            if m.level == 1 {
+                self.work.migrate_flushes += 1;
+            } else {
+                pte_mapped = true;
+            }
             let entries = if m.level == 1 { 1 } else { m.nr as usize };
             for i in 0..entries {
                 let index = m.slot.index + i;
@@ -357,6 +368,7 @@ impl Vm {
         if queued {
             self.deferred_push_tail(new_nid, key);
         }
+        pte_mapped
     }
 
     /// The source frames after the move: their records cleared, freed.

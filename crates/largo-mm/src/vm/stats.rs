@@ -102,6 +102,15 @@ pub struct VmWork {
     /// Blocks of base pages promoted into one large folio by a
     /// utilisation-driven order policy (`ingens`).
     pub promotions: u64,
+    /// Folios migrated (`migrate_folio_move`): each isolated, locked,
+    /// unmapped and remapped through the rmap, its metadata moved and its
+    /// source freed around the copy of its data.
+    pub migrate_folios: u64,
+    /// TLB flushes migration issued: one per batch that unmapped a
+    /// PTE-mapped folio (`try_to_unmap_flush` after the batch's unmap
+    /// pass, TTU_BATCH_FLUSH), one per PMD-mapped THP (`pmdp_invalidate`
+    /// in `set_pmd_migration_entry` flushes at once).
+    pub migrate_flushes: u64,
     /// Reclaim's work, by who does it: the task itself (direct and memcg
     /// reclaim, MADV_PAGEOUT) or a kernel thread (kswapd, khugepaged's
     /// allocations).
