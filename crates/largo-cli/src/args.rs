@@ -136,7 +136,9 @@ pub enum BenchCommand {
     /// the same trace.
     Replay(crate::cmd::bench::replay::ReplayBenchArgs),
     /// move_pages of N folios between two nodes of a ram machine with each
-    /// copy policy (vanilla, mt_1..mt_CPUs), GB/s, next to memcpy.
+    /// copy policy (vanilla, batch, mt_1..mt_CPUs): GB/s of the measured
+    /// copy plus the estimated kernel work around it, next to memcpy of
+    /// the same frames.
     Migrate(crate::cmd::bench::migrate::MigrateBenchArgs),
     /// The seed's fragmentation experiment: success of 2M, 32M and 1G
     /// allocations on an aged sim machine under MAX_PAGE_ORDER 10 +

@@ -203,3 +203,15 @@ fn a_trace_can_take_a_memory_block_offline_and_online() {
     let kib = |j: &serde_json::Value| j["meminfo"]["MemTotal"].as_u64().unwrap();
     assert_eq!(kib(&base) - kib(&j), 2048, "one 2 MiB block left MemTotal");
 }
+
+#[test]
+fn move_pages_is_charged_to_its_own_entry() {
+    let lines = json_lines(&["run", "move-pages:size=4M", "--nodes", "2", "--json"]);
+    for j in &lines {
+        let e = &j["cost"]["by_entry"];
+        let migrate = e["migrate"].as_f64().unwrap();
+        // 1024 4K pages (or their large folios) copied at least.
+        assert!(migrate > 1024.0 * 100.0, "{e}");
+        assert_eq!(e["compaction"].as_f64().unwrap(), 0.0, "{e}");
+    }
+}

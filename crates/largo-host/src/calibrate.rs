@@ -41,8 +41,11 @@ pub const PRIORS: &[(&str, f64)] = &[
     // copy series, Zen3: move_pages of 512 x 4K at 3.73 GB/s, folio_copy
     // ~35% of it; 512 x 2M at 10.67 GB/s, ~97%): the copy per 4 KiB is a
     // page copy (the fitted page_copy, ~500 ns here); the rest, ~0.7 us
-    // per folio (isolate, lock, rmap unmap and remap, metadata, free);
-    // a TLB flush with its IPIs ~1 us on a VM.
+    // per folio (isolate, lock, rmap unmap and remap, metadata, free: an
+    // upper bound, since pte_set, the pcp work of the destination and the
+    // source's free are priced by their own terms, ~10% of it at 4K);
+    // a TLB flush with its IPIs ~1 us on a VM (x86 flushes locally per
+    // PTE instead when the mm never ran on another CPU: cheaper).
     ("page_migrate", 500.0),
     ("migrate_folio", 700.0),
     ("migrate_flush", 1000.0),

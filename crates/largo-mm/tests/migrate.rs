@@ -211,3 +211,34 @@ fn a_failure_in_the_middle_of_a_batch_leaves_everything_consistent() {
         assert!(buf == pattern(i), "page {i}");
     }
 }
+
+/// The work around the copy that the migration cost terms price: a folio
+/// per folio moved, a TLB flush per batch that unmapped PTE-mapped folios
+/// (`try_to_unmap_flush` after the unmap pass, batches of at most 512 base
+/// pages) and one per PMD-mapped THP (`pmdp_invalidate`).
+#[test]
+fn migration_counts_its_folios_and_tlb_flushes() {
+    // (mTHP knob, folio bytes, folios, expected flushes)
+    let cases: [(Option<&str>, u64, u64, u64); 3] = [
+        (None, PAGE, 256, 1),
+        (Some("64kB"), 64 << 10, 64, 2),
+        (Some("2048kB"), 2 << 20, 2, 2),
+    ];
+    for (thp, folio, nr, flushes) in cases {
+        let knob = thp.map(|t| format!("transparent_hugepage/hugepages-{t}/enabled"));
+        let knobs: Vec<(&str, &str)> = knob.iter().map(|k| (k.as_str(), "always")).collect();
+        let mut m = two_nodes(BackingKind::Sim, &knobs);
+        let (pid, addr) = anon_task(&mut m, folio * nr, None);
+        // One address per folio: every folio queued, moved in full batches.
+        let pages: Vec<u64> = (0..nr).map(|i| addr + i * folio).collect();
+        let nodes = vec![1; pages.len()];
+        let before = m.vm().work;
+        let out = m
+            .with_vm(0, |vm, ctx| vm.move_pages(ctx, pid, &pages, Some(&nodes), &Vanilla))
+            .unwrap();
+        assert_eq!(out.ret, 0);
+        let after = m.vm().work;
+        assert_eq!(after.migrate_folios - before.migrate_folios, nr, "{thp:?}");
+        assert_eq!(after.migrate_flushes - before.migrate_flushes, flushes, "{thp:?}");
+    }
+}

@@ -487,13 +487,13 @@ fn print(
         };
         let memcpy_cols: Vec<&str> = memcpys.iter().map(String::as_str).collect();
         // GB/s, the seed's table.
-        let mut header = vec!["folios".to_string()];
+        let mut header = vec!["folio".to_string(), "folios".to_string()];
         header.extend(policies.iter().map(|p| p.to_string()));
         header.extend(memcpys.iter().cloned());
         header.push("copy / memcpy".into());
-        let mut t = Grid::new(header).right_from(0);
+        let mut t = Grid::new(header).right_from(1);
         for &nr in &nrs {
-            let mut r = vec![Cell::int(nr)];
+            let mut r = vec![Cell::new(size_label(kib), format!("{}", kib << 10)), Cell::int(nr)];
             r.extend(shown(nr, &policies, &|c| Cell::num(c.gbps(), 2)));
             r.extend(shown(nr, &memcpy_cols, &|c| Cell::num(c.copy_gbps(), 2)));
             let ratio = best_copy_gbps(nr, &policies) / best_copy_gbps(nr, &memcpy_cols);
@@ -503,13 +503,13 @@ fn print(
         out.line(format!("{} (GB/s):", size_label(kib)))?;
         out.table(&t)?;
         // Where the time goes: the copy measured, the kernel estimated.
-        let mut header = vec!["folios".to_string()];
+        let mut header = vec!["folio".to_string(), "folios".to_string()];
         header.extend(policies.iter().map(|p| format!("{p} copy us")));
         header.push("kernel us (est.)".into());
         header.push("kernel / folio ns".into());
-        let mut t = Grid::new(header).right_from(0);
+        let mut t = Grid::new(header).right_from(1);
         for &nr in &nrs {
-            let mut r = vec![Cell::int(nr)];
+            let mut r = vec![Cell::new(size_label(kib), format!("{}", kib << 10)), Cell::int(nr)];
             r.extend(shown(nr, &policies, &|c| Cell::num(c.copy_ns / 1e3, 1)));
             let kernel = cell(nr, policies[0]).map_or(0.0, |c| c.kernel_ns);
             r.push(Cell::num(kernel / 1e3, 1));
