@@ -224,28 +224,6 @@ pub fn coalesce(jobs: &[CopyJob]) -> Vec<CopyJob> {
     out
 }
 
-/// The host's memcpy bandwidth with `threads` threads copying `bytes` in
-/// all between two buffers (each thread its own part), GB/s: the limit a
-/// copy engine can reach. The buffers are written once before timing.
-pub fn memcpy_gbps(bytes: usize, threads: usize, repeats: usize) -> f64 {
-    let threads = threads.max(1);
-    let src = vec![0x5au8; bytes];
-    let mut dst = vec![0u8; bytes];
-    let part = bytes.div_ceil(threads);
-    let mut best = f64::INFINITY;
-    for _ in 0..repeats.max(1) {
-        let t = std::time::Instant::now();
-        std::thread::scope(|s| {
-            for (d, sc) in dst.chunks_mut(part).zip(src.chunks(part)) {
-                s.spawn(move || d.copy_from_slice(sc));
-            }
-        });
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    std::hint::black_box(&dst);
-    bytes as f64 / best / 1e9
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
