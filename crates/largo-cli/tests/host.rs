@@ -396,9 +396,13 @@ fn the_programs_suite_sets_estimates_beside_the_hosts_changes() {
     }
     // sort's faults at 4K are the trace's, on the host too.
     assert_eq!(rows[0]["within_tolerance"], true, "{}", rows[0]);
-    // Sorting 27 MB with 64K folios: largo estimates a large saving.
+    // Sorting 27 MB with 64K folios: largo estimates a large saving. Its
+    // share of the whole kernel time divides by the host's noisy baseline
+    // (42-170 ms here), so the size is judged on the estimates alone.
     let k64 = rows.iter().find(|r| r["config"] == "4K+64K").expect("4K+64K");
-    assert!(k64["est_kernel_change_pct"].as_f64().unwrap() < -10.0, "{k64}");
+    assert!(k64["est_kernel_change_pct"].as_f64().unwrap() < 0.0, "{k64}");
+    let est_ms = |r: &serde_json::Value| r["est_anon_kernel_ms"].as_f64().expect("est_anon_kernel_ms");
+    assert!(est_ms(k64) < 0.5 * est_ms(&rows[0]), "{k64} against {}", rows[0]);
     assert!(!cache.exists(), "--no-recalibrate caches nothing");
 }
 

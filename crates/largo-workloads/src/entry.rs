@@ -158,11 +158,37 @@ pub struct EntryCounts {
     pub by_entry: BTreeMap<Entry, TermCounts>,
 }
 
+/// Where a term's work goes, whatever the current entry says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TermClass {
+    Compaction,
+    Reclaim,
+    Kswapd,
+    Entry,
+}
+
+impl TermClass {
+    fn of(term: &str) -> TermClass {
+        if COMPACTION_TERMS.contains(&term) {
+            TermClass::Compaction
+        } else if RECLAIM_TERMS.contains(&term) {
+            TermClass::Reclaim
+        } else if KSWAPD_TERMS.contains(&term) {
+            TermClass::Kswapd
+        } else {
+            TermClass::Entry
+        }
+    }
+}
+
 /// The running attribution.
 pub struct EntryLedger {
     current: Entry,
     last: TermCounts,
-    pub counts: EntryCounts,
+    /// Each term's class, in [`TERMS`] order.
+    classes: [TermClass; crate::cost::N_TERMS],
+    /// Work charged so far, by `Entry as usize` (`None`: nothing yet).
+    charged: [Option<TermCounts>; Entry::ALL.len()],
 }
 
 impl EntryLedger {
@@ -170,7 +196,8 @@ impl EntryLedger {
         EntryLedger {
             current: Entry::Other,
             last: TermInput::read(m).counts(),
-            counts: EntryCounts::default(),
+            classes: std::array::from_fn(|i| TermClass::of(TERMS[i].name)),
+            charged: [None; Entry::ALL.len()],
         }
     }
 
@@ -186,34 +213,65 @@ impl EntryLedger {
     /// allocation: the scheduler closes an entry twice per round).
     pub fn close(&mut self, m: &Machine) {
         let now = TermInput::read(m).counts();
-        for (i, t) in TERMS.iter().enumerate() {
+        for i in 0..now.len() {
             let d = now[i].saturating_sub(self.last[i]);
             if d > 0 {
-                let entry = self.entry_of_term(t.name);
-                self.counts.by_entry.entry(entry).or_insert([0; crate::cost::N_TERMS])[i] += d;
+                let entry = self.entry_of_term(self.classes[i]);
+                self.charged[entry as usize].get_or_insert([0; crate::cost::N_TERMS])[i] += d;
             }
         }
         self.last = now;
     }
 
     /// The entry a term's work counted now belongs to.
-    fn entry_of_term(&self, term: &str) -> Entry {
+    fn entry_of_term(&self, class: TermClass) -> Entry {
         // move_pages (`migrate`) and hotplug (`other`) migrate pages too:
         // only migration elsewhere is compaction's.
-        if !matches!(self.current, Entry::Other | Entry::Migrate) && COMPACTION_TERMS.contains(&term) {
-            Entry::Compaction
-        } else if self.current != Entry::Madvise && RECLAIM_TERMS.contains(&term) {
-            Entry::Reclaim
-        } else if KSWAPD_TERMS.contains(&term) {
-            Entry::Kswapd
-        } else {
-            self.current
+        match class {
+            TermClass::Compaction if !matches!(self.current, Entry::Other | Entry::Migrate) => Entry::Compaction,
+            TermClass::Reclaim if self.current != Entry::Madvise => Entry::Reclaim,
+            TermClass::Kswapd => Entry::Kswapd,
+            _ => self.current,
         }
+    }
+
+    /// What has been charged so far, by entry.
+    pub fn counts(&self) -> EntryCounts {
+        let by_entry = Entry::ALL
+            .iter()
+            .filter_map(|&e| self.charged[e as usize].map(|c| (e, c)))
+            .collect();
+        EntryCounts { by_entry }
     }
 
     /// Closes the ledger: everything counted is charged.
     pub fn finish(mut self, m: &Machine) -> EntryCounts {
         self.close(m);
-        self.counts
+        self.counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ledger files work under `entry as usize`: `ALL` must list
+    /// the entries in declaration order.
+    #[test]
+    fn all_lists_entries_by_discriminant() {
+        for (i, e) in Entry::ALL.iter().enumerate() {
+            assert_eq!(*e as usize, i, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn terms_of_other_paths_keep_their_class() {
+        assert_eq!(TermClass::of("page_migrate"), TermClass::Compaction);
+        assert_eq!(TermClass::of("swap_out"), TermClass::Reclaim);
+        assert_eq!(TermClass::of("kswapd_folio"), TermClass::Kswapd);
+        assert_eq!(TermClass::of("fault"), TermClass::Entry);
+        for t in COMPACTION_TERMS.iter().chain(&RECLAIM_TERMS).chain(&KSWAPD_TERMS) {
+            assert!(TERMS.iter().any(|x| x.name == *t), "{t} is not a cost term");
+        }
     }
 }

@@ -194,7 +194,7 @@ impl Replayer<'_> {
     fn apply(&mut self, e: &Event) -> Result<(), EventError> {
         if let Some(tpid) = e.pid() {
             self.cur = self.task(tpid)?;
-            let alive = self.m.vm().task(self.cur.0).is_some_and(|t| t.alive);
+            let alive = self.m.vm().task_alive(self.cur.0);
             if !alive && !matches!(e, Event::Exec { .. }) {
                 return Ok(());
             }

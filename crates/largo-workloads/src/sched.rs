@@ -221,7 +221,7 @@ impl Scheduler {
     /// Tasks the OOM killer took are done.
     fn reap_killed(&mut self, m: &Machine) {
         for i in 0..self.tasks.len() {
-            if self.tasks[i].state != State::Done && !m.vm().task(self.tasks[i].pid).is_some_and(|t| t.alive) {
+            if self.tasks[i].state != State::Done && !m.vm().task_alive(self.tasks[i].pid) {
                 self.problems.oom_killed_tasks += 1;
                 self.finish(i);
             }
@@ -485,7 +485,7 @@ impl Scheduler {
                         break;
                     }
                     Ok(Access::Oom) => {
-                        if !vm.task(pid).is_some_and(|t| t.alive) {
+                        if !vm.task_alive(pid) {
                             stop = true;
                             break;
                         }
@@ -494,7 +494,7 @@ impl Scheduler {
             }
         });
         self.pages_touched += done;
-        let alive = m.vm().task(pid).is_some_and(|t| t.alive);
+        let alive = m.vm().task_alive(pid);
         if stop && alive {
             self.problems.segv += 1;
             if let Some((addr, code)) = segv_addr.filter(|_| self.problems.segv_at.len() < Problems::MAX_REPORTED) {

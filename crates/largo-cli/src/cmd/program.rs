@@ -136,6 +136,9 @@ pub struct KernelRow {
     /// The anonymous-memory part of the change, as a share of the
     /// program's whole kernel time: the rest is taken as unchanged.
     pub est_change_pct: f64,
+    /// largo's estimate of the anonymous-memory kernel time itself, ns
+    /// (no host measurement in it).
+    pub est_anon_ns: f64,
 }
 
 impl KernelRow {
@@ -160,6 +163,7 @@ pub fn kernel_rows(results: &[(String, ProgramValidation)], profile: &Profile) -
             host_ns: Summary::of(&ns(v)),
             change_pct: paired_change_pct(&base_runs, &ns(v)),
             est_change_pct: (est(v) - base_est) / base_mean * 100.0,
+            est_anon_ns: est(v),
         })
         .collect()
 }
@@ -196,6 +200,7 @@ fn report(name: &str, results: &[(String, ProgramValidation)], profile: &Profile
             "host_kernel_change_pct": k.change_pct.mean,
             "host_kernel_change_ci_pct": finite(k.change_pct.ci95),
             "est_kernel_change_pct": k.est_change_pct,
+            "est_anon_kernel_ms": k.est_anon_ns / 1e6,
             "agrees": k.agrees(),
             "profile": profile.name,
             "replay": v.replay,

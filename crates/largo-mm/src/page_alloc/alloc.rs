@@ -464,6 +464,7 @@ impl PageAlloc {
     /// unmapped, its order, PG_head for order > 0). The tails are all-zero
     /// already (free-block interiors are), so this is O(1) for any order;
     /// see [`Page`](crate::memmap::Page) for why tails carry no head link.
+    #[inline]
     pub(crate) fn prep_new_page(&mut self, pfn: u64, order: u32) {
         // Frames the host discarded after a report come back zero-filled
         // on the first touch: a host refault each.

@@ -38,6 +38,7 @@ impl HostDiscarded {
     }
 
     /// Clears `[pfn, pfn + nr)`, returning how many were set.
+    #[inline]
     pub fn take_range(&mut self, pfn: u64, nr: u64) -> u64 {
         if self.nr_set == 0 {
             return 0;

@@ -49,6 +49,16 @@ impl Vm {
         let mut mapped_once: HashMap<u64, ()> = HashMap::new();
         let mut shmem = super::shmem::ShmemRecount::default();
         let mut swap_refs: HashMap<crate::swap::SwapEntry, u64> = HashMap::new();
+        // find_vma's hint relies on it: every VMA is in its mm's tree.
+        for (id, v) in self.vmas.iter() {
+            ensure!(
+                self.mms.get(v.mm).and_then(|m| m.vmas.get(&v.start)) == Some(&id),
+                "VMA {id} [{:#x}, {:#x}) is not in mm {}'s tree",
+                v.start,
+                v.end,
+                v.mm
+            );
+        }
         for (mm_id, mm) in self.mms.iter() {
             let mut swap_ents = 0u64;
             let mut rss = 0u64;

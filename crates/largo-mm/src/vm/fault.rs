@@ -68,10 +68,7 @@ impl Vm {
         if self.access_hits(ctx, mm, addr, write) {
             return Ok(Access::Hit);
         }
-        let Some(vma) = self.mms[mm]
-            .vma_at(addr, &self.vmas)
-            .or_else(|| self.expand_stack(mm, addr))
-        else {
+        let Some(vma) = self.find_vma(mm, addr).or_else(|| self.expand_stack(mm, addr)) else {
             return Ok(Access::Segv(SegvCode::MapErr));
         };
         let flags = self.vmas[vma].flags;
@@ -165,6 +162,7 @@ impl Vm {
     }
 
     /// The write itself, through a present leaf entry `e` at `level`.
+    #[inline]
     fn store_through(&mut self, ctx: &mut Ctx, e: Pte, level: u32, addr: u64) {
         if e.is_special() {
             return;
@@ -385,10 +383,15 @@ impl Vm {
     /// `anon_vma_prepare`: the VMA gets an anon_vma on its first anonymous
     /// fault, shared with an adjacent compatible VMA when possible
     /// (`find_mergeable_anon_vma`) so the two can still merge.
+    #[inline]
     pub(crate) fn anon_vma_prepare(&mut self, vma: VmaId) {
-        if self.vmas[vma].anon_vma.is_some() {
-            return;
+        if self.vmas[vma].anon_vma.is_none() {
+            self.anon_vma_prepare_new(vma);
         }
+    }
+
+    /// The first anonymous fault of a VMA: its anon_vma.
+    fn anon_vma_prepare_new(&mut self, vma: VmaId) {
         let mm = self.vmas[vma].mm;
         self.slab_alloc(mm, SlabCache::AnonVmaChain, 1);
         let av = self

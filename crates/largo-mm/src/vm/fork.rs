@@ -200,7 +200,7 @@ impl Vm {
     /// A task exits; the last user of an mm tears it down.
     pub fn exit(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<(), VmError> {
         let mm = self.task_mm(pid)?;
-        if let Some(t) = self.tasks.get_mut(&pid) {
+        if let Some(t) = self.task_mut(pid) {
             t.alive = false;
         }
         self.mms[mm].users -= 1;

@@ -179,6 +179,7 @@ impl Lruvec {
 }
 
 impl Vm {
+    #[inline]
     pub(crate) fn lru_state(&self, r: FolioRef) -> &LruState {
         match r {
             FolioRef::Anon(k) => &self.folios[k].lru,
@@ -186,6 +187,7 @@ impl Vm {
         }
     }
 
+    #[inline]
     pub(crate) fn lru_state_mut(&mut self, r: FolioRef) -> &mut LruState {
         match r {
             FolioRef::Anon(k) => &mut self.folios[k].lru,
@@ -194,6 +196,7 @@ impl Vm {
     }
 
     /// The head pfn and order of a folio.
+    #[inline]
     pub(crate) fn folio_pfn_order(&self, r: FolioRef) -> (u64, u32) {
         match r {
             FolioRef::Anon(k) => (self.folios[k].pfn, self.folios[k].order),
@@ -207,6 +210,7 @@ impl Vm {
     }
 
     /// The memcg a folio is charged to (0: root).
+    #[inline]
     pub(crate) fn folio_memcg(&self, r: FolioRef) -> usize {
         match r {
             FolioRef::Anon(k) => self.folios[k].memcg as usize,
@@ -215,6 +219,7 @@ impl Vm {
     }
 
     /// A file-LRU folio: lazyfree anonymous memory (no page cache is modelled).
+    #[inline]
     pub(crate) fn folio_is_file_lru(&self, r: FolioRef) -> bool {
         match r {
             FolioRef::Anon(k) => self.folios[k].lazyfree,
@@ -223,12 +228,14 @@ impl Vm {
     }
 
     /// The index of the lruvec a folio belongs to (`folio_lruvec`).
+    #[inline]
     pub(crate) fn folio_lruvec(&self, pa: &PageAlloc, r: FolioRef) -> usize {
         let (pfn, _) = self.folio_pfn_order(r);
         self.lruvec_index(self.node_of(pa, pfn), self.folio_memcg(r))
     }
 
     /// The lruvec of `memcg` on node `nid`.
+    #[inline]
     pub(crate) fn lruvec_index(&self, nid: usize, memcg: usize) -> usize {
         memcg * self.node_stat.len() + nid
     }
@@ -253,6 +260,7 @@ impl Vm {
     }
 
     /// Per-zone LRU counts follow a folio joining (+) or leaving (-) `lru`.
+    #[inline]
     fn zone_lru_count(&mut self, pa: &PageAlloc, pfn: u64, lru: LruList, nr: i64) {
         let zi = pa.page_zone_index(pfn).expect("an LRU folio lies in a zone");
         let z = &mut self.zone_lru[zi];

@@ -25,6 +25,7 @@ impl Vm {
     }
 
     /// The memcg user pages of `mm` are charged to (`get_mem_cgroup_from_mm`).
+    #[inline]
     pub(crate) fn mm_memcg(&self, mm: MmId) -> usize {
         self.mms[mm].memcg as usize
     }
@@ -46,6 +47,7 @@ impl Vm {
 
     /// `mem_cgroup_charge` of a new folio to `memcg` with `gfp`; on
     /// failure nothing is charged.
+    #[inline]
     pub(crate) fn mem_cgroup_charge(&mut self, ctx: &mut Ctx, folio: Folio, memcg: usize, gfp: Gfp) -> bool {
         self.try_charge_memcg(ctx, memcg, gfp, folio.nr_pages(), true)
     }
@@ -86,10 +88,14 @@ impl Vm {
     /// reclaim progresses for small charges) and, for at most 8 pages,
     /// OOM-kills in the memcg. `user` charges are folios (`pgpgin`); page
     /// tables are kernel memory. Nothing is charged to the root.
+    #[inline]
     pub(crate) fn try_charge_memcg(&mut self, ctx: &mut Ctx, memcg: usize, gfp: Gfp, nr: u64, user: bool) -> bool {
-        if memcg == 0 {
-            return true;
-        }
+        // The root memcg has no limit: nothing to charge.
+        memcg == 0 || self.try_charge_memcg_limited(ctx, memcg, gfp, nr, user)
+    }
+
+    /// [`Vm::try_charge_memcg`] for a memcg other than the root.
+    fn try_charge_memcg_limited(&mut self, ctx: &mut Ctx, memcg: usize, gfp: Gfp, nr: u64, user: bool) -> bool {
         // 6.18's source charges exactly `nr` pages (no stock refill) for a
         // gfp without reclaim bits (`gfpflags_allow_spinning`), as
         // GFP_TRANSHUGE_LIGHT is, and so does the 6.18.44-fc-v595 host

@@ -70,7 +70,7 @@ use folio::{AnonFolio, NO_LINK};
 use mm::Mm;
 use pgtable::{PageTables, Slot};
 use stats::{LruStat, MthpStats, NodeVmStat, VmWork};
-use types::{MmId, Pid, VmFlags};
+use types::{MmId, Pid, VmFlags, VmaId};
 use vma::{AnonVma, Vma};
 
 pub use check::VmInvariantError;
@@ -180,7 +180,17 @@ pub struct Vm {
     pub(crate) slab_pending: Vec<crate::memcg::SlabOp>,
     /// File pages outside the model in node 0 ([`crate::MachineConfig::page_cache_bytes`]).
     pub page_cache_pages: u64,
+    /// Every task. Change a task only through [`Vm::task_mut`] and add one
+    /// only in `new_task`: both keep [`Vm::last_task`] true.
     pub(crate) tasks: BTreeMap<Pid, Task>,
+    /// The last live task [`Vm::task_mm`] found, and its mm: dropped
+    /// whenever a task changes.
+    last_task: std::cell::Cell<Option<(Pid, MmId)>>,
+    /// The VMA the last fault found (the kernel's old per-thread
+    /// `vmacache`): used only after checking it still covers the address
+    /// in the same mm, so it never needs dropping (every VMA in `vmas` is
+    /// in its mm's tree under its start).
+    vma_hint: std::cell::Cell<Option<VmaId>>,
     next_pid: Pid,
     next_mm_id: u32,
     pub(crate) thp: ThpKnobs,
@@ -256,6 +266,8 @@ impl Vm {
             slab_pending: Vec::new(),
             page_cache_pages: 0,
             tasks: BTreeMap::new(),
+            last_task: std::cell::Cell::new(None),
+            vma_hint: std::cell::Cell::new(None),
             next_pid: 1,
             next_mm_id: 1,
             mthp: MthpStats::new(thp.pmd_order),
@@ -327,6 +339,13 @@ impl Vm {
 
     pub fn task(&self, pid: Pid) -> Option<&Task> {
         self.tasks.get(&pid)
+    }
+
+    /// Whether task `pid` exists and has not exited (the last task asked
+    /// about is answered without a search).
+    #[inline]
+    pub fn task_alive(&self, pid: Pid) -> bool {
+        self.task_mm(pid).is_ok()
     }
 
     /// The OOM kills so far, in order.
@@ -425,7 +444,7 @@ impl Vm {
     pub fn exec(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<(), VmError> {
         let old = self.task_mm(pid)?;
         let new = self.new_mm(ctx)?;
-        if let Some(t) = self.tasks.get_mut(&pid) {
+        if let Some(t) = self.task_mut(pid) {
             t.mm = new;
             t.tgid = pid;
         }
@@ -463,6 +482,7 @@ impl Vm {
     }
 
     fn new_task(&mut self, mm: MmId, tgid: Option<Pid>) -> Pid {
+        self.last_task.set(None);
         let pid = self.next_pid;
         self.next_pid += 1;
         self.tasks.insert(
@@ -519,12 +539,42 @@ impl Vm {
         }
     }
 
+    /// The mm of live task `pid`.
+    #[inline]
     pub(crate) fn task_mm(&self, pid: Pid) -> Result<MmId, VmError> {
-        self.tasks
+        if let Some((p, mm)) = self.last_task.get() {
+            if p == pid {
+                return Ok(mm);
+            }
+        }
+        let mm = self
+            .tasks
             .get(&pid)
             .filter(|t| t.alive)
             .map(|t| t.mm)
-            .ok_or(VmError::NoTask(pid))
+            .ok_or(VmError::NoTask(pid))?;
+        self.last_task.set(Some((pid, mm)));
+        Ok(mm)
+    }
+
+    /// Task `pid` to change (its mm, liveness, OOM mark).
+    pub(crate) fn task_mut(&mut self, pid: Pid) -> Option<&mut Task> {
+        self.last_task.set(None);
+        self.tasks.get_mut(&pid)
+    }
+
+    /// The VMA of `mm` holding `addr` (`find_vma` plus the `vm_start`
+    /// check), trying the VMA the last lookup found first.
+    #[inline]
+    pub(crate) fn find_vma(&self, mm: MmId, addr: u64) -> Option<VmaId> {
+        if let Some(id) = self.vma_hint.get() {
+            if self.vmas.get(id).is_some_and(|v| v.mm == mm && v.contains(addr)) {
+                return Some(id);
+            }
+        }
+        let id = self.mms[mm].vma_at(addr, &self.vmas)?;
+        self.vma_hint.set(Some(id));
+        Some(id)
     }
 
     // --- allocation ---

@@ -240,6 +240,23 @@ struct PmdWalk {
     table: usize,
 }
 
+/// A walk down to a PTE table: valid while no entry at the PMD level or
+/// above changes and no table is freed; [`PageTables`] drops them all on
+/// both. Sequential faults and zaps stay in one PTE table for 512 pages,
+/// and a program's accesses mostly fall in a few PMD ranges at a time
+/// (heap, stack, libraries), so most walks end in one of
+/// [`PTE_WALK_SLOTS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PteWalk {
+    root: usize,
+    /// `va >> level_shift(1)`: the PMD entry's range.
+    key: u64,
+    table: usize,
+}
+
+/// The PTE-table walks remembered, direct-mapped by PMD range.
+const PTE_WALK_SLOTS: usize = 16;
+
 /// Every page table of every address space.
 #[derive(Debug)]
 pub struct PageTables {
@@ -249,6 +266,7 @@ pub struct PageTables {
     pub shape: PtShape,
     pub work: PtWork,
     pmd_walk: Cell<Option<PmdWalk>>,
+    pte_walk: [Cell<Option<PteWalk>>; PTE_WALK_SLOTS],
 }
 
 impl PageTables {
@@ -258,6 +276,7 @@ impl PageTables {
             shape: PtShape::new(geo),
             work: PtWork::default(),
             pmd_walk: Cell::new(None),
+            pte_walk: Default::default(),
         }
     }
 
@@ -265,6 +284,7 @@ impl PageTables {
     /// the caller).
     pub fn remove(&mut self, idx: usize) -> PtPage {
         self.pmd_walk.set(None);
+        self.forget_pte_walks();
         self.pages.remove(idx)
     }
 
@@ -282,6 +302,43 @@ impl PageTables {
         let table = self.walk_down(root, va, 1)?;
         self.pmd_walk.set(Some(PmdWalk { root, key, table }));
         Some(table)
+    }
+
+    /// The PTE table (level 0) for `va` under `root`, walking only when
+    /// the last walk that found one was for another PMD range; `None` if
+    /// the PMD entry (or one above) is none or a huge leaf.
+    #[inline]
+    pub fn pte_table(&self, root: usize, va: u64) -> Option<usize> {
+        let key = va >> self.shape.level_shift(1);
+        if let Some(table) = self.pte_walk_hit(root, key) {
+            return Some(table);
+        }
+        let pmd = self.pmd_table(root, va)?;
+        let e = self.get(pmd, self.shape.index(1, va));
+        if !e.is_table() {
+            return None;
+        }
+        let table = e.table_idx();
+        self.remember_pte_walk(root, key, table);
+        Some(table)
+    }
+
+    /// The remembered PTE table of PMD range `key` under `root`.
+    #[inline]
+    fn pte_walk_hit(&self, root: usize, key: u64) -> Option<usize> {
+        let w = self.pte_walk[key as usize % PTE_WALK_SLOTS].get()?;
+        (w.root == root && w.key == key).then_some(w.table)
+    }
+
+    #[inline]
+    fn remember_pte_walk(&self, root: usize, key: u64, table: usize) {
+        self.pte_walk[key as usize % PTE_WALK_SLOTS].set(Some(PteWalk { root, key, table }));
+    }
+
+    fn forget_pte_walks(&self) {
+        for w in &self.pte_walk {
+            w.set(None);
+        }
     }
 
     /// Registers a table held in page `pfn`; returns its index.
@@ -330,10 +387,14 @@ impl PageTables {
     /// counted as kernel work.
     #[inline]
     pub fn set_hw(&mut self, table: usize, index: usize, pte: Pte) {
-        let page = &mut self.pages[table];
-        if page.level >= 2 {
-            self.pmd_walk.set(None);
+        let level = self.pages[table].level;
+        if level >= 1 {
+            self.forget_pte_walks();
+            if level >= 2 {
+                self.pmd_walk.set(None);
+            }
         }
+        let page = &mut self.pages[table];
         let old = page.entries[index];
         page.entries[index] = pte;
         match (old.is_none(), pte.is_none()) {
@@ -362,13 +423,10 @@ impl PageTables {
 
     /// Walks from `root` down to the table at `level` for `va` without
     /// allocating. `None` if an entry above is none or a huge leaf.
+    #[inline]
     pub fn lookup(&self, root: usize, va: u64, level: u32) -> Option<usize> {
         match level {
-            0 => {
-                let pmd = self.pmd_table(root, va)?;
-                let e = self.get(pmd, self.shape.index(1, va));
-                e.is_table().then(|| e.table_idx())
-            }
+            0 => self.pte_table(root, va),
             1 => self.pmd_table(root, va),
             _ => self.walk_down(root, va, level),
         }
@@ -389,8 +447,12 @@ impl PageTables {
 
     /// The leaf mapping `va`: (table, index, level) of a present leaf
     /// entry, the PTE slot if the PTE table exists, or `None`.
+    #[inline]
     pub fn leaf(&self, root: usize, va: u64) -> Option<(usize, usize, u32)> {
         if self.shape.levels > 2 {
+            if let Some(table) = self.pte_walk_hit(root, va >> self.shape.level_shift(1)) {
+                return Some((table, self.shape.index(0, va), 0));
+            }
             let Some(pmd) = self.pmd_table(root, va) else {
                 // Something above the PMD level is a leaf or none.
                 return self.leaf_walk(root, va);
@@ -398,7 +460,9 @@ impl PageTables {
             let idx = self.shape.index(1, va);
             let e = self.get(pmd, idx);
             return if e.is_table() {
-                Some((e.table_idx(), self.shape.index(0, va), 0))
+                let table = e.table_idx();
+                self.remember_pte_walk(root, va >> self.shape.level_shift(1), table);
+                Some((table, self.shape.index(0, va), 0))
             } else if e.present() {
                 Some((pmd, idx, 1))
             } else {
@@ -481,6 +545,57 @@ mod tests {
         let s = PtShape::new(&Preset::Arm64_64k.geometry());
         assert_eq!((s.levels, s.top_entries, s.entries_at(0)), (3, 64, 8192));
         assert_eq!(s.level_shift(1), 29, "a 64K-granule PMD maps 512 MiB");
+    }
+
+    /// A root -> PUD -> PMD -> PTE chain for `va`; returns (pmd, pte).
+    fn chain(pt: &mut PageTables, root: usize, va: u64) -> (usize, usize) {
+        let pud = pt.insert(1, 2);
+        let pmd = pt.insert(2, 1);
+        let pte = pt.insert(3, 0);
+        pt.set(root, pt.shape.index(3, va), Pte::table(pud));
+        pt.set(pud, pt.shape.index(2, va), Pte::table(pmd));
+        pt.set(pmd, pt.shape.index(1, va), Pte::table(pte));
+        (pmd, pte)
+    }
+
+    #[test]
+    fn walk_caches_forget_changed_and_freed_tables() {
+        let mut pt = PageTables::new(&Preset::X86_64.geometry());
+        let root = pt.insert(0, 3);
+        let va = 0x7f00_0020_1000;
+        let (pmd, pte) = chain(&mut pt, root, va);
+        assert_eq!(pt.lookup(root, va, 0), Some(pte));
+        assert_eq!(pt.leaf(root, va), Some((pte, pt.shape.index(0, va), 0)));
+        // Another PTE table under the same PMD entry: the next walk finds it.
+        let other = pt.insert(4, 0);
+        pt.set(pmd, pt.shape.index(1, va), Pte::table(other));
+        assert_eq!(pt.lookup(root, va, 0), Some(other));
+        // A huge leaf there: no PTE table, the PMD slot is the leaf.
+        pt.set(pmd, pt.shape.index(1, va), Pte::leaf(512, Pte::HUGE));
+        assert_eq!(pt.lookup(root, va, 0), None);
+        assert_eq!(pt.leaf(root, va), Some((pmd, pt.shape.index(1, va), 1)));
+        // A freed PTE table is forgotten even if its slot is reused.
+        pt.set(pmd, pt.shape.index(1, va), Pte::table(other));
+        assert_eq!(pt.lookup(root, va, 0), Some(other));
+        pt.set(pmd, pt.shape.index(1, va), Pte::NONE);
+        pt.remove(other);
+        assert_eq!(pt.lookup(root, va, 0), None);
+        // Sixteen PMD ranges at once, and one more evicting its slot's.
+        let vas: Vec<u64> = (0..17).map(|i| va + (i << 21)).collect();
+        let tables: Vec<usize> = vas
+            .iter()
+            .map(|&a| {
+                let t = pt.insert(100, 0);
+                pt.set(pmd, pt.shape.index(1, a), Pte::table(t));
+                t
+            })
+            .collect();
+        for _ in 0..2 {
+            for (a, t) in vas.iter().zip(&tables) {
+                assert_eq!(pt.lookup(root, *a, 0), Some(*t));
+                assert_eq!(pt.leaf(root, *a).map(|l| l.0), Some(*t));
+            }
+        }
     }
 
     #[test]

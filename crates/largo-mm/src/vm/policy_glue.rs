@@ -35,10 +35,16 @@ impl Vm {
 
     /// Of the `orders` the knobs allow for a write fault at `addr`, the
     /// ones the policy tries.
+    #[inline]
     pub(crate) fn policy_orders(&self, vma: VmaId, addr: u64, orders: Orders) -> Orders {
         if self.thp.policy.is_static() || orders == 0 {
             return orders;
         }
+        self.policy_orders_dynamic(vma, addr, orders)
+    }
+
+    /// [`Vm::policy_orders`] for a policy that is not static.
+    fn policy_orders_dynamic(&self, vma: VmaId, addr: u64, orders: Orders) -> Orders {
         let site = self.fault_site(vma, addr, 0);
         let fill = Neighbourhood { vm: self, vma, addr };
         self.thp
@@ -59,10 +65,15 @@ impl Vm {
     }
 
     /// A write fault at `addr` mapped a new folio of `order`.
+    #[inline]
     pub(crate) fn policy_mapped(&mut self, ctx: &mut Ctx, vma: VmaId, addr: u64, order: u32) {
-        if self.thp.policy.is_static() {
-            return;
+        if !self.thp.policy.is_static() {
+            self.policy_mapped_dynamic(ctx, vma, addr, order);
         }
+    }
+
+    /// [`Vm::policy_mapped`] for a policy that is not static.
+    fn policy_mapped_dynamic(&mut self, ctx: &mut Ctx, vma: VmaId, addr: u64, order: u32) {
         // Beside the folio just mapped, not beside the faulting page
         // (which now has neighbours inside its own folio).
         let site = self.fault_site(vma, addr, order);

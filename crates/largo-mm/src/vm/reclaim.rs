@@ -165,7 +165,7 @@ impl Vm {
             .map(|t| t.pid)
             .collect();
         for pid in members {
-            if let Some(t) = self.tasks.get_mut(&pid) {
+            if let Some(t) = self.task_mut(pid) {
                 t.oom_killed = true;
             }
             let _ = self.exit(ctx, pid);
