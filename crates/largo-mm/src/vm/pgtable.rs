@@ -170,7 +170,14 @@ pub struct PtShape {
     pub top_entries: usize,
     /// One past the highest user address (`TASK_SIZE`).
     pub task_size: u64,
+    /// `level_shift` and `entries_at - 1` of each level, computed once:
+    /// every walk reads them.
+    shift: [u32; MAX_LEVELS],
+    mask: [usize; MAX_LEVELS],
 }
+
+/// Page-table levels a geometry may have (five-level paging included).
+const MAX_LEVELS: usize = 5;
 
 impl PtShape {
     pub fn new(geo: &Geometry) -> PtShape {
@@ -186,33 +193,40 @@ impl PtShape {
             Arch::X86_64 => (1u64 << va_bits) - geo.page_size(),
             Arch::Arm64 => 1u64 << va_bits,
         };
+        let top_entries = 1 << (va_bits - below_top);
+        assert!(levels as usize <= MAX_LEVELS, "{levels} page-table levels");
+        let entries = |level: u32| {
+            if level == levels - 1 {
+                top_entries
+            } else {
+                1usize << bits_per_level
+            }
+        };
         PtShape {
             page_shift: geo.page_shift,
             bits_per_level,
             levels,
-            top_entries: 1 << (va_bits - below_top),
+            top_entries,
             task_size,
+            shift: std::array::from_fn(|l| geo.page_shift + l as u32 * bits_per_level),
+            mask: std::array::from_fn(|l| entries(l as u32).wrapping_sub(1)),
         }
     }
 
     #[inline]
     pub fn entries_at(&self, level: u32) -> usize {
-        if level == self.levels - 1 {
-            self.top_entries
-        } else {
-            1 << self.bits_per_level
-        }
+        self.mask[level as usize] + 1
     }
 
     /// Address bits one entry at `level` maps.
     #[inline]
     pub fn level_shift(&self, level: u32) -> u32 {
-        self.page_shift + level * self.bits_per_level
+        self.shift[level as usize]
     }
 
     #[inline]
     pub fn index(&self, level: u32, va: u64) -> usize {
-        ((va >> self.level_shift(level)) as usize) & (self.entries_at(level) - 1)
+        ((va >> self.shift[level as usize]) as usize) & self.mask[level as usize]
     }
 }
 
