@@ -561,53 +561,61 @@ mod tests {
         assert_eq!(s.level_shift(1), 29, "a 64K-granule PMD maps 512 MiB");
     }
 
-    /// A root -> PUD -> PMD -> PTE chain for `va`; returns (pmd, pte).
+    /// Tables from `root` down to a PTE table for `va`; returns (pmd, pte).
     fn chain(pt: &mut PageTables, root: usize, va: u64) -> (usize, usize) {
-        let pud = pt.insert(1, 2);
-        let pmd = pt.insert(2, 1);
-        let pte = pt.insert(3, 0);
-        pt.set(root, pt.shape.index(3, va), Pte::table(pud));
-        pt.set(pud, pt.shape.index(2, va), Pte::table(pmd));
-        pt.set(pmd, pt.shape.index(1, va), Pte::table(pte));
-        (pmd, pte)
+        let mut table = root;
+        for level in (1..pt.shape.levels).rev() {
+            let next = pt.insert(100 + u64::from(level), level - 1);
+            pt.set(table, pt.shape.index(level, va), Pte::table(next));
+            if level == 1 {
+                return (table, next);
+            }
+            table = next;
+        }
+        unreachable!("a tree has a PMD level")
     }
 
     #[test]
     fn walk_caches_forget_changed_and_freed_tables() {
-        let mut pt = PageTables::new(&Preset::X86_64.geometry());
-        let root = pt.insert(0, 3);
-        let va = 0x7f00_0020_1000;
-        let (pmd, pte) = chain(&mut pt, root, va);
-        assert_eq!(pt.lookup(root, va, 0), Some(pte));
-        assert_eq!(pt.leaf(root, va), Some((pte, pt.shape.index(0, va), 0)));
-        // Another PTE table under the same PMD entry: the next walk finds it.
-        let other = pt.insert(4, 0);
-        pt.set(pmd, pt.shape.index(1, va), Pte::table(other));
-        assert_eq!(pt.lookup(root, va, 0), Some(other));
-        // A huge leaf there: no PTE table, the PMD slot is the leaf.
-        pt.set(pmd, pt.shape.index(1, va), Pte::leaf(512, Pte::HUGE));
-        assert_eq!(pt.lookup(root, va, 0), None);
-        assert_eq!(pt.leaf(root, va), Some((pmd, pt.shape.index(1, va), 1)));
-        // A freed PTE table is forgotten even if its slot is reused.
-        pt.set(pmd, pt.shape.index(1, va), Pte::table(other));
-        assert_eq!(pt.lookup(root, va, 0), Some(other));
-        pt.set(pmd, pt.shape.index(1, va), Pte::NONE);
-        pt.remove(other);
-        assert_eq!(pt.lookup(root, va, 0), None);
-        // Sixteen PMD ranges at once, and one more evicting its slot's.
-        let vas: Vec<u64> = (0..17).map(|i| va + (i << 21)).collect();
-        let tables: Vec<usize> = vas
-            .iter()
-            .map(|&a| {
-                let t = pt.insert(100, 0);
-                pt.set(pmd, pt.shape.index(1, a), Pte::table(t));
-                t
-            })
-            .collect();
-        for _ in 0..2 {
-            for (a, t) in vas.iter().zip(&tables) {
-                assert_eq!(pt.lookup(root, *a, 0), Some(*t));
-                assert_eq!(pt.leaf(root, *a).map(|l| l.0), Some(*t));
+        for preset in [Preset::X86_64, Preset::Arm64_16k, Preset::Arm64_64k] {
+            let mut pt = PageTables::new(&preset.geometry());
+            let root = pt.insert(0, pt.shape.levels - 1);
+            let pmd_span = 1u64 << pt.shape.level_shift(1);
+            let va = 3 * pmd_span + (5 << pt.shape.page_shift);
+            let (pmd, pte) = chain(&mut pt, root, va);
+            let slot = pt.shape.index(1, va);
+            assert_eq!(pt.lookup(root, va, 0), Some(pte), "{preset:?}");
+            assert_eq!(pt.leaf(root, va), Some((pte, pt.shape.index(0, va), 0)));
+            // Another PTE table under the same PMD entry: the next walk finds it.
+            let other = pt.insert(4, 0);
+            pt.set(pmd, slot, Pte::table(other));
+            assert_eq!(pt.lookup(root, va, 0), Some(other), "{preset:?}");
+            // A huge leaf there: no PTE table, the PMD slot is the leaf.
+            pt.set(pmd, slot, Pte::leaf(512, Pte::HUGE));
+            assert_eq!(pt.lookup(root, va, 0), None, "{preset:?}");
+            assert_eq!(pt.leaf(root, va), Some((pmd, slot, 1)));
+            // A freed PTE table is forgotten even if its index is reused.
+            pt.set(pmd, slot, Pte::table(other));
+            assert_eq!(pt.lookup(root, va, 0), Some(other));
+            pt.set(pmd, slot, Pte::NONE);
+            pt.remove(other);
+            assert_eq!(pt.lookup(root, va, 0), None, "{preset:?}");
+            // Seventeen PMD ranges through sixteen slots, twice over: every
+            // walk still ends at its own table.
+            let vas: Vec<u64> = (0..17).map(|i| va + i * pmd_span).collect();
+            let tables: Vec<usize> = vas
+                .iter()
+                .map(|&a| {
+                    let t = pt.insert(200, 0);
+                    pt.set(pmd, pt.shape.index(1, a), Pte::table(t));
+                    t
+                })
+                .collect();
+            for _ in 0..2 {
+                for (a, t) in vas.iter().zip(&tables) {
+                    assert_eq!(pt.lookup(root, *a, 0), Some(*t), "{preset:?}");
+                    assert_eq!(pt.leaf(root, *a).map(|l| l.0), Some(*t));
+                }
             }
         }
     }
