@@ -236,7 +236,7 @@ impl EntryLedger {
     }
 
     /// What has been charged so far, by entry.
-    pub fn counts(&self) -> EntryCounts {
+    fn counts(&self) -> EntryCounts {
         let by_entry = Entry::ALL
             .iter()
             .filter_map(|&e| self.charged[e as usize].map(|c| (e, c)))

@@ -594,7 +594,7 @@ mod tests {
             pt.set(pmd, slot, Pte::leaf(512, Pte::HUGE));
             assert_eq!(pt.lookup(root, va, 0), None, "{preset:?}");
             assert_eq!(pt.leaf(root, va), Some((pmd, slot, 1)));
-            // A freed PTE table is forgotten even if its index is reused.
+            // The PMD entry cleared and its PTE table freed: no table any more.
             pt.set(pmd, slot, Pte::table(other));
             assert_eq!(pt.lookup(root, va, 0), Some(other));
             pt.set(pmd, slot, Pte::NONE);
