@@ -5,7 +5,12 @@
 //! random THP settings, with both invariant checkers (allocator, and page
 //! tables / rmap / mapcounts / VM counters) after every step.
 //!
-//! `PROPTEST_CASES=N` changes the number of sequences (default 400).
+//! A second property runs each sequence on two machines, touches made
+//! access by access on one and as runs of accesses on the other, and
+//! compares everything the machines show after every step.
+//!
+//! `PROPTEST_CASES=N` changes the number of sequences (default 400; the
+//! comparison runs a quarter as many, plus one).
 
 use largo_mm::swap::SwapSpec;
 use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, ThpDisable};
@@ -312,6 +317,19 @@ struct Runner {
     m: Machine,
     pids: Vec<u32>,
     step: usize,
+    touches: TouchMode,
+}
+
+/// How `Op::Touch` makes its accesses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TouchMode {
+    /// One `Vm::access` per page, each a machine operation of its own.
+    PerAccess,
+    /// One `Vm::access` per page, all in one machine operation (as the
+    /// workload scheduler makes a quantum of accesses).
+    OneOperation,
+    /// `Vm::access_run` calls in one machine operation.
+    Runs,
 }
 
 impl Runner {
@@ -341,6 +359,66 @@ impl Runner {
 
     fn cpu(&self, pid: u32) -> usize {
         pid as usize % self.m.config().nr_cpus
+    }
+
+    /// A touch in one machine operation: page by page, or as runs of
+    /// accesses. Both go on past SIGSEGV and SIGBUS and stop at OOM or an
+    /// error, as the page-by-page loop of `apply` does.
+    fn touch_in_one_operation(&mut self, cpu: usize, pid: u32, addr: u64, len: u64, stride: u64, write: bool) {
+        let runs = self.touches == TouchMode::Runs;
+        let debug = std::env::var("VM_PROPS_DEBUG").is_ok();
+        self.m.with_vm(cpu, |vm, ctx| {
+            let mut left = len.div_ceil(stride);
+            let mut a = addr;
+            while left > 0 {
+                let (done, stop) = if runs {
+                    let run = vm.access_run(ctx, pid, a, stride, left, write);
+                    (run.done, run.stop)
+                } else {
+                    match vm.access(ctx, pid, a, write) {
+                        Ok(Access::Hit | Access::Faulted | Access::NotModelled) => (1, None),
+                        outcome => (1, Some(outcome)),
+                    }
+                };
+                if debug {
+                    eprintln!(
+                        "touch at {a:#x} ({}): {done} accesses, stopped by {stop:?}",
+                        if runs { "run" } else { "single" }
+                    );
+                }
+                left -= done;
+                a += done * stride;
+                if matches!(stop, Some(Ok(Access::Oom) | Err(_))) {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// Everything a test can see of the machine: every /proc and sysfs
+    /// file largo renders, and each live task's VMAs, RSS and the pfn
+    /// behind every page.
+    fn fingerprint(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for f in largo_mm::stats::render::ProcFile::ALL {
+            out.push_str(&f.render(&self.m));
+        }
+        let page = self.m.geometry().page_size();
+        let vm = self.m.vm();
+        for t in vm.tasks().filter(|t| t.alive) {
+            let _ = write!(out, "pid {} rss {:?}:", t.pid, vm.rss_anon(t.pid));
+            for v in vm.maps(t.pid).unwrap_or_default() {
+                let _ = write!(out, " [{:#x}-{:#x} {}]", v.start, v.end, v.perms());
+                for a in (v.start..v.end).step_by(page as usize) {
+                    if let Some(pfn) = vm.translate(t.pid, a) {
+                        let _ = write!(out, " {a:#x}={pfn:#x}");
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        out
     }
 
     fn apply(&mut self, op: &Op) {
@@ -513,6 +591,11 @@ impl Runner {
                     return;
                 };
                 let cpu = self.cpu(pid);
+                if self.touches != TouchMode::PerAccess {
+                    self.touch_in_one_operation(cpu, pid, addr, len, stride * page, write);
+                    self.step += 1;
+                    return;
+                }
                 // VM_PROPS_CHECK_EACH: check the invariants after every
                 // access (to find the one that breaks them).
                 let dbg = std::env::var("VM_PROPS_CHECK_EACH").is_ok();
@@ -716,6 +799,7 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
         m,
         pids: Vec::new(),
         step: 0,
+        touches: TouchMode::PerAccess,
     };
     for op in &ops {
         r.apply(op);
@@ -813,6 +897,62 @@ fn run(config: MachineConfig, knobs: Vec<(usize, usize)>, ops: Vec<Op>) -> Resul
         "every page comes back once all tasks exit"
     );
     Ok(())
+}
+
+/// The same sequence on two machines, each touch one machine operation
+/// made page by page (`Vm::access`) on one and as runs (`Vm::access_run`)
+/// on the other: after every step both machines look the same.
+fn runs_match_single_accesses(
+    config: MachineConfig,
+    knobs: Vec<(usize, usize)>,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let boot = |touches: TouchMode| {
+        let mut m = Machine::new(config.clone()).unwrap();
+        for &(path, value) in &knobs {
+            let (p, v) = knob_write(&m, path, value);
+            m.set_knob(&p, &v).unwrap();
+        }
+        Runner {
+            m,
+            pids: Vec::new(),
+            step: 0,
+            touches,
+        }
+    };
+    let (mut single, mut runs) = (boot(TouchMode::OneOperation), boot(TouchMode::Runs));
+    for op in &ops {
+        single.apply(op);
+        runs.apply(op);
+        let (a, b) = (single.fingerprint(), runs.fingerprint());
+        if a != b {
+            let line = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(0);
+            return Err(TestCaseError::fail(format!(
+                "after step {} ({op:?}) the machines differ at line {line}:\n  single: {}\n  runs:   {}",
+                single.step,
+                a.lines().nth(line).unwrap_or(""),
+                b.lines().nth(line).unwrap_or("")
+            )));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse::<u32>().ok()).map_or(96, |n| n / 4 + 1),
+        max_shrink_iters: 1000,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn access_runs_leave_the_machine_as_single_accesses_do(
+        config in machine(),
+        knobs in initial_knobs(),
+        ops in prop::collection::vec(op(), 1..80),
+    ) {
+        runs_match_single_accesses(config, knobs, ops)?;
+    }
 }
 
 proptest! {

@@ -470,10 +470,25 @@ impl Scheduler {
         let mut done = 0;
         m.with_vm(cpu, |vm, ctx| {
             while cursor.next < end {
-                let addr = cursor.base + cursor.offset(cursor.next);
-                cursor.next += 1;
-                done += 1;
-                match vm.access(ctx, pid, addr, cursor.write) {
+                let outcome = if cursor.order.is_none() {
+                    // A sequential touch: the accesses up to the next one
+                    // that stops it are made as one run.
+                    let start = cursor.base + cursor.next * cursor.stride;
+                    let run = vm.access_run(ctx, pid, start, cursor.stride, end - cursor.next, cursor.write);
+                    cursor.next += run.done;
+                    done += run.done;
+                    let Some(outcome) = run.stop else {
+                        break;
+                    };
+                    (start + (run.done - 1) * cursor.stride, outcome)
+                } else {
+                    let addr = cursor.base + cursor.offset(cursor.next);
+                    cursor.next += 1;
+                    done += 1;
+                    (addr, vm.access(ctx, pid, addr, cursor.write))
+                };
+                let (addr, outcome) = outcome;
+                match outcome {
                     Ok(Access::Hit | Access::Faulted | Access::NotModelled) => {}
                     Ok(Access::Segv(code)) => {
                         segv_addr = Some((addr, code));

@@ -68,6 +68,19 @@ impl Vm {
         if self.access_hits(ctx, mm, addr, write) {
             return Ok(Access::Hit);
         }
+        self.access_fault(ctx, pid, addr, write, small_only)
+    }
+
+    /// An access the page tables do not allow (not a hit): the fault.
+    pub(crate) fn access_fault(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        addr: u64,
+        write: bool,
+        small_only: bool,
+    ) -> Result<Access, VmError> {
+        let mm = self.task_mm(pid)?;
         let Some(vma) = self.find_vma(mm, addr).or_else(|| self.expand_stack(mm, addr)) else {
             return Ok(Access::Segv(SegvCode::MapErr));
         };
@@ -132,18 +145,7 @@ impl Vm {
         let Some((table, index, level)) = self.pt.leaf(root, addr) else {
             return false;
         };
-        let e = self.pt.get(table, index);
-        if !e.present() || (write && !e.writable()) {
-            return false;
-        }
-        let bits = access_bits(write);
-        if !e.has(bits) {
-            self.pt.set_hw(table, index, e.with(bits));
-        }
-        if write {
-            self.store_through(ctx, e, level, addr);
-        }
-        true
+        self.hit_at(ctx, table, index, level, addr, write)
     }
 
     /// What a completed write leaves behind: the page's contents change.
@@ -162,13 +164,22 @@ impl Vm {
     }
 
     /// The write itself, through a present leaf entry `e` at `level`.
-    #[inline]
-    fn store_through(&mut self, ctx: &mut Ctx, e: Pte, level: u32, addr: u64) {
+    #[inline(always)]
+    pub(crate) fn store_through(&mut self, ctx: &mut Ctx, e: Pte, level: u32, addr: u64) {
         if e.is_special() {
             return;
         }
-        let offset_pages = (addr >> self.page_shift()) & ((1 << (level * self.pt.shape.bits_per_level)) - 1);
-        let pfn = e.pfn() + offset_pages;
+        let offset_pages = if level == 0 {
+            0
+        } else {
+            (addr >> self.page_shift()) & ((1 << (level * self.pt.shape.bits_per_level)) - 1)
+        };
+        self.store_page(ctx, e.pfn() + offset_pages, addr);
+    }
+
+    /// The write of a user store at `addr` into page `pfn`.
+    #[inline]
+    fn store_page(&self, ctx: &mut Ctx, pfn: u64, addr: u64) {
         ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::USER_WRITTEN);
         if ctx.ram {
             let offset = addr & (self.page_size() - 1);
@@ -298,10 +309,7 @@ impl Vm {
         self.add_new_anon_rmap(ctx, folio, vmf.vma, haddr, false);
         let flags = Pte::YOUNG | Pte::DIRTY | self.vma_write_bit(vmf.vma);
         let first = self.pt.shape.index(0, haddr);
-        for i in 0..nr {
-            self.pt
-                .set(pte_table, first + i as usize, Pte::leaf(folio.pfn.0 + i, flags));
-        }
+        self.pt.set_ptes(pte_table, first, folio.pfn.0, nr as usize, flags);
         self.policy_mapped(ctx, vmf.vma, vmf.address, folio.order);
         Fault::Done
     }

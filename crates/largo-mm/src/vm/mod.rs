@@ -7,7 +7,8 @@
 //! - `pgtable.rs`: the page-table tree; `vma.rs`, `mm.rs`: VMAs, anon_vmas, mms
 //! - `folio.rs`: anon folio metadata; `rmap.rs`: mapcounts and rmap walks
 //! - `order.rs`: which folio orders a fault may use (mm/huge_memory.c)
-//! - `fault.rs`: `handle_mm_fault`, `do_anonymous_page`, `do_wp_page`
+//! - `fault.rs`: `handle_mm_fault`, `do_anonymous_page`, `do_wp_page`;
+//!   `access_run.rs`: runs of accesses, hits taken table by table
 //! - `huge.rs`: the PMD paths (THP faults, the huge zero page, PMD splits)
 //! - `zap.rs`: unmapping ranges; `mmap.rs`: mmap, munmap, mprotect, mremap, brk;
 //!   `maps.rs`: the address space as `/proc/PID/maps` shows it
@@ -20,6 +21,7 @@
 //! - `stats.rs`: per-size mTHP stats and node counters; `check.rs`: invariants;
 //!   `thpmaps.rs`: mapped memory by folio size (tools/mm/thpmaps)
 
+mod access_run;
 mod check;
 mod check_swap;
 mod cold;
@@ -73,6 +75,7 @@ use stats::{LruStat, MthpStats, NodeVmStat, VmWork};
 use types::{MmId, Pid, VmFlags, VmaId};
 use vma::{AnonVma, Vma};
 
+pub use access_run::AccessRun;
 pub use check::VmInvariantError;
 pub use maps::MapEntry;
 pub use mmap::MremapFlags;

@@ -418,6 +418,36 @@ impl PageTables {
         }
     }
 
+    /// `set_ptes`: `nr` consecutive PTEs from `first` of the PTE table
+    /// `table` map `nr` consecutive pages from `pfn`, each with `flags`.
+    /// The same as `nr` calls of [`PageTables::set`], counted at once.
+    pub fn set_ptes(&mut self, table: usize, first: usize, pfn: u64, nr: usize, flags: u64) {
+        debug_assert_eq!(self.pages[table].level, 0, "set_ptes writes PTEs");
+        let page = &mut self.pages[table];
+        let mut filled = 0;
+        for (i, e) in page.entries[first..first + nr].iter_mut().enumerate() {
+            filled += u32::from(e.is_none());
+            *e = Pte::leaf(pfn + i as u64, flags);
+        }
+        page.nr_used += filled;
+        self.work.pte_set += nr as u64;
+    }
+
+    /// `clear_full_ptes`: `nr` consecutive PTEs from `first` of the PTE
+    /// table `table` become none. The same as `nr` calls of
+    /// [`PageTables::set`] with [`Pte::NONE`], counted at once.
+    pub fn clear_ptes(&mut self, table: usize, first: usize, nr: usize) {
+        debug_assert_eq!(self.pages[table].level, 0, "clear_ptes writes PTEs");
+        let page = &mut self.pages[table];
+        let mut emptied = 0;
+        for e in &mut page.entries[first..first + nr] {
+            emptied += u32::from(!e.is_none());
+            *e = Pte::NONE;
+        }
+        page.nr_used -= emptied;
+        self.work.pte_clear += nr as u64;
+    }
+
     /// `folio_pte_batch`: how many entries from `index` (stopping before
     /// `limit`) map consecutive pages starting at `pfn`, without passing
     /// `folio_end` (the folio's end pfn). Dirty, young and write bits are
@@ -618,6 +648,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `set_ptes` and `clear_ptes` leave entries, `nr_used` and the work
+    /// counts exactly as the same writes made one `set` at a time, over a
+    /// table that already holds some entries.
+    #[test]
+    fn batched_pte_writes_match_single_writes() {
+        let geo = Preset::X86_64.geometry();
+        let (mut one, mut batch) = (PageTables::new(&geo), PageTables::new(&geo));
+        let (t1, t2) = (one.insert(9, 0), batch.insert(9, 0));
+        for (pt, t) in [(&mut one, t1), (&mut batch, t2)] {
+            pt.set(t, 12, Pte::leaf(500, Pte::WRITE));
+            pt.set(t, 40, Pte::swap(crate::swap::SwapEntry::new(0, 7), false));
+        }
+        let flags = Pte::WRITE | Pte::DIRTY | Pte::YOUNG;
+        for i in 0..32 {
+            one.set(t1, 10 + i, Pte::leaf(1000 + i as u64, flags));
+        }
+        batch.set_ptes(t2, 10, 1000, 32, flags);
+        for i in 0..24 {
+            one.set(t1, 30 + i, Pte::NONE);
+        }
+        batch.clear_ptes(t2, 30, 24);
+        assert_eq!(one.pages[t1].entries, batch.pages[t2].entries);
+        assert_eq!(one.pages[t1].nr_used, batch.pages[t2].nr_used);
+        assert_eq!(batch.pages[t2].nr_used, 20, "10..30 mapped; 12 was already");
+        assert_eq!(one.work, batch.work);
+        assert_eq!((batch.work.pte_set, batch.work.pte_clear), (34, 24));
     }
 
     #[test]

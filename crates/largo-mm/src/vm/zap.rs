@@ -53,18 +53,14 @@ impl Vm {
             }
             if pte.is_swap() {
                 let nr = self.swap_pte_batch(table, i, first + count, pte);
-                for j in i..i + nr {
-                    self.pt.set(table, j, Pte::NONE);
-                }
+                self.pt.clear_ptes(table, i, nr);
                 self.mms[mm].swap_ents -= nr as u64;
                 self.free_swap_and_cache_nr(ctx, pte.swap_entry(), nr as u64);
                 i += nr;
                 continue;
             }
             let (key, pfn, nr) = self.mapped_folio_batch(ctx, table, i, first + count);
-            for j in i..i + nr {
-                self.pt.set(table, j, Pte::NONE);
-            }
+            self.pt.clear_ptes(table, i, nr);
             self.mms[mm].rss_anon -= nr as u64;
             self.remove_rmap_ptes(ctx.pa, key, pfn, nr as u64, mm);
             let cached = self.folios[key].swap.is_some();
