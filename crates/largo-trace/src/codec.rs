@@ -102,9 +102,19 @@ impl Encoder {
     }
 }
 
+/// Bytes the decoder reads from its input at a time.
+const DECODE_CHUNK: usize = 1 << 16;
+
 /// Reads binary records, knowing where each starts.
 pub struct Decoder<R> {
     input: R,
+    /// Bytes read from `input` and not yet decoded: `buf[pos..len]`
+    /// (a record is decoded byte by byte, so the decoder keeps its own
+    /// buffer rather than making a call on the reader per byte).
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    /// Bytes decoded so far: the input offset of `buf[pos]`.
     offset: u64,
     record: u64,
     last_addr: u64,
@@ -115,6 +125,9 @@ impl<R: Read> Decoder<R> {
     pub fn new(input: R) -> Decoder<R> {
         Decoder {
             input,
+            buf: vec![0; DECODE_CHUNK].into_boxed_slice(),
+            pos: 0,
+            len: 0,
             offset: 0,
             record: 0,
             last_addr: 0,
@@ -142,14 +155,26 @@ impl<R: Read> Decoder<R> {
     }
 
     /// The next byte, `None` at the end of the input.
+    #[inline]
     pub fn byte(&mut self) -> Result<Option<u8>, TraceError> {
-        let mut b = [0u8; 1];
+        if self.pos == self.len && !self.refill()? {
+            return Ok(None);
+        }
+        let b = self.buf[self.pos];
+        self.pos += 1;
+        self.offset += 1;
+        Ok(Some(b))
+    }
+
+    /// Reads the next chunk of input into the emptied buffer; `false` at
+    /// the end of the input.
+    #[cold]
+    fn refill(&mut self) -> Result<bool, TraceError> {
         loop {
-            match self.input.read(&mut b) {
-                Ok(0) => return Ok(None),
-                Ok(_) => {
-                    self.offset += 1;
-                    return Ok(Some(b[0]));
+            match self.input.read(&mut self.buf) {
+                Ok(n) => {
+                    (self.pos, self.len) = (0, n);
+                    return Ok(n > 0);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {

@@ -141,8 +141,9 @@ pub struct ReplayArgs {
 /// `largo replay FILE...`: each trace replayed under the configurations,
 /// with `largo run`'s tables and JSON.
 pub fn replay(args: ReplayArgs) -> Result<()> {
+    // The run reads the traces; this only turns built-ins away.
     for t in &args.traces {
-        if let Workload::Builtin { .. } = parse_workload(t)? {
+        if Workload::names_builtin(t) {
             return Err(UsageError(format!(
                 "{t}: not a trace file or recorded program (built-in workloads run with `largo run`)"
             ))
