@@ -155,8 +155,13 @@ struct CacheEntry {
 fn write_range(m: &mut Machine, pid: largo_mm::vm::types::Pid, addr: u64, len: u64) {
     let page = m.geometry().page_size();
     m.with_vm(0, |vm, ctx| {
-        for a in (addr..addr + len).step_by(page as usize) {
-            if vm.access(ctx, pid, a, true).is_err() {
+        // Page by page as runs of accesses; only an error ends the range
+        // early (an OOM kill or a SIGSEGV does not).
+        let (mut a, mut left) = (addr, len.div_ceil(page));
+        while left > 0 {
+            let run = vm.access_run(ctx, pid, a, page, left, true);
+            (a, left) = (a + run.done * page, left - run.done);
+            if matches!(run.stop, None | Some(Err(_))) {
                 break;
             }
         }

@@ -372,10 +372,16 @@ impl Vm {
 
     /// `MAP_POPULATE`: fault every page in.
     fn populate(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, write: bool) -> Result<(), VmError> {
-        let mut a = addr;
-        while a < addr + len {
-            self.access(ctx, pid, a, write)?;
-            a += self.page_size();
+        let page = self.page_size();
+        let (mut a, mut left) = (addr, len.div_ceil(page));
+        while left > 0 {
+            let run = self.access_run(ctx, pid, a, page, left, write);
+            (a, left) = (a + run.done * page, left - run.done);
+            match run.stop {
+                None => break,
+                Some(Err(e)) => return Err(e),
+                Some(Ok(_)) => {}
+            }
         }
         Ok(())
     }
