@@ -898,3 +898,35 @@ fn a_sysv_segment_lives_until_removed_and_detached_and_ignores_the_per_size_knob
     );
     m.check().unwrap();
 }
+
+/// An address at or above TASK_SIZE maps nothing for the user, even where
+/// the page-table walk would wrap onto a mapped user page (the top index
+/// takes only the address bits below TASK_SIZE): SIGSEGV, for a single
+/// access and inside a run, and no fault is counted.
+#[test]
+fn accesses_above_task_size_are_sigsegv_not_hits() {
+    let mut m = machine(&[]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(4 * PAGE);
+    assert_eq!(p.write(addr, 4 * PAGE), 4);
+    let pid = p.pid;
+    let task_size = 0x7fff_ffff_f000u64;
+    // addr + 2 pages + 2^47: the same top index modulo the 256 user
+    // entries of the x86_64 root.
+    let alias = addr + 2 * PAGE + (1 << 47);
+    assert!(alias >= task_size);
+    let faults = vmstat_value(p.m, "pgfault");
+    let single = p.m.with_vm(0, |vm, ctx| vm.access(ctx, pid, alias, true));
+    assert_eq!(single, Ok(Access::Segv(largo_mm::vm::SegvCode::MapErr)));
+    let run =
+        p.m.with_vm(0, |vm, ctx| vm.access_run(ctx, pid, addr, 1 << 47, 2, false));
+    assert_eq!(
+        (run.done, run.stop),
+        (2, Some(Ok(Access::Segv(largo_mm::vm::SegvCode::MapErr))))
+    );
+    assert_eq!(
+        vmstat_value(p.m, "pgfault"),
+        faults,
+        "a SIGSEGV above TASK_SIZE takes no fault"
+    );
+}

@@ -92,7 +92,7 @@ enum Op {
         task: usize,
         range: Range,
         write: bool,
-        stride: u64,
+        stride: Stride,
     },
     /// Map and write a large share of memory (pressure, reclaim, OOM).
     Hog {
@@ -139,6 +139,28 @@ enum Op {
         block: u64,
         movable: bool,
     },
+}
+
+/// The distance between a touch's accesses.
+#[derive(Clone, Copy, Debug)]
+enum Stride {
+    /// Whole pages.
+    Pages(u64),
+    /// Bytes, less than a page: several accesses per page.
+    Bytes(u64),
+    /// `1 << shift` bytes: across PMD ranges, tables and the end of the
+    /// address space.
+    Shift(u32),
+}
+
+impl Stride {
+    fn bytes(self, page: u64) -> u64 {
+        match self {
+            Stride::Pages(n) => n * page,
+            Stride::Bytes(b) => b.min(page - 1),
+            Stride::Shift(s) => 1 << s,
+        }
+    }
 }
 
 /// A page range inside one VMA of a task, chosen by indices.
@@ -190,7 +212,12 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (task, range(), 1u64..1100, any::<bool>())
             .prop_map(|(task, range, new_pages, may_move)| Op::Mremap { task, range, new_pages, may_move }),
         6 => (task, range(), 0..ADVICE.len()).prop_map(|(task, range, advice)| Op::Madvise { task, range, advice }),
-        30 => (task, range(), prop::bool::weighted(0.8), prop_oneof![4 => Just(1u64), 1 => 2u64..20])
+        30 => (task, range(), prop::bool::weighted(0.8), prop_oneof![
+            16 => Just(Stride::Pages(1)),
+            4 => (2u64..20).prop_map(Stride::Pages),
+            1 => (512u64..4096).prop_map(Stride::Bytes),
+            1 => (21u32..48).prop_map(Stride::Shift),
+        ])
             .prop_map(|(task, range, write, stride)| Op::Touch { task, range, write, stride }),
         2 => (task, 10u64..90).prop_map(|(task, percent)| Op::Hog { task, percent }),
         2 => (task, -300i64..600).prop_map(|(task, delta_pages)| Op::Brk { task, delta_pages }),
@@ -406,15 +433,31 @@ impl Runner {
         }
         let page = self.m.geometry().page_size();
         let vm = self.m.vm();
+        let memmap = self.m.page_alloc().memmap();
         for t in vm.tasks().filter(|t| t.alive) {
             let _ = write!(out, "pid {} rss {:?}:", t.pid, vm.rss_anon(t.pid));
             for v in vm.maps(t.pid).unwrap_or_default() {
                 let _ = write!(out, " [{:#x}-{:#x} {}]", v.start, v.end, v.perms());
                 for a in (v.start..v.end).step_by(page as usize) {
                     if let Some(pfn) = vm.translate(t.pid, a) {
-                        let _ = write!(out, " {a:#x}={pfn:#x}");
+                        let _ = write!(out, " {a:#x}={pfn:#x}/{:?}", memmap.page(pfn).flags());
                     }
                 }
+            }
+            out.push('\n');
+        }
+        // Every table's entries, with their accessed, dirty and write bits,
+        // and the page-table work counted.
+        let pt = vm.page_tables();
+        let _ = writeln!(out, "page-table work {:?}", pt.work);
+        for (key, table) in pt.pages.iter() {
+            let _ = write!(
+                out,
+                "table {key} level {} pfn {:#x} used {}:",
+                table.level, table.pfn, table.nr_used
+            );
+            for (i, e) in table.entries.iter().enumerate().filter(|(_, e)| !e.is_none()) {
+                let _ = write!(out, " {i}={:#x}", e.0);
             }
             out.push('\n');
         }
@@ -592,7 +635,7 @@ impl Runner {
                 };
                 let cpu = self.cpu(pid);
                 if self.touches != TouchMode::PerAccess {
-                    self.touch_in_one_operation(cpu, pid, addr, len, stride * page, write);
+                    self.touch_in_one_operation(cpu, pid, addr, len, stride.bytes(page), write);
                     self.step += 1;
                     return;
                 }
@@ -611,7 +654,7 @@ impl Runner {
                         Ok(Access::Oom) | Err(_) => break,
                         _ => {}
                     }
-                    a += stride * page;
+                    a += stride.bytes(page);
                 }
             }
             Op::Hog { task, percent } => {
@@ -927,11 +970,19 @@ fn runs_match_single_accesses(
         let (a, b) = (single.fingerprint(), runs.fingerprint());
         if a != b {
             let line = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or(0);
+            let (x, y) = (a.lines().nth(line).unwrap_or(""), b.lines().nth(line).unwrap_or(""));
+            // Around the first difference: table lines are long.
+            let at = x.bytes().zip(y.bytes()).position(|(p, q)| p != q).unwrap_or(0);
+            let window = |l: &str| {
+                l.get(at.saturating_sub(120)..(at + 120).min(l.len()))
+                    .unwrap_or(l)
+                    .to_string()
+            };
             return Err(TestCaseError::fail(format!(
-                "after step {} ({op:?}) the machines differ at line {line}:\n  single: {}\n  runs:   {}",
+                "after step {} ({op:?}) the machines differ at line {line}, byte {at}:\n  single: ...{}...\n  runs:   ...{}...",
                 single.step,
-                a.lines().nth(line).unwrap_or(""),
-                b.lines().nth(line).unwrap_or("")
+                window(x),
+                window(y)
             )));
         }
     }
@@ -940,7 +991,7 @@ fn runs_match_single_accesses(
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse::<u32>().ok()).map_or(96, |n| n / 4 + 1),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse::<u32>().ok()).unwrap_or(400) / 4 + 1,
         max_shrink_iters: 1000,
         ..ProptestConfig::default()
     })]
@@ -1068,7 +1119,7 @@ fn lazyfree_after_memcg_reclaim_then_fork_and_write_keeps_rss() {
                 pages: 1318,
             },
             write: true,
-            stride: 1,
+            stride: Stride::Pages(1),
         },
     ];
     run(config, vec![(269873824828063708, 7821640815807979904)], ops).unwrap();

@@ -473,14 +473,14 @@ impl Scheduler {
                 let outcome = if cursor.order.is_none() {
                     // A sequential touch: the accesses up to the next one
                     // that stops it are made as one run.
-                    let start = cursor.base + cursor.next * cursor.stride;
+                    let start = cursor.base.wrapping_add(cursor.next.wrapping_mul(cursor.stride));
                     let run = vm.access_run(ctx, pid, start, cursor.stride, end - cursor.next, cursor.write);
                     cursor.next += run.done;
                     done += run.done;
                     let Some(outcome) = run.stop else {
                         break;
                     };
-                    (start + (run.done - 1) * cursor.stride, outcome)
+                    (start.wrapping_add((run.done - 1).wrapping_mul(cursor.stride)), outcome)
                 } else {
                     let addr = cursor.base + cursor.offset(cursor.next);
                     cursor.next += 1;

@@ -57,13 +57,6 @@ pub enum WorkloadError {
 }
 
 impl Workload {
-    /// Whether `text` names a built-in workload under the precedence of
-    /// [`Workload::parse`] (a recorded program, then an existing file,
-    /// then a built-in), without reading any trace.
-    pub fn names_builtin(text: &str) -> bool {
-        crate::recorded::find(text).is_none() && !Path::new(text).exists() && builtin::parse(text).is_ok()
-    }
-
     /// A built-in specification (`page_fault1:iterations=2`), the name of
     /// a shipped recorded program (`lua-build`), or the path of a trace
     /// file.

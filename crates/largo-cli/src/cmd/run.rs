@@ -141,16 +141,19 @@ pub struct ReplayArgs {
 /// `largo replay FILE...`: each trace replayed under the configurations,
 /// with `largo run`'s tables and JSON.
 pub fn replay(args: ReplayArgs) -> Result<()> {
-    // The run reads the traces; this only turns built-ins away.
+    // Each trace is read once, here, in the order given.
+    let mut workloads = Vec::with_capacity(args.traces.len());
     for t in &args.traces {
-        if Workload::names_builtin(t) {
+        let w = parse_workload(t)?;
+        if let Workload::Builtin { .. } = w {
             return Err(UsageError(format!(
                 "{t}: not a trace file or recorded program (built-in workloads run with `largo run`)"
             ))
             .into());
         }
+        workloads.push(w);
     }
-    run(&RunArgs {
+    let run_args = RunArgs {
         sel: Selection {
             workloads: args.traces,
             cfg: args.cfg,
@@ -166,7 +169,8 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
         plot: None,
         plot_metric: super::run_plot::PlotMetric::default(),
         plot_reporting: None,
-    })
+    };
+    run_workloads(&run_args, Some(workloads))
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -260,9 +264,18 @@ impl Record {
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
+    run_workloads(args, None)
+}
+
+/// [`run`] with the workloads already read (`None`: read those `args`
+/// names).
+fn run_workloads(args: &RunArgs, workloads: Option<Vec<Workload>>) -> Result<()> {
     let sel = &args.sel;
     let configs = sel.cfg.resolve_or(config::DEFAULT_SUITE)?;
-    let workloads = resolve_workloads(&sel.workloads)?;
+    let workloads = match workloads {
+        Some(w) => w,
+        None => resolve_workloads(&sel.workloads)?,
+    };
     let for_host = matches!(sel.cfg.machine.machine, Some(crate::args::MachineChoice::Host));
     let profile = match (&args.profile, for_host) {
         // This host: the profile `advise` measured for this boot, if any.

@@ -86,6 +86,12 @@ impl Vm {
         };
         let root = self.mms[mm].pgd;
         let addr = start.wrapping_add(first.wrapping_mul(stride));
+        // Above TASK_SIZE the page tables map nothing for the user (the
+        // walk would wrap the top index onto a user entry): no hit.
+        let task_size = self.pt.shape.task_size;
+        if addr >= task_size {
+            return 0;
+        }
         let Some((table, index, level)) = self.pt.leaf(root, addr) else {
             return 0;
         };
@@ -106,7 +112,7 @@ impl Vm {
         let mut n = 1;
         while first + n < count {
             let a = start.wrapping_add((first + n).wrapping_mul(stride));
-            if a.checked_shr(table_shift).unwrap_or(0) != table_key {
+            if a.checked_shr(table_shift).unwrap_or(0) != table_key || a >= task_size {
                 break;
             }
             let index = self.pt.shape.index(level, a);

@@ -65,7 +65,7 @@ impl Vm {
         small_only: bool,
     ) -> Result<Access, VmError> {
         let mm = self.task_mm(pid)?;
-        if self.access_hits(ctx, mm, addr, write) {
+        if addr < self.pt.shape.task_size && self.access_hits(ctx, mm, addr, write) {
             return Ok(Access::Hit);
         }
         self.access_fault(ctx, pid, addr, write, small_only)

@@ -356,6 +356,11 @@ impl Vm {
         &self.oom_kills
     }
 
+    /// Every page table of every mm, for inspection.
+    pub fn page_tables(&self) -> &PageTables {
+        &self.pt
+    }
+
     /// `MM_ANONPAGES` of a task's mm.
     pub fn rss_anon(&self, pid: Pid) -> Option<u64> {
         let t = self.tasks.get(&pid)?;
