@@ -470,7 +470,7 @@ impl Scheduler {
         let mut done = 0;
         m.with_vm(cpu, |vm, ctx| {
             while cursor.next < end {
-                let outcome = if cursor.order.is_none() {
+                let (addr, outcome) = if cursor.order.is_none() {
                     // A sequential touch: the accesses up to the next one
                     // that stops it are made as one run.
                     let start = cursor.base.wrapping_add(cursor.next.wrapping_mul(cursor.stride));
@@ -487,7 +487,6 @@ impl Scheduler {
                     done += 1;
                     (addr, vm.access(ctx, pid, addr, cursor.write))
                 };
-                let (addr, outcome) = outcome;
                 match outcome {
                     Ok(Access::Hit | Access::Faulted | Access::NotModelled) => {}
                     Ok(Access::Segv(code)) => {

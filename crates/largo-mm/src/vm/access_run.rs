@@ -1,5 +1,5 @@
 //! A run of user accesses, `stride` bytes apart (a workload's sequential
-//! touch, a trace's `Touch` range). Each access is exactly
+//! touch, MAP_POPULATE, the aging generators' writes). Each access is exactly
 //! [`Vm::access`]: a hit if the page tables allow it, otherwise the fault
 //! path. What differs is the walk: like the MMU, which takes every hit in
 //! a page table from one cached walk, the run walks once per leaf table

@@ -65,7 +65,7 @@ impl Vm {
         small_only: bool,
     ) -> Result<Access, VmError> {
         let mm = self.task_mm(pid)?;
-        if addr < self.pt.shape.task_size && self.access_hits(ctx, mm, addr, write) {
+        if self.access_hits(ctx, mm, addr, write) {
             return Ok(Access::Hit);
         }
         self.access_fault(ctx, pid, addr, write, small_only)
@@ -139,8 +139,13 @@ impl Vm {
         }
     }
 
-    /// The MMU's walk: a present leaf that allows the access.
+    /// The MMU's walk: a present leaf that allows the access. Nothing at
+    /// or above TASK_SIZE is the user's (the walk would wrap the top
+    /// index onto a user entry).
     fn access_hits(&mut self, ctx: &mut Ctx, mm: MmId, addr: u64, write: bool) -> bool {
+        if addr >= self.pt.shape.task_size {
+            return false;
+        }
         let root = self.mms[mm].pgd;
         let Some((table, index, level)) = self.pt.leaf(root, addr) else {
             return false;
