@@ -153,19 +153,9 @@ struct CacheEntry {
 }
 
 fn write_range(m: &mut Machine, pid: largo_mm::vm::types::Pid, addr: u64, len: u64) {
-    let page = m.geometry().page_size();
-    m.with_vm(0, |vm, ctx| {
-        // Page by page as runs of accesses; only an error ends the range
-        // early (an OOM kill or a SIGSEGV does not).
-        let (mut a, mut left) = (addr, len.div_ceil(page));
-        while left > 0 {
-            let run = vm.access_run(ctx, pid, a, page, left, true);
-            (a, left) = (a + run.done * page, left - run.done);
-            if matches!(run.stop, None | Some(Err(_))) {
-                break;
-            }
-        }
-    });
+    // Only an error ends the range early (an OOM kill or a SIGSEGV does
+    // not), and the generator goes on either way.
+    let _ = m.with_vm(0, |vm, ctx| vm.access_pages(ctx, pid, addr, len, true));
 }
 
 fn map(m: &mut Machine, pid: largo_mm::vm::types::Pid, len: u64) -> Option<u64> {

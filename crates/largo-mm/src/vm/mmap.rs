@@ -372,6 +372,13 @@ impl Vm {
 
     /// `MAP_POPULATE`: fault every page in.
     fn populate(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, write: bool) -> Result<(), VmError> {
+        self.access_pages(ctx, pid, addr, len, write)
+    }
+
+    /// An access to every page of `[addr, addr + len)` in order, as runs
+    /// of accesses: a SIGSEGV, SIGBUS or OOM kill does not end the range,
+    /// an error does (and is returned).
+    pub fn access_pages(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, write: bool) -> Result<(), VmError> {
         let page = self.page_size();
         let (mut a, mut left) = (addr, len.div_ceil(page));
         while left > 0 {

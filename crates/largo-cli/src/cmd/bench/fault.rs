@@ -154,14 +154,13 @@ fn print(rows: &[Row], args: &FaultBenchArgs, host_reason: Option<&str>) -> std:
     for r in rows {
         let largo = r.pages as f64 / r.largo_s;
         let host = r.host_s.map(|s| r.pages as f64 / s);
-        let ratio = r.ratio;
         out.json(&serde_json::json!({
             "bench": "fault",
             "size": r.size,
             "pages": r.pages,
             "largo_pages_per_s": largo.round(),
             "host_pages_per_s": host.map(f64::round),
-            "ratio": ratio.map(|x| (x * 100.0).round() / 100.0),
+            "ratio": r.ratio.map(|x| (x * 100.0).round() / 100.0),
             "runs": args.runs,
         }))?;
         t.row([
@@ -170,7 +169,8 @@ fn print(rows: &[Row], args: &FaultBenchArgs, host_reason: Option<&str>) -> std:
             host.map_or(Cell::text(""), |h| {
                 Cell::new(format!("{:.2}M", h / 1e6), format!("{}", h.round()))
             }),
-            ratio.map_or(Cell::text(""), |x| Cell::new(format!("{x:.1}x"), format!("{x}"))),
+            r.ratio
+                .map_or(Cell::text(""), |x| Cell::new(format!("{x:.1}x"), format!("{x}"))),
         ]);
     }
     out.table(&t)?;
