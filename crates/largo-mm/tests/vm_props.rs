@@ -1124,3 +1124,85 @@ fn lazyfree_after_memcg_reclaim_then_fork_and_write_keeps_rss() {
     ];
     run(config, vec![(269873824828063708, 7821640815807979904)], ops).unwrap();
 }
+
+/// A step on one sparse memfd: a write at a page index (spread over 2^24
+/// pages, so the page cache's xarray is up to four levels tall), a hole
+/// punched, or the file cut shorter (its xarray may lose levels).
+#[derive(Clone, Debug)]
+enum SparseOp {
+    Write { index: u64 },
+    Punch { first: u64, nr_pages: u64 },
+    Truncate { nr_pages: u64 },
+}
+
+/// A page index with every magnitude equally likely: below 64, 4096,
+/// 2^18 and 2^24 (one, two, three and four xarray levels).
+fn sparse_index() -> impl Strategy<Value = u64> {
+    (0u32..4, any::<u64>()).prop_map(|(levels, r)| r % (1u64 << (6 * (levels + 1))))
+}
+
+fn sparse_op() -> impl Strategy<Value = SparseOp> {
+    prop_oneof![
+        6 => sparse_index().prop_map(|index| SparseOp::Write { index }),
+        2 => (sparse_index(), sparse_index()).prop_map(|(first, nr_pages)| SparseOp::Punch { first, nr_pages: nr_pages + 1 }),
+        1 => sparse_index().prop_map(|nr_pages| SparseOp::Truncate { nr_pages }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse::<u32>().ok()).unwrap_or(400) / 4 + 1,
+        ..ProptestConfig::default()
+    })]
+
+    /// The xarray nodes a shmem file is charged for, kept change by
+    /// change, are after every step the nodes its entries need, worked
+    /// out from all of them (the checker), for small and large folios, as
+    /// the tree grows and shrinks.
+    #[test]
+    fn sparse_shmem_files_keep_their_xarray_nodes(
+        shmem_kb in prop_oneof![Just(None), Just(Some(16u64)), Just(Some(64)), Just(Some(2048))],
+        ops in prop::collection::vec(sparse_op(), 1..60),
+    ) {
+        // At most 60 writes of up to 2 MiB each: 1 GiB is room enough.
+        let mut m = Machine::new(MachineConfig {
+            mem_bytes: 1 << 30,
+            ..MachineConfig::default()
+        })
+        .unwrap();
+        if let Some(kb) = shmem_kb {
+            m.set_knob(&format!("transparent_hugepage/hugepages-{kb}kB/shmem_enabled"), "always").unwrap();
+        }
+        let page = m.geometry().page_size();
+        let size_bytes = (1u64 << 24) * page;
+        let (fd, rw) = (3, Prot::READ | Prot::WRITE);
+        let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+        let addr = m
+            .with_vm(0, |vm, ctx| -> Result<u64, largo_mm::vm::VmError> {
+                vm.memfd_create(ctx, pid, fd)?;
+                vm.ftruncate(ctx, pid, fd, size_bytes)?;
+                vm.mmap_fd(ctx, pid, 0, size_bytes, rw, MapFlags::SHARED, fd, 0)
+            })
+            .unwrap();
+        for (step, op) in ops.iter().enumerate() {
+            match *op {
+                SparseOp::Write { index } => {
+                    // Past a truncation the write is SIGBUS: nothing changes.
+                    m.with_vm(0, |vm, ctx| vm.access(ctx, pid, addr + index * page, true)).unwrap();
+                }
+                SparseOp::Punch { first, nr_pages } => {
+                    m.with_vm(0, |vm, ctx| vm.punch_hole(ctx, pid, fd, first * page, nr_pages * page)).unwrap();
+                }
+                SparseOp::Truncate { nr_pages } => {
+                    m.with_vm(0, |vm, ctx| vm.ftruncate(ctx, pid, fd, nr_pages * page)).unwrap();
+                }
+            }
+            if let Err(e) = m.check() {
+                return Err(TestCaseError::fail(format!("after step {step} ({op:?}): {e}")));
+            }
+        }
+        m.with_vm(0, |vm, ctx| vm.exit(ctx, pid)).unwrap();
+        m.check().map_err(|e| TestCaseError::fail(format!("after exit: {e}")))?;
+        prop_assert_eq!(m.vm().node_stats()[0].shmem, 0, "the file goes with its last descriptor and mapping");
+    }
+}

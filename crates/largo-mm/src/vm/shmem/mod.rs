@@ -61,9 +61,13 @@ pub struct ShmemInode {
     /// The page cache's xarray nodes, (level, index >> 6 * (level + 1)),
     /// each with the memcg it is charged to.
     pub xa_nodes: BTreeMap<(u32, u64), u16>,
-    /// Per node position, the entries beneath it (every level from each
-    /// entry's own up); see `xarray.rs`.
+    /// Per node position off the left edge (index >> 6 * (level + 1)
+    /// not 0), the entries beneath it (every level from each entry's own
+    /// up); see `xarray.rs`.
     pub xa_count: rustc_hash::FxHashMap<(u32, u64), u32>,
+    /// The same count for the left-edge node of each level (index 0
+    /// there), which every small index shares: an array, not the map.
+    pub xa_edge_count: [u32; xarray::XA_LEVELS as usize],
     /// Indices whose entries changed since the nodes were last settled.
     pub xa_touched: Vec<u64>,
     /// A SysV segment: its mappings carry `shm_vm_ops`, so they are not
@@ -131,6 +135,7 @@ impl Vm {
             kmem_memcg: memcg,
             xa_nodes: BTreeMap::new(),
             xa_count: Default::default(),
+            xa_edge_count: Default::default(),
             xa_touched: Vec::new(),
             sysv: false,
             ipc_held: false,

@@ -14,10 +14,12 @@
 //! holds it).
 //!
 //! Each inode counts, per node position, the entries beneath it
-//! ([`ShmemInode::xa_count`]); a change of entries marks its index, and
-//! [`Vm::shmem_xa_update`] settles the nodes on the paths it marked (and
-//! the root's, where the height changes): the work is per change, not
-//! per entry of the file.
+//! ([`ShmemInode::xa_count`], and [`ShmemInode::xa_edge_count`] for the
+//! left-edge node of each level, which every small index shares); a
+//! change of entries marks its index, and [`Vm::shmem_xa_update`] settles
+//! the nodes on the paths it marked (and the root's, where the height
+//! changes), at the levels the tree has or had: the work is per change,
+//! not per entry of the file.
 
 use super::super::Vm;
 use super::ShmemInode;
@@ -26,7 +28,7 @@ use crate::memcg::SlabCache;
 /// `XA_CHUNK_SHIFT`: 64 slots a node.
 const XA_CHUNK_SHIFT: u32 = 6;
 /// Levels enough for any 64-bit index.
-const XA_LEVELS: u32 = 11;
+pub(crate) const XA_LEVELS: u32 = 11;
 
 /// The node at `level` above page `index`.
 fn node_at(level: u32, index: u64) -> (u32, u64) {
@@ -38,14 +40,33 @@ impl ShmemInode {
     /// An entry of `order` at `index` enters (`delta` 1) or leaves (-1)
     /// the page cache's xarray (a folio or a swap entry).
     pub(crate) fn xa_count_entry(&mut self, index: u64, order: u32, delta: i32) {
+        let leaves_once = "an xarray entry leaves only once";
         for level in order / XA_CHUNK_SHIFT..XA_LEVELS {
-            let n = self.xa_count.entry(node_at(level, index)).or_default();
-            *n = n.checked_add_signed(delta).expect("an xarray entry leaves only once");
+            let node = node_at(level, index);
+            if node.1 == 0 {
+                // The left edge from here up: every higher level's node
+                // on this path is its edge node too.
+                for n in &mut self.xa_edge_count[level as usize..] {
+                    *n = n.checked_add_signed(delta).expect(leaves_once);
+                }
+                break;
+            }
+            let n = self.xa_count.entry(node).or_default();
+            *n = n.checked_add_signed(delta).expect(leaves_once);
             if *n == 0 {
-                self.xa_count.remove(&node_at(level, index));
+                self.xa_count.remove(&node);
             }
         }
         self.xa_touched.push(index);
+    }
+
+    /// Some entry lies beneath the node (`level`, `key`).
+    fn xa_node_used(&self, (level, key): (u32, u64)) -> bool {
+        if key == 0 {
+            self.xa_edge_count[level as usize] > 0
+        } else {
+            self.xa_count.contains_key(&(level, key))
+        }
     }
 
     /// The tree's height (`xas_max` of its entries), 0 when it needs no
@@ -102,34 +123,49 @@ impl Vm {
     pub(crate) fn shmem_xa_update(&mut self, inode: usize, memcg: usize) {
         let folios = &self.shmem.folios;
         let i = &mut self.shmem.inodes[inode];
-        let touched = std::mem::take(&mut i.xa_touched);
-        if touched.is_empty() {
+        if i.xa_touched.is_empty() {
             return;
         }
+        let mut touched = std::mem::take(&mut i.xa_touched);
         let height = i.xa_height(|k| folios[k].order);
-        let mut candidates: Vec<(u32, u64)> = touched
-            .iter()
-            .chain(std::iter::once(&0))
-            .flat_map(|&index| (0..XA_LEVELS).map(move |l| node_at(l, index)))
-            .collect();
-        candidates.sort_unstable();
-        candidates.dedup();
+        // Nodes exist only below the height the tree had at the last
+        // settling (its top node is the highest), and are needed only
+        // below the height it has now: no level above both can change.
+        let had = i.xa_nodes.last_key_value().map_or(0, |(&(level, _), _)| level + 1);
+        let levels = height.max(had);
+        // The paths of the touched indices and of index 0 (the root's,
+        // where the height changed), node by node in (level, key) order:
+        // sorted indices give each level's keys in order, repeats adjacent.
+        touched.push(0);
+        touched.sort_unstable();
+        touched.dedup();
         let mut frees = Vec::new();
         let mut allocs = 0;
-        for node in candidates {
-            let needed = node.0 < height && i.xa_count.contains_key(&node);
-            match (needed, i.xa_nodes.get(&node).copied()) {
-                (false, Some(owner)) => {
-                    i.xa_nodes.remove(&node);
-                    frees.push(owner);
+        for level in 0..levels {
+            let mut last_key = None;
+            for &index in &touched {
+                let node = node_at(level, index);
+                if last_key == Some(node.1) {
+                    continue;
                 }
-                (true, None) => {
-                    i.xa_nodes.insert(node, memcg as u16);
-                    allocs += 1;
+                last_key = Some(node.1);
+                let needed = level < height && i.xa_node_used(node);
+                match (needed, i.xa_nodes.get(&node).copied()) {
+                    (false, Some(owner)) => {
+                        i.xa_nodes.remove(&node);
+                        frees.push(owner);
+                    }
+                    (true, None) => {
+                        i.xa_nodes.insert(node, memcg as u16);
+                        allocs += 1;
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
+        // The buffer goes back with its capacity for the next change.
+        touched.clear();
+        i.xa_touched = touched;
         for owner in frees {
             self.slab_free(owner, SlabCache::RadixTreeNode, 1);
         }
