@@ -174,7 +174,7 @@ impl ThpKnobs {
         if self.shmem.enabled == ShmemEnabled::Deny {
             return false;
         }
-        match self.shmem.per_size[&self.pmd_order] {
+        match self.shmem.per_size()[&self.pmd_order] {
             ShmemSizeEnabled::Always | ShmemSizeEnabled::Advise | ShmemSizeEnabled::WithinSize => true,
             ShmemSizeEnabled::Inherit => self.shmem.enabled != ShmemEnabled::Never,
             ShmemSizeEnabled::Never => false,

@@ -430,7 +430,7 @@ pub const REGISTRY: &[KnobDef] = &[
     KnobDef {
         path: KnobPath::PerShmemSize,
         help: "anonymous shmem mTHP size mode",
-        get: |m, order| sysfs_choice(&SHMEM_SIZE_CHOICES, m.thp().shmem.per_size[&order]),
+        get: |m, order| sysfs_choice(&SHMEM_SIZE_CHOICES, m.thp().shmem.per_size()[&order]),
         set: |m, order, p, v| {
             let mode = parse_choice(p, v, &SHMEM_SIZE_CHOICES)?;
             // thpsize_shmem_enabled_store: only the PMD size may inherit `force`.
@@ -442,7 +442,7 @@ pub const REGISTRY: &[KnobDef] = &[
                     expected: "a value other than inherit while shmem_enabled is force".into(),
                 });
             }
-            m.thp_mut().shmem.per_size.insert(order, mode);
+            m.thp_mut().shmem.set_size(order, mode);
             Ok(())
         },
     },
@@ -534,7 +534,7 @@ impl Machine {
                     KnobPath::PerShmemSize => self
                         .thp()
                         .shmem
-                        .per_size
+                        .per_size()
                         .keys()
                         .map(|&o| {
                             (

@@ -52,7 +52,14 @@ pub const SHMEM_SIZE_CHOICES: [(&str, ShmemSizeEnabled); 5] = [
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShmemKnobs {
     pub enabled: ShmemEnabled,
-    pub per_size: BTreeMap<u32, ShmemSizeEnabled>,
+    /// Written only through [`ShmemKnobs::set_size`], which keeps
+    /// `masks` in step.
+    per_size: BTreeMap<u32, ShmemSizeEnabled>,
+    /// The orders of `per_size` in each mode, indexed by the mode's place
+    /// in [`SHMEM_SIZE_CHOICES`] (the kernel's `huge_shmem_orders_always`,
+    /// `_inherit`, `_within_size`, `_madvise` bitmaps, which the fault
+    /// path reads instead of the sysfs state).
+    masks: [u64; SHMEM_SIZE_CHOICES.len()],
 }
 
 impl ShmemKnobs {
@@ -68,17 +75,75 @@ impl ShmemKnobs {
                 (o, mode)
             })
             .collect();
-        ShmemKnobs {
+        let mut knobs = ShmemKnobs {
             enabled: ShmemEnabled::Never,
             per_size,
-        }
+            masks: [0; SHMEM_SIZE_CHOICES.len()],
+        };
+        knobs.masks = knobs.masks_of_sizes();
+        knobs
+    }
+
+    /// Every size's setting, by order.
+    pub fn per_size(&self) -> &BTreeMap<u32, ShmemSizeEnabled> {
+        &self.per_size
+    }
+
+    /// `hugepages-<size>/shmem_enabled` of `order` (1..=PMD order).
+    pub fn set_size(&mut self, order: u32, mode: ShmemSizeEnabled) {
+        self.per_size.insert(order, mode);
+        self.masks = self.masks_of_sizes();
     }
 
     /// `huge_shmem_orders_<mode>` as a bit mask of orders.
+    #[inline]
     pub fn orders(&self, mode: ShmemSizeEnabled) -> u64 {
-        self.per_size
-            .iter()
-            .filter(|(_, &m)| m == mode)
-            .fold(0, |acc, (&o, _)| acc | 1 << o)
+        self.masks[mode_slot(mode)]
+    }
+
+    /// The masks worked out from `per_size`.
+    fn masks_of_sizes(&self) -> [u64; SHMEM_SIZE_CHOICES.len()] {
+        let mut masks = [0; SHMEM_SIZE_CHOICES.len()];
+        for (&order, &mode) in &self.per_size {
+            masks[mode_slot(mode)] |= 1 << order;
+        }
+        masks
+    }
+}
+
+/// The place of `mode` in [`SHMEM_SIZE_CHOICES`].
+fn mode_slot(mode: ShmemSizeEnabled) -> usize {
+    match mode {
+        ShmemSizeEnabled::Always => 0,
+        ShmemSizeEnabled::Inherit => 1,
+        ShmemSizeEnabled::WithinSize => 2,
+        ShmemSizeEnabled::Advise => 3,
+        ShmemSizeEnabled::Never => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each mode's mask holds exactly the orders set to it, after any
+    /// sequence of writes.
+    #[test]
+    fn masks_follow_every_write() {
+        let mut k = ShmemKnobs::defaults(9);
+        let writes = [(4, 0), (9, 3), (2, 2), (4, 1), (1, 0), (9, 4), (4, 4)];
+        for (order, choice) in writes {
+            k.set_size(order, SHMEM_SIZE_CHOICES[choice].1);
+            for (_, mode) in SHMEM_SIZE_CHOICES {
+                let want = k
+                    .per_size()
+                    .iter()
+                    .filter(|(_, &m)| m == mode)
+                    .fold(0, |acc, (&o, _)| acc | 1 << o);
+                assert_eq!(k.orders(mode), want, "{mode:?} after order {order} set to {choice}");
+            }
+        }
+        assert_eq!(k.orders(ShmemSizeEnabled::Always), 1 << 1);
+        assert_eq!(k.orders(ShmemSizeEnabled::WithinSize), 1 << 2);
     }
 }

@@ -82,6 +82,15 @@ impl Vm {
         );
         for (id, i) in self.shmem.inodes.iter() {
             let have: std::collections::BTreeSet<(u32, u64)> = i.xa_nodes.keys().copied().collect();
+            let mut per_level = [0u32; super::xarray::XA_LEVELS as usize];
+            for &(level, _) in &have {
+                per_level[level as usize] += 1;
+            }
+            ensure!(
+                per_level == i.xa_nodes_per_level,
+                "shmem inode {id}: xarray nodes per level {:?} but it has {per_level:?}",
+                i.xa_nodes_per_level
+            );
             ensure!(
                 have == self.xa_nodes_expected(id),
                 "shmem inode {id}: xarray nodes {have:?} but its entries need {:?}",

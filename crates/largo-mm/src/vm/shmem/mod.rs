@@ -60,7 +60,10 @@ pub struct ShmemInode {
     pub kmem_memcg: u16,
     /// The page cache's xarray nodes, (level, index >> 6 * (level + 1)),
     /// each with the memcg it is charged to.
-    pub xa_nodes: BTreeMap<(u32, u64), u16>,
+    pub xa_nodes: rustc_hash::FxHashMap<(u32, u64), u16>,
+    /// How many of `xa_nodes` sit at each level. Invariant: the count of
+    /// its keys of that level.
+    pub xa_nodes_per_level: [u32; xarray::XA_LEVELS as usize],
     /// Per node position off the left edge (index >> 6 * (level + 1)
     /// not 0), the entries beneath it (every level from each entry's own
     /// up); see `xarray.rs`.
@@ -133,7 +136,8 @@ impl Vm {
             unlinked,
             nr_fds: 0,
             kmem_memcg: memcg,
-            xa_nodes: BTreeMap::new(),
+            xa_nodes: Default::default(),
+            xa_nodes_per_level: Default::default(),
             xa_count: Default::default(),
             xa_edge_count: Default::default(),
             xa_touched: Vec::new(),

@@ -131,7 +131,10 @@ impl Vm {
         // Nodes exist only below the height the tree had at the last
         // settling (its top node is the highest), and are needed only
         // below the height it has now: no level above both can change.
-        let had = i.xa_nodes.last_key_value().map_or(0, |(&(level, _), _)| level + 1);
+        let had = (0..XA_LEVELS)
+            .rev()
+            .find(|&l| i.xa_nodes_per_level[l as usize] > 0)
+            .map_or(0, |top| top + 1);
         let levels = height.max(had);
         // The paths of the touched indices and of index 0 (the root's,
         // where the height changed), node by node in (level, key) order:
@@ -153,10 +156,12 @@ impl Vm {
                 match (needed, i.xa_nodes.get(&node).copied()) {
                     (false, Some(owner)) => {
                         i.xa_nodes.remove(&node);
+                        i.xa_nodes_per_level[level as usize] -= 1;
                         frees.push(owner);
                     }
                     (true, None) => {
                         i.xa_nodes.insert(node, memcg as u16);
+                        i.xa_nodes_per_level[level as usize] += 1;
                         allocs += 1;
                     }
                     _ => {}
