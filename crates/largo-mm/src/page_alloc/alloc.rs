@@ -481,8 +481,8 @@ impl PageAlloc {
 
     /// `wake_all_kswapds`: wakes kswapd of every node of the zonelist.
     fn wake_all_kswapds(&mut self, order: u32, nid: usize, highest_zoneidx: usize) {
-        let order_nodes = self.nodes[nid].node_order.clone();
-        for n in order_nodes {
+        for i in 0..self.nodes[nid].node_order.len() {
+            let n = self.nodes[nid].node_order[i];
             let zi = (0..=highest_zoneidx)
                 .rev()
                 .map(|zt| n * MAX_NR_ZONES + zt)

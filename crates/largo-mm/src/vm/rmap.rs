@@ -38,6 +38,11 @@ pub struct Mapping {
     pub page_offset: u64,
 }
 
+/// The mappings an rmap walk finds: almost always one (an exclusive
+/// folio), held inline so that the walk, made for every folio reclaim
+/// looks at, allocates nothing.
+pub(crate) type Mappings = smallvec::SmallVec<[Mapping; 2]>;
+
 impl Vm {
     /// `folio_add_new_anon_rmap(RMAP_EXCLUSIVE)` then `folio_add_lru_vma`:
     /// a freshly faulted folio becomes anonymous, exclusively mapped by
@@ -431,11 +436,11 @@ impl Vm {
 
     /// `rmap_walk_anon`: every PTE range and PMD mapping the folio, found
     /// through the VMAs on its anon_vma.
-    pub(crate) fn rmap_walk(&self, key: usize) -> Vec<Mapping> {
+    pub(crate) fn rmap_walk(&self, key: usize) -> Mappings {
         let meta = &self.folios[key];
         let shift = self.page_shift();
         let nr_pages = meta.nr_pages();
-        let mut out = Vec::new();
+        let mut out = Mappings::new();
         let Some(av) = self.anon_vmas.get(meta.anon_vma) else {
             return out;
         };

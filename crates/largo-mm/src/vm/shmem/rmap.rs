@@ -155,11 +155,11 @@ impl Vm {
 impl Vm {
     /// `rmap_walk_file` for a shmem folio: its PMD mapping or the PTE
     /// ranges mapping its pages in every VMA of its inode.
-    pub(crate) fn shmem_rmap_walk(&self, key: usize) -> Vec<super::super::rmap::Mapping> {
+    pub(crate) fn shmem_rmap_walk(&self, key: usize) -> super::super::rmap::Mappings {
         let f = &self.shmem.folios[key];
         let (inode, index, nr_pages, pfn) = (f.inode, f.index, f.nr_pages(), f.pfn);
         let shift = self.page_shift();
-        let mut out = Vec::new();
+        let mut out = super::super::rmap::Mappings::new();
         for (vma_id, vma) in self.vmas.iter().filter(|(_, v)| v.shmem == Some(inode)) {
             let root = self.mms[vma.mm].pgd;
             let mut off = 0;

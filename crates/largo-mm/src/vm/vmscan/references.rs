@@ -3,7 +3,7 @@
 
 use super::super::lru::FolioRef;
 use super::super::pgtable::Pte;
-use super::super::rmap::Mapping;
+use super::super::rmap::Mappings;
 use super::super::Vm;
 
 /// `enum folio_references`.
@@ -19,13 +19,13 @@ pub(crate) enum Verdict {
 impl Vm {
     /// Every mapping of a folio: the anon rmap walk, or for shmem the
     /// VMAs of its inode (`rmap_walk_file`).
-    pub(crate) fn folio_mappings(&self, r: FolioRef) -> Vec<Mapping> {
+    pub(crate) fn folio_mappings(&self, r: FolioRef) -> Mappings {
         match r {
             FolioRef::Anon(k) => {
                 if self.folios[k].is_anon() {
                     self.rmap_walk(k)
                 } else {
-                    Vec::new()
+                    Mappings::new()
                 }
             }
             FolioRef::Shmem(k) => self.shmem_rmap_walk(k),
@@ -37,7 +37,7 @@ impl Vm {
     /// one was young (not the entries). In memcg reclaim only mms of the
     /// target memcg are looked at (`mm_match_cgroup`).
     pub(crate) fn folio_referenced(&mut self, r: FolioRef, target_memcg: Option<usize>) -> u32 {
-        let mut referenced_vmas: Vec<usize> = Vec::new();
+        let mut referenced_vmas: smallvec::SmallVec<[usize; 2]> = smallvec::SmallVec::new();
         for m in self.folio_mappings(r) {
             if target_memcg.is_some_and(|t| self.mms[m.mm].memcg as usize != t) {
                 continue;

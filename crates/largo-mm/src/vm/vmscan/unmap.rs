@@ -15,9 +15,13 @@ impl Vm {
         if !self.folios[key].is_anon() {
             return true;
         }
-        for m in self.rmap_walk(key) {
-            if m.level == 1 {
-                self.split_huge_pmd(ctx, m.mm, m.slot);
+        // Only a PMD mapping is split first, and only a PMD-mapped folio
+        // has one: the others skip that walk.
+        if self.folios[key].entire_mapcount > 0 {
+            for m in self.rmap_walk(key) {
+                if m.level == 1 {
+                    self.split_huge_pmd(ctx, m.mm, m.slot);
+                }
             }
         }
         if self.folios[key].lazyfree {
