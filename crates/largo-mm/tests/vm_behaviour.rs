@@ -241,6 +241,48 @@ fn partial_munmap_of_mthp_queues_then_drop_caches_splits() {
     p.check();
 }
 
+/// One anon_vma holding many VMAs (partial munmaps split the mapping into
+/// 64 pieces in the parent and in a forked child): each split walks the
+/// rmap through the anon_vma's VMA index and finds exactly the folio's
+/// mappings in both processes.
+#[test]
+fn splits_find_their_mappings_among_many_vmas_of_one_anon_vma() {
+    let mut m = machine(&[(&size_knob(64), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(4 * MIB);
+    p.write(addr, 4 * MIB);
+    assert_eq!(p.mthp(64, MthpStat::NrAnon), 64);
+    let child = p.fork();
+    // Both unmap the first 4K of each folio: 64 VMAs each, all on the
+    // parent's anon_vma; each folio is partially mapped once the second
+    // process lets go of that page.
+    for pid in [p.pid, child] {
+        for i in 0..64 {
+            p.m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, addr + i * 64 * KIB, PAGE))
+                .unwrap();
+        }
+    }
+    assert_eq!(p.mthp(64, MthpStat::SplitDeferred), 64);
+    p.check();
+    p.drop_caches();
+    // Each split remapped the folio's 15 mapped pages in both mms.
+    assert_eq!(p.mthp(64, MthpStat::Split), 64);
+    assert_eq!(p.mthp(64, MthpStat::NrAnon), 0);
+    assert_eq!(p.stat("nr_anon_pages"), 64 * 15);
+    p.check();
+    // The child writes every page it still maps: each is shared with the
+    // parent, so each write copies it.
+    let mut copies = 0;
+    for i in 0..64 {
+        copies += p.touch(child, addr + i * 64 * KIB + PAGE, 60 * KIB, true);
+    }
+    assert_eq!(copies, 64 * 15);
+    assert_eq!(p.stat("nr_anon_pages"), 2 * 64 * 15);
+    p.exit(child);
+    assert_eq!(p.stat("nr_anon_pages"), 64 * 15);
+    p.check();
+}
+
 #[test]
 fn partial_munmap_of_a_pmd_thp_splits_the_pmd_and_queues_the_folio() {
     let mut m = machine(&[(&size_knob(2048), "always")]);

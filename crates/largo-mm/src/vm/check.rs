@@ -59,6 +59,7 @@ impl Vm {
                 v.mm
             );
         }
+        self.check_rmap_indexes().map_err(VmInvariantError)?;
         for (mm_id, mm) in self.mms.iter() {
             let mut swap_ents = 0u64;
             let mut rss = 0u64;

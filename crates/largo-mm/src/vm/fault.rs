@@ -411,6 +411,7 @@ impl Vm {
             .find_mergeable_anon_vma(vma)
             .unwrap_or_else(|| self.alloc_anon_vma(mm));
         self.anon_vmas[av].vmas.push(vma);
+        self.vma_layout_changed();
         let v = &mut self.vmas[vma];
         v.anon_vma = Some(av);
         v.chain = vec![av];

@@ -55,6 +55,7 @@ impl Vm {
     /// an anon_vma of its own (`anon_vma_fork`).
     fn dup_vma(&mut self, src: VmaId, child: MmId) -> VmaId {
         let s = self.vmas[src].clone();
+        self.vma_layout_changed();
         let id = self.vmas.insert(Vma {
             mm: child,
             anon_vma: None,

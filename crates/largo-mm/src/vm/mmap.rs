@@ -55,12 +55,14 @@ impl Vm {
         });
         self.mms[mm].vmas.insert(start, id);
         self.slab_alloc(mm, SlabCache::VmArea, 1);
+        self.vma_layout_changed();
         id
     }
 
     /// Unlinks a VMA from its mm and anon_vmas (`unlink_anon_vmas`) and drops it.
     pub(crate) fn remove_vma(&mut self, id: VmaId) {
         let vma = self.vmas.remove(id);
+        self.vma_layout_changed();
         self.mms[vma.mm].vmas.remove(&vma.start);
         let memcg = self.mms[vma.mm].memcg;
         self.slab_free(memcg, SlabCache::AnonVmaChain, vma.chain.len());
@@ -97,6 +99,7 @@ impl Vm {
         let shift = self.page_shift();
         let old = self.vmas[id].clone();
         debug_assert!(at > old.start && at < old.end);
+        self.vma_layout_changed();
         self.vmas[id].end = at;
         let new = self.vmas.insert(Vma {
             start: at,
@@ -141,6 +144,7 @@ impl Vm {
 
     /// Merges `b` into `a` (`a` directly below `b`).
     fn merge_into(&mut self, a: VmaId, b: VmaId) {
+        self.vma_layout_changed();
         let vb = self.vmas[b].clone();
         if self.vmas[a].anon_vma.is_none() && vb.anon_vma.is_some() {
             // dup_anon_vma: `a` is chained to `b`'s anon_vmas anew.
@@ -416,6 +420,7 @@ impl Vm {
         }
         let grow = (v.start - new_start) >> self.page_shift();
         let (old_start, account) = (v.start, v.flags.contains(VmFlags::ACCOUNT));
+        self.vma_layout_changed();
         let v = &mut self.vmas[id];
         v.start = new_start;
         v.pgoff -= grow;
@@ -625,6 +630,7 @@ impl Vm {
                 return Ok(old_addr);
             }
             if old_addr + old_len == self.vmas[vma].end && self.range_free(mm, old_addr + old_len, new_len - old_len) {
+                self.vma_layout_changed();
                 self.vmas[vma].end = old_addr + new_len;
                 if self.vmas[vma].flags.contains(VmFlags::ACCOUNT) {
                     self.account(mm, ((new_len - old_len) >> self.page_shift()) as i64);
@@ -676,6 +682,7 @@ impl Vm {
             self.split_vma(ctx, src, old_addr + old_len);
         }
         let old = self.vmas[src].clone();
+        self.vma_layout_changed();
         let new = self.vmas.insert(Vma {
             start: new_addr,
             end: new_addr + new_len,
@@ -816,7 +823,10 @@ impl Vm {
                 .map(|(_, &id)| id)
                 .filter(|&id| self.vmas[id].end == old_end && self.vmas[id].flags == flags);
             match brk_vma {
-                Some(id) => self.vmas[id].end = new_end,
+                Some(id) => {
+                    self.vma_layout_changed();
+                    self.vmas[id].end = new_end;
+                }
                 None => {
                     self.insert_vma(mm, old_end, new_end, old_end >> self.page_shift(), flags);
                 }

@@ -46,6 +46,7 @@ mod policy_glue;
 mod promote;
 pub(crate) mod reclaim;
 mod rmap;
+mod rmap_index;
 pub mod shmem;
 mod split;
 pub mod stats;
@@ -194,6 +195,10 @@ pub struct Vm {
     /// in the same mm, so it never needs dropping (every VMA in `vmas` is
     /// in its mm's tree under its start).
     vma_hint: std::cell::Cell<Option<VmaId>>,
+    /// Bumped by every change to the VMAs' ranges or anon_vma lists
+    /// ([`Vm::vma_layout_changed`]): rmap indexes of an older value are
+    /// rebuilt before use.
+    vma_layout_gen: u64,
     next_pid: Pid,
     next_mm_id: u32,
     pub(crate) thp: ThpKnobs,
@@ -271,6 +276,7 @@ impl Vm {
             tasks: BTreeMap::new(),
             last_task: std::cell::Cell::new(None),
             vma_hint: std::cell::Cell::new(None),
+            vma_layout_gen: 0,
             next_pid: 1,
             next_mm_id: 1,
             mthp: MthpStats::new(thp.pmd_order),

@@ -444,11 +444,15 @@ impl Vm {
         let Some(av) = self.anon_vmas.get(meta.anon_vma) else {
             return out;
         };
-        for &vma_id in &av.vmas {
+        for pos in self.anon_vma_positions(av, meta.index, nr_pages) {
+            let vma_id = av.vmas[pos as usize];
             let vma = &self.vmas[vma_id];
+            // Only the folio's pages inside this VMA are looked up.
+            let Some((mut off, end_off)) = vma.index_range(meta.index, nr_pages, shift) else {
+                continue;
+            };
             let root = self.mms[vma.mm].pgd;
-            let mut off = 0;
-            while off < nr_pages {
+            while off < end_off {
                 let Some(addr) = vma.address_of(meta.index + off, shift) else {
                     off += 1;
                     continue;

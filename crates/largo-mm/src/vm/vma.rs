@@ -53,6 +53,16 @@ impl Vma {
         (addr < self.end).then_some(addr)
     }
 
+    /// Of the `nr` pages from page offset `index` (a folio), the offsets
+    /// `[from, to)` (counted from `index`) this VMA maps: those whose
+    /// `address_of` is some address. `None` when it maps none of them.
+    pub fn index_range(&self, index: u64, nr: u64, page_shift: u32) -> Option<(u64, u64)> {
+        let vma_pages = (self.end - self.start) >> page_shift;
+        let from = self.pgoff.max(index);
+        let to = self.pgoff.saturating_add(vma_pages).min(index.saturating_add(nr));
+        (from < to).then(|| (from - index, to - index))
+    }
+
     /// `vm_start_gap`: a stack keeps a guard gap below it.
     pub fn start_gap(&self, stack_guard_gap: u64) -> u64 {
         if self.flags.contains(VmFlags::GROWSDOWN) {
@@ -68,6 +78,8 @@ impl Vma {
 #[derive(Clone, Debug, Default)]
 pub struct AnonVma {
     pub vmas: Vec<usize>,
+    /// `vmas` by page offset, for long lists (a cache; see `rmap_index.rs`).
+    pub rmap_index: super::rmap_index::RmapIndexCell,
     /// The memcg its slab object is charged to (0: none).
     pub memcg: u16,
     /// Folios whose `mapping` is this anon_vma.

@@ -161,9 +161,12 @@ impl Vm {
         let shift = self.page_shift();
         let mut out = super::super::rmap::Mappings::new();
         for (vma_id, vma) in self.vmas.iter().filter(|(_, v)| v.shmem == Some(inode)) {
+            // Only the folio's pages inside this VMA are looked up.
+            let Some((mut off, end_off)) = vma.index_range(index, nr_pages, shift) else {
+                continue;
+            };
             let root = self.mms[vma.mm].pgd;
-            let mut off = 0;
-            while off < nr_pages {
+            while off < end_off {
                 let Some(addr) = vma.address_of(index + off, shift) else {
                     off += 1;
                     continue;
