@@ -13,7 +13,7 @@
 //!   gauges, and the deferred split queues match the recount;
 //! - every page-table page is a PGTABLE page pointing back at its table.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::lru::FolioRef;
 use super::pgtable::Slot;
@@ -43,12 +43,12 @@ struct FolioCount {
 impl Vm {
     pub fn check_invariants(&self, pa: &PageAlloc) -> Result<(), VmInvariantError> {
         let shift = self.page_shift();
-        let mut per_page: HashMap<u64, i64> = HashMap::new();
-        let mut per_folio: HashMap<usize, FolioCount> = HashMap::new();
+        let mut per_page: HashMap<u64, i64> = HashMap::default();
+        let mut per_folio: HashMap<usize, FolioCount> = HashMap::default();
         let mut tables_seen = 0usize;
-        let mut mapped_once: HashMap<u64, ()> = HashMap::new();
+        let mut mapped_once: HashMap<u64, ()> = HashMap::default();
         let mut shmem = super::shmem::ShmemRecount::default();
-        let mut swap_refs: HashMap<crate::swap::SwapEntry, u64> = HashMap::new();
+        let mut swap_refs: HashMap<crate::swap::SwapEntry, u64> = HashMap::default();
         // find_vma's hint relies on it: every VMA is in its mm's tree.
         for (id, v) in self.vmas.iter() {
             ensure!(
@@ -65,6 +65,8 @@ impl Vm {
             let mut rss = 0u64;
             let mut rss_shmem = 0u64;
             let mut tables = vec![(mm.pgd, self.pt.shape.levels - 1, 0u64)];
+            // The VMA of the previous leaf: a table's leaves mostly share one.
+            let mut last_vma: Option<super::types::VmaId> = None;
             while let Some((table, level, base)) = tables.pop() {
                 tables_seen += 1;
                 let page = &self.pt.pages[table];
@@ -105,9 +107,13 @@ impl Vm {
                         continue;
                     }
                     ensure!(level <= 1, "leaf above the PMD level at {addr:#x}");
-                    let vma = mm.vma_at(addr, &self.vmas);
+                    let vma = match last_vma {
+                        Some(id) if self.vmas[id].contains(addr) => Some(id),
+                        _ => mm.vma_at(addr, &self.vmas),
+                    };
                     ensure!(vma.is_some(), "mm {mm_id}: {addr:#x} is mapped outside every VMA");
                     let vma = vma.unwrap();
+                    last_vma = Some(vma);
                     if self.is_shmem_vma(vma) {
                         rss_shmem += self.check_shmem_leaf(pa, vma, addr, *e, level, &mut shmem)?;
                         continue;

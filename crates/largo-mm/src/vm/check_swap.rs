@@ -8,7 +8,7 @@
 //!   the pages it counts, and each folio on it says it is there (with the
 //!   memmap's `PG_lru`); folios in a cpu's batch are on no list.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::check::VmInvariantError;
 use super::lru::{FolioRef, LruList};

@@ -5,7 +5,7 @@
 //! references plus its mappings; the page cache is consistent; NR_SHMEM,
 //! NR_SHMEM_THPS, NR_SHMEM_PMDMAPPED and NR_FILE_MAPPED match.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::super::check::VmInvariantError;
 use super::super::pgtable::Pte;
