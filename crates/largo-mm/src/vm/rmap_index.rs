@@ -21,6 +21,9 @@ use super::Vm;
 /// Below this many VMAs an anon_vma's list is scanned directly.
 pub(crate) const INDEXED_FROM: usize = 16;
 
+/// Positions in an anon_vma's list, inline up to a short list's length.
+pub(crate) type Positions = smallvec::SmallVec<[u32; INDEXED_FROM]>;
+
 /// One anon_vma's VMAs sorted by first page offset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RmapIndex {
@@ -71,7 +74,7 @@ impl Vm {
     /// The positions in `av.vmas` of the VMAs that may map some of the
     /// `nr` pages from page offset `index`, in list order (every VMA for a
     /// short list; for a long one those whose range overlaps).
-    pub(crate) fn anon_vma_positions(&self, av: &AnonVma, index: u64, nr: u64) -> smallvec::SmallVec<[u32; 4]> {
+    pub(crate) fn anon_vma_positions(&self, av: &AnonVma, index: u64, nr: u64) -> Positions {
         if av.vmas.len() < INDEXED_FROM {
             return (0..av.vmas.len() as u32).collect();
         }
@@ -80,10 +83,10 @@ impl Vm {
         if cache.generation != Some(self.vma_layout_gen) {
             *cache = RmapIndex::build(av, &self.vmas, shift, self.vma_layout_gen);
         }
-        let lowest_start = (index + 1).saturating_sub(cache.longest_pages);
+        let lowest_start = index.saturating_add(1).saturating_sub(cache.longest_pages);
         let end = index.saturating_add(nr);
         let first = cache.by_pgoff.partition_point(|&(start, _)| start < lowest_start);
-        let mut positions: smallvec::SmallVec<[u32; 4]> = cache.by_pgoff[first..]
+        let mut positions: Positions = cache.by_pgoff[first..]
             .iter()
             .take_while(|&&(start, _)| start < end)
             .map(|&(_, pos)| pos)
