@@ -1,7 +1,7 @@
 //! One swap device (`struct swap_info_struct`): its swap map, clusters,
 //! swap cache table, zero map and what each slot holds.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::cluster::{Cluster, ClusterFlag, ClusterLists};
 use super::{SWAP_HAS_CACHE, SWAP_MAP_BAD};
@@ -136,16 +136,16 @@ impl SwapDevice {
             map,
             zeromap: vec![0; words],
             written: vec![0; words],
-            data: HashMap::new(),
+            data: HashMap::default(),
             cgroup: vec![0; max as usize],
-            cgroup_slots: HashMap::new(),
-            cache: HashMap::new(),
+            cgroup_slots: HashMap::default(),
+            cache: HashMap::default(),
             clusters,
             lists: ClusterLists::new(super::MAX_SWAP_ORDERS),
             global_next: [None; super::MAX_SWAP_ORDERS],
             cluster_slots,
             last_scan_next: None,
-            continued: HashMap::new(),
+            continued: HashMap::default(),
             notify_free: 0,
             writes: 0,
             reads: 0,

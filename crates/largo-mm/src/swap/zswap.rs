@@ -11,7 +11,7 @@
 //! that total divided by the page size. A page the workload never wrote
 //! does not reach zswap (the swap zero map takes it first).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::SwapEntry;
 
@@ -60,7 +60,7 @@ impl Default for Zswap {
             max_pool_percent: 20,
             accept_threshold_percent: 90,
             reached_full: false,
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             pool_bytes: 0,
             compressed_bytes: DEFAULT_COMPRESSED_BYTES,
             stats: ZswapStats::default(),
