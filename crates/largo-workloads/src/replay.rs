@@ -12,7 +12,7 @@
 //! Advice the model does not implement (willneed, dontdump, ...) is
 //! counted and ignored.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use largo_mm::hotplug::HotplugError;
 use largo_mm::vm::types::{Pid, ThpDisable};
@@ -674,7 +674,7 @@ pub fn replay(
         nr_cpus: m_cpus,
         page_size: m.geometry().page_size(),
         m,
-        tasks: HashMap::new(),
+        tasks: HashMap::default(),
         last: None,
         cur: (0, 0),
         index: 0,

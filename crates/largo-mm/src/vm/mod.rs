@@ -59,7 +59,8 @@ pub mod vma;
 mod vmscan;
 mod zap;
 
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 
 use largo_physmem::Backing;
 use largo_types::{Arch, Geometry, Pfn};
@@ -286,7 +287,7 @@ impl Vm {
             deferred: vec![DeferredQueue::default(); nr_nodes],
             huge_zero: HugeZero::default(),
             zero_pfn,
-            deposits: HashMap::new(),
+            deposits: HashMap::default(),
             committed_pages: 0,
             lruvecs: vec![lru::Lruvec::default(); nr_nodes],
             lru_batches: vec![Vec::new(); nr_cpus.max(1)],
