@@ -55,8 +55,8 @@ pub struct ShmemKnobs {
     /// Written only through [`ShmemKnobs::set_size`], which keeps
     /// `masks` in step.
     per_size: BTreeMap<u32, ShmemSizeEnabled>,
-    /// The orders of `per_size` in each mode, indexed by the mode's place
-    /// in [`SHMEM_SIZE_CHOICES`] (the kernel's `huge_shmem_orders_always`,
+    /// The orders of `per_size` in each mode, indexed by the mode (its
+    /// discriminant; one slot per [`SHMEM_SIZE_CHOICES`] entry) (the kernel's `huge_shmem_orders_always`,
     /// `_inherit`, `_within_size`, `_madvise` bitmaps, which the fault
     /// path reads instead of the sysfs state).
     masks: [u64; SHMEM_SIZE_CHOICES.len()],
@@ -98,27 +98,16 @@ impl ShmemKnobs {
     /// `huge_shmem_orders_<mode>` as a bit mask of orders.
     #[inline]
     pub fn orders(&self, mode: ShmemSizeEnabled) -> u64 {
-        self.masks[mode_slot(mode)]
+        self.masks[mode as usize]
     }
 
     /// The masks worked out from `per_size`.
     fn masks_of_sizes(&self) -> [u64; SHMEM_SIZE_CHOICES.len()] {
         let mut masks = [0; SHMEM_SIZE_CHOICES.len()];
         for (&order, &mode) in &self.per_size {
-            masks[mode_slot(mode)] |= 1 << order;
+            masks[mode as usize] |= 1 << order;
         }
         masks
-    }
-}
-
-/// The place of `mode` in [`SHMEM_SIZE_CHOICES`].
-fn mode_slot(mode: ShmemSizeEnabled) -> usize {
-    match mode {
-        ShmemSizeEnabled::Always => 0,
-        ShmemSizeEnabled::Inherit => 1,
-        ShmemSizeEnabled::WithinSize => 2,
-        ShmemSizeEnabled::Advise => 3,
-        ShmemSizeEnabled::Never => 4,
     }
 }
 
