@@ -48,6 +48,9 @@ pub(crate) enum Scan {
     ExceedSharedPte,
     /// khugepaged: no young entry.
     LackReferencedPage,
+    /// An entry that is neither present nor none at isolation (reclaim,
+    /// run by the allocations, unmapped a page after the scan).
+    PteNonPresent,
 }
 
 /// Who collapses (`struct collapse_control`).
@@ -65,6 +68,7 @@ impl Scan {
             Scan::Succeed
                 | Scan::PmdMapped
                 | Scan::PmdNull
+                | Scan::PteNonPresent
                 | Scan::PageRo
                 | Scan::PageCount
                 | Scan::PageLru
@@ -146,7 +150,7 @@ impl Vm {
             Collapser::Khugepaged if !self.thp.khugepaged.defrag => GFP_TRANSHUGE_LIGHT,
             _ => GFP_TRANSHUGE,
         };
-        self.collapse_huge_page(ctx, vma, pmd, table, haddr, gfp)
+        self.collapse_huge_page(ctx, vma, pmd, table, haddr, (gfp, cc))
     }
 
     /// The PTE walk of `hpage_collapse_scan_pmd`.
@@ -235,6 +239,30 @@ impl Vm {
         Ok(())
     }
 
+    /// The entry checks of `__collapse_huge_page_isolate`, the walk
+    /// under the PMD lock after the allocation, the charge and the
+    /// swap-ins, any of which may have reclaimed: every entry present,
+    /// none or the zero page, and (khugepaged) no more of the latter than
+    /// `max_ptes_none`. The folio checks the scan made still hold: reclaim
+    /// puts back what it isolated, and a page it unmapped fails here.
+    fn collapse_isolate_ptes(&self, ctx: &mut Ctx, table: usize, haddr: u64, cc: Collapser) -> Result<(), Scan> {
+        let first = self.pt.shape.index(0, haddr);
+        let mut none_or_zero = 0u32;
+        for i in first..first + (1usize << self.pmd_order()) {
+            let pte = self.pt.get(table, i);
+            if pte.is_none() || pte.is_special() {
+                none_or_zero += 1;
+                if cc == Collapser::Khugepaged && none_or_zero > self.thp.max_ptes_none {
+                    ctx.pa.events.count(VmEvent::ThpScanExceedNonePte, 1);
+                    return Err(Scan::ExceedNonePte);
+                }
+            } else if !pte.present() {
+                return Err(Scan::PteNonPresent);
+            }
+        }
+        Ok(())
+    }
+
     /// `folio_maybe_mapped_shared`.
     fn folio_maybe_mapped_shared(&self, pa: &crate::page_alloc::PageAlloc, key: usize) -> bool {
         let meta = &self.folios[key];
@@ -250,7 +278,15 @@ impl Vm {
     /// each page copied from the one its entry maps or zeroed, the old
     /// pages unmapped and released, the PTE table deposited under the new
     /// PMD mapping.
-    fn collapse_huge_page(&mut self, ctx: &mut Ctx, vma: VmaId, pmd: Slot, table: usize, haddr: u64, gfp: Gfp) -> Scan {
+    fn collapse_huge_page(
+        &mut self,
+        ctx: &mut Ctx,
+        vma: VmaId,
+        pmd: Slot,
+        table: usize,
+        haddr: u64,
+        (gfp, cc): (Gfp, Collapser),
+    ) -> Scan {
         let mm = self.vmas[vma].mm;
         let Some(folio) = self.alloc_folio(ctx, gfp, self.pmd_order()) else {
             ctx.pa.events.count(VmEvent::ThpCollapseAllocFailed, 1);
@@ -263,7 +299,10 @@ impl Vm {
             return Scan::CgroupChargeFail;
         }
         self.anon_vma_prepare(vma);
-        if let Err(result) = self.collapse_swapin(ctx, vma, table, haddr) {
+        let isolated = self
+            .collapse_swapin(ctx, vma, table, haddr)
+            .and_then(|()| self.collapse_isolate_ptes(ctx, table, haddr, cc));
+        if let Err(result) = isolated {
             self.mem_cgroup_uncharge(ctx, memcg, folio.nr_pages());
             self.free_unused_folio(ctx, folio);
             return result;

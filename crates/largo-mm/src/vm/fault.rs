@@ -22,6 +22,10 @@ pub(crate) enum Fault {
     Oom,
     /// `VM_FAULT_SIGBUS`.
     Sigbus,
+    /// Nothing done: the entry changed under the fault (a `pte_same`
+    /// check failed, e.g. reclaim unmapped the page while the fault
+    /// allocated). The access runs again, a new fault.
+    Retry,
 }
 
 /// The fault being handled (`struct vm_fault`): who, where, what access.
@@ -116,6 +120,7 @@ impl Vm {
             }
             self.run_pending_kswapd(ctx);
             return match result {
+                Fault::Retry => continue,
                 Fault::Oom => {
                     // pagefault_out_of_memory: a memcg's OOM kill is done
                     // now; the fault runs again unless this task was the
@@ -485,6 +490,7 @@ impl Vm {
     /// `wp_page_copy`: a new exclusive order-0 page replaces the mapped
     /// one (zeroed for the zero page, else a copy).
     fn wp_page_copy(&mut self, ctx: &mut Ctx, vmf: &VmFault, pte: Slot, old: Option<(usize, u64)>) -> Fault {
+        let orig = self.pt.entry(pte);
         self.anon_vma_prepare(vmf.vma);
         if let Some((key, _)) = old {
             self.folio_ref_add(ctx.pa, key, 1);
@@ -496,6 +502,18 @@ impl Vm {
             }
             return Fault::Oom;
         };
+        // pte_same: reclaim, run by the allocation, may have unmapped
+        // the old page meanwhile (the fault's reference only keeps it from
+        // being freed or split). Then the new folio goes and the access
+        // faults again.
+        if self.pt.entry(pte) != orig {
+            self.mem_cgroup_uncharge(ctx, memcg, 1);
+            self.free_unused_folio(ctx, new);
+            if let Some((key, _)) = old {
+                self.folio_put_refs(ctx, key, 1);
+            }
+            return Fault::Retry;
+        }
         if let Some((_, pfn)) = old {
             self.work.pages_copied += 1;
             ctx.backing

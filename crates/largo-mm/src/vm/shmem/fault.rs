@@ -82,21 +82,23 @@ impl Vm {
         if index >= size_pages {
             return Fault::Sigbus;
         }
-        let key = match self.shmem_lookup(inode, index) {
-            Some(key) => {
+        // shmem_get_folio_gfp: a large folio that lost its range to an
+        // entry reclaim left while it was allocated (`-EEXIST`) sends the
+        // fault back to the lookup (`goto repeat`).
+        let key = loop {
+            if let Some(key) = self.shmem_lookup(inode, index) {
                 // filemap_get_entry's reference, which the mapping keeps.
                 self.folio_ref_add_shmem(ctx, key, 1);
-                key
+                break key;
             }
-            None => {
-                let got = match self.shmem_swapped_at(inode, index) {
-                    Some(swapped) => self.shmem_swapin(ctx, vmf, inode, index, swapped),
-                    None => self.shmem_alloc_folio(ctx, vmf, inode, index),
-                };
-                match got {
-                    Some(key) => key,
-                    None => return Fault::Oom,
-                }
+            let got = match self.shmem_swapped_at(inode, index) {
+                Some(swapped) => self.shmem_swapin(ctx, vmf, inode, index, swapped).into(),
+                None => self.shmem_alloc_folio(ctx, vmf, inode, index),
+            };
+            match got {
+                ShmemGot::Folio(key) => break key,
+                ShmemGot::NoMemory => return Fault::Oom,
+                ShmemGot::Raced => continue,
             }
         };
         if vmf.write {
@@ -106,11 +108,13 @@ impl Vm {
         self.shmem_finish_fault(ctx, vmf, key, index)
     }
 
-    /// `shmem_get_folio_gfp` allocating at a hole: the allowed, suitable
-    /// orders from the highest down (each failure counted in
+    /// `shmem_alloc_and_add_folio` at a hole: the allowed, suitable
+    /// orders from the highest down (each failed allocation counted in
     /// `shmem_fallback`, `thp_file_fallback` at the PMD order), order 0
-    /// last. The folio is cleared and enters the page cache.
-    fn shmem_alloc_folio(&mut self, ctx: &mut Ctx, vmf: &VmFault, inode: usize, index: u64) -> Option<usize> {
+    /// last. A large folio whose range holds an entry once it is
+    /// allocated (reclaim ran meanwhile) is dropped: `Raced`, with no
+    /// fallback counted. The folio is cleared and enters the page cache.
+    fn shmem_alloc_folio(&mut self, ctx: &mut Ctx, vmf: &VmFault, inode: usize, index: u64) -> ShmemGot {
         let mut orders = self.shmem_allowable_orders(inode, index, vmf.vma);
         if orders != 0 {
             orders = self.shmem_suitable_orders(inode, vmf.vma, vmf.address, index, orders);
@@ -122,10 +126,14 @@ impl Vm {
         while orders != 0 {
             let order = highest_order(orders);
             orders &= !(1 << order);
+            let first = index & !((1 << order) - 1);
             if let Some(folio) = self.alloc_folio(ctx, gfp, order) {
                 if !self.shmem_charge_large(ctx, folio, memcg, gfp) {
-                    // A failed charge goes straight to order 0.
                     self.free_unused_folio(ctx, folio);
+                    if self.shmem_range_present(inode, first, 1 << order) {
+                        return ShmemGot::Raced;
+                    }
+                    // A failed charge goes straight to order 0.
                     if order == self.pmd_order() {
                         ctx.pa.events.count(VmEvent::ThpFileFallback, 1);
                         ctx.pa.events.count(VmEvent::ThpFileFallbackCharge, 1);
@@ -134,21 +142,31 @@ impl Vm {
                     self.mthp.add(order, MthpStat::ShmemFallbackCharge, 1);
                     break;
                 }
+                if self.shmem_range_present(inode, first, 1 << order) {
+                    // shmem_add_to_page_cache's conflict: the charge goes
+                    // with the folio.
+                    self.mem_cgroup_uncharge(ctx, memcg, 1 << order);
+                    self.free_unused_folio(ctx, folio);
+                    return ShmemGot::Raced;
+                }
                 self.zero_folio(ctx, folio);
                 if order == self.pmd_order() {
                     ctx.pa.events.count(VmEvent::ThpFileAlloc, 1);
                 }
                 self.mthp.add(order, MthpStat::ShmemAlloc, 1);
-                let first = index & !((1 << order) - 1);
-                return Some(self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg, (false, false)));
+                return ShmemGot::Folio(self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg, (false, false)));
             }
             if order == self.pmd_order() {
                 ctx.pa.events.count(VmEvent::ThpFileFallback, 1);
             }
             self.mthp.add(order, MthpStat::ShmemFallback, 1);
         }
-        let folio = self.folio_prealloc(ctx, memcg, true)?;
-        Some(self.shmem_add_to_page_cache(ctx, folio, inode, index, memcg, (false, false)))
+        match self.folio_prealloc(ctx, memcg, true) {
+            Some(folio) => {
+                ShmemGot::Folio(self.shmem_add_to_page_cache(ctx, folio, inode, index, memcg, (false, false)))
+            }
+            None => ShmemGot::NoMemory,
+        }
     }
 
     /// `mem_cgroup_charge` of a large shmem folio with its THP gfp masked
@@ -370,5 +388,23 @@ impl Vm {
     fn folio_ref_add_shmem(&self, ctx: &mut Ctx, key: usize, n: u32) {
         let page = ctx.pa.memmap.page_mut(self.shmem.folios[key].pfn);
         page.set_refcount(page.refcount() + n);
+    }
+}
+
+/// What a shmem fault's trip to the page cache's missing page brought.
+enum ShmemGot {
+    /// The folio now in the page cache holding the page (with the
+    /// fault's reference).
+    Folio(usize),
+    /// No memory for it (OOM).
+    NoMemory,
+    /// A large folio found its range taken once allocated (`-EEXIST`):
+    /// look the page up again.
+    Raced,
+}
+
+impl From<Option<usize>> for ShmemGot {
+    fn from(key: Option<usize>) -> ShmemGot {
+        key.map_or(ShmemGot::NoMemory, ShmemGot::Folio)
     }
 }

@@ -84,8 +84,9 @@ impl Vm {
 
     /// `shmem_suitable_orders`: drops the orders unsuitable in the VMA from
     /// the highest down to the first suitable one (`thp_vma_suitable_orders`),
-    /// then from the highest down those whose aligned range of the page
-    /// cache already holds a folio, stopping at the first free one.
+    /// then from the highest down those whose aligned range of the mapping
+    /// already holds an entry, a folio or a swap entry (`xa_find` of
+    /// `XA_PRESENT`), stopping at the first free one.
     pub(crate) fn shmem_suitable_orders(&self, inode: usize, vma: VmaId, addr: u64, index: u64, orders: u64) -> u64 {
         let mut orders = orders;
         while orders != 0 {
@@ -98,14 +99,22 @@ impl Vm {
         while orders != 0 {
             let order = highest_order(orders);
             let first = index & !((1 << order) - 1);
-            let cache = &self.shmem.inodes[inode].cache;
-            let taken =
-                self.shmem_lookup(inode, first).is_some() || cache.range(first..first + (1 << order)).next().is_some();
-            if !taken {
+            if !self.shmem_range_present(inode, first, 1 << order) {
                 break;
             }
             orders &= !(1 << order);
         }
         orders
+    }
+
+    /// Whether any entry of `inode`'s mapping, a page-cache folio or a
+    /// swap entry, covers a page of `[first, first + nr)` (`xa_find`
+    /// with `XA_PRESENT`).
+    pub(crate) fn shmem_range_present(&self, inode: usize, first: u64, nr: u64) -> bool {
+        let i = &self.shmem.inodes[inode];
+        self.shmem_lookup(inode, first).is_some()
+            || i.cache.range(first..first + nr).next().is_some()
+            || self.shmem_swapped_at(inode, first).is_some()
+            || i.swapped.range(first..first + nr).next().is_some()
     }
 }

@@ -193,28 +193,35 @@ impl Vm {
     ) -> Option<usize> {
         let (mut first, mut entry, mut order) = swapped;
         let sub = entry.plus(index - first);
-        let nr_entry = 1u64 << order;
-        // A large entry is read whole only from a synchronous device with
-        // none of its slots in the swap cache (`non_swapcache_batch`);
-        // else, or when a cached folio is smaller than the entry
-        // (readahead read its slots), it is split and the page at `index`
-        // taken alone (`shmem_split_large_entry`; the model reads it
+        // The swap cache first (`swap_cache_get_folio` of the page's own
+        // slot): a cached folio smaller than the entry splits it
+        // (`shmem_split_large_entry`); one as large or larger goes back
+        // to the page cache whole, over every entry its slots are under.
+        if let Some(akey) = self.swap_cache_folio(sub) {
+            if order > self.folios[akey].order {
+                let memcg = self.mm_memcg(vmf.mm);
+                self.shmem_split_swap_entry(inode, first, entry, order);
+                self.shmem_xa_update(inode, memcg);
+            }
+            if let Some(key) = self.shmem_take_back(ctx, akey, inode, index) {
+                return Some(key);
+            }
+            (first, entry, order) = self.shmem_swapped_at(inode, index).expect("the page is still swapped");
+        }
+        // Not cached: a large entry is read whole only from a synchronous
+        // device with none of its slots in the swap cache
+        // (`shmem_swap_alloc_folio`'s `swapcache_prepare` of the whole
+        // range); else it is split and the page at `index` read alone
+        // (`shmem_swapin_cluster` reads order 0; the model reads it
         // directly, without readahead, from a disk too).
-        let cached_smaller = (0..nr_entry).any(|i| {
-            self.swap_cache_folio(entry.plus(i))
-                .is_some_and(|k| self.folios[k].order < order)
-        });
+        let sub = entry.plus(index - first);
+        let nr_entry = 1u64 << order;
         let any_cached = (0..nr_entry).any(|i| self.swap_cache_folio(entry.plus(i)).is_some());
-        if order > 0
-            && (cached_smaller || (any_cached && self.swap_cache_folio(sub).is_none()) || !self.swap.synchronous(entry))
-        {
+        if order > 0 && (any_cached || !self.swap.synchronous(entry)) {
             let memcg = self.mm_memcg(vmf.mm);
             self.shmem_split_swap_entry(inode, first, entry, order);
             self.shmem_xa_update(inode, memcg);
             (first, entry, order) = (index, sub, 0);
-        }
-        if let Some(akey) = self.swap_cache_folio(sub) {
-            return Some(self.shmem_take_back(ctx, akey, inode, first, entry));
         }
         let (folio, memcg) = loop {
             if order == 0 || self.swap.zswap.never_enabled() {
@@ -271,24 +278,41 @@ impl Vm {
     }
 
     /// A swapped shmem folio still in the swap cache (its write in flight
-    /// or not yet reclaimed) goes back to the page cache as it is.
-    fn shmem_take_back(&mut self, ctx: &mut Ctx, akey: usize, inode: usize, first: u64, entry: SwapEntry) -> usize {
+    /// or not yet reclaimed) goes back to the page cache as it is, at the
+    /// index of its first page, in place of the swap entries of its slots
+    /// (`shmem_swapin_folio` rounds index and entry down to the folio;
+    /// `shmem_add_to_page_cache` wants the range wholly under entries
+    /// `folio->swap`, `folio->swap + 1`, ...). Its key; `None` when the
+    /// range no longer holds them (a hole punched into entries split
+    /// under the cached folio): the kernel's `-EEXIST` retry would find
+    /// the same folio again, so the model drops it from the swap cache
+    /// instead (its slots keep their data) and the caller reads the page.
+    fn shmem_take_back(&mut self, ctx: &mut Ctx, akey: usize, inode: usize, index: u64) -> Option<usize> {
         let (pfn, order, memcg, active) = {
             let a = &self.folios[akey];
             (a.pfn, a.order, a.memcg as usize, a.lru.active)
         };
         let nr = 1u64 << order;
+        let first = index & !(nr - 1);
+        let entry = self.folios[akey].swap.expect("a swap-cache folio has its entry");
         if self.folios[akey].writeback {
             self.end_swap_writeback(ctx, akey);
         }
+        let covered = self.shmem_swapped_covering(inode, first, entry, nr);
+        let Some(entries) = covered else {
+            self.shmem_drop_stale_swap_cache(ctx, akey);
+            return None;
+        };
         self.lru_forget(ctx.pa, FolioRef::Anon(akey));
         self.swap_cache_del(ctx, akey, None);
         self.folios.remove(akey);
         let head = ctx.pa.memmap.page_mut(pfn);
         head.remove_flags(PageFlags::ANON);
         let i = &mut self.shmem.inodes[inode];
-        i.swapped.remove(&first);
-        i.xa_count_entry(first, order, -1);
+        for (at, entry_order) in entries {
+            i.swapped.remove(&at);
+            i.xa_count_entry(at, entry_order, -1);
+        }
         let folio = Folio {
             pfn: largo_types::Pfn(pfn),
             order,
@@ -296,7 +320,35 @@ impl Vm {
         let key = self.shmem_add_to_page_cache(ctx, folio, inode, first, memcg, (active, false));
         self.shmem_mark_dirty(ctx.pa, key);
         self.swap.swap_free_nr(entry, nr);
-        key
+        Some(key)
+    }
+
+    /// The swap entries of `inode` that tile pages `[first, first + nr)`
+    /// with slots `entry`, `entry + 1`, ... in order (each entry's first
+    /// index and order), or `None` if the range holds anything else.
+    fn shmem_swapped_covering(&self, inode: usize, first: u64, entry: SwapEntry, nr: u64) -> Option<Vec<(u64, u32)>> {
+        let swapped = &self.shmem.inodes[inode].swapped;
+        let mut entries = Vec::new();
+        let mut next = first;
+        for (&at, &(e, entry_order)) in swapped.range(first..first + nr) {
+            let len = 1u64 << entry_order;
+            if at != next || e != entry.plus(at - first) || at + len > first + nr {
+                return None;
+            }
+            entries.push((at, entry_order));
+            next = at + len;
+        }
+        (next == first + nr).then_some(entries)
+    }
+
+    /// A cached shmem folio whose entries are no longer whole in the
+    /// mapping leaves the swap cache (and is freed when nothing else
+    /// holds it); its slots keep their shmem references and data.
+    fn shmem_drop_stale_swap_cache(&mut self, ctx: &mut Ctx, akey: usize) {
+        self.swap_cache_del(ctx, akey, None);
+        if self.folio_refcount(ctx.pa, akey) == 0 {
+            self.free_anon_folio(ctx, akey);
+        }
     }
 
     /// `shmem_split_large_entry`: the swap entry of `2^order` pages at

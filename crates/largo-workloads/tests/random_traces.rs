@@ -1,0 +1,461 @@
+//! Random traces replayed under both invariant checkers: processes that
+//! fork, exit, unmap parts of folios, mprotect, mremap, brk, grow their
+//! stack, madvise (including pageout and collapse), punch holes in and
+//! unmap a shared memfd, and drop caches, on machines whose memory cgroup
+//! is small enough that every run swaps (zram or disk, with and without
+//! zswap) under several anonymous and shmem mTHP configurations.
+//!
+//! The checkers run every few events, so a broken invariant is reported
+//! near the event that broke it, and proptest shrinks the trace to a few
+//! events. A failure prints the trace: save it to a file and replay it with
+//! `largo replay FILE --check 1` plus the configuration printed with it.
+//!
+//! `PROPTEST_CASES=N` runs N cases instead of the default 40.
+
+use largo_mm::swap::SwapSpec;
+use largo_mm::{Machine, MachineConfig};
+use largo_types::Preset;
+use largo_workloads::policy::{shmem_knobs, thp_knobs};
+use largo_workloads::replay::{replay, ReplayOptions};
+use proptest::prelude::*;
+
+const K: u64 = 1024;
+const M: u64 = K * K;
+const PAGE: u64 = 4096;
+/// The private anonymous region every trace starts with.
+const REGION: u64 = 0x7f00_0000_0000;
+const REGION_BYTES: u64 = 12 * M;
+/// The shared memfd mapping.
+const SHM: u64 = 0x7d00_0000_0000;
+const SHM_BYTES: u64 = 4 * M;
+const STACK: u64 = 0x7ff0_0000_0000;
+const BRK: u64 = 0x5555_0000_0000;
+/// Where mremap moves ranges to, 4 MiB apart.
+const MOVED: u64 = 0x7e00_0000_0000;
+
+/// One generated step; `who` picks among the live processes.
+#[derive(Clone, Debug)]
+enum Op {
+    Munmap {
+        who: usize,
+        page: u64,
+        nr: u64,
+    },
+    Touch {
+        who: usize,
+        page: u64,
+        nr: u64,
+        write: bool,
+    },
+    Mprotect {
+        who: usize,
+        page: u64,
+        nr: u64,
+        restore: bool,
+    },
+    MremapMove {
+        who: usize,
+        page: u64,
+        nr: u64,
+        extra: u64,
+    },
+    MremapGrow {
+        who: usize,
+        page: u64,
+        nr: u64,
+        extra: u64,
+    },
+    Madvise {
+        who: usize,
+        page: u64,
+        nr: u64,
+        advice: usize,
+    },
+    Fork {
+        who: usize,
+    },
+    Exit {
+        who: usize,
+    },
+    Brk {
+        who: usize,
+        step: i64,
+    },
+    StackGrow {
+        who: usize,
+        pages: u64,
+    },
+    DropCaches {
+        who: usize,
+    },
+    Punch {
+        who: usize,
+        page: u64,
+        nr: u64,
+    },
+    ShmUnmap {
+        who: usize,
+        page: u64,
+        nr: u64,
+    },
+    ShmTouch {
+        who: usize,
+        page: u64,
+        nr: u64,
+    },
+    TouchMoved {
+        who: usize,
+        which: usize,
+    },
+    Tick {
+        ms: u64,
+    },
+}
+
+const ADVICE: [&str; 7] = [
+    "dontneed",
+    "free",
+    "pageout",
+    "cold",
+    "hugepage",
+    "nohugepage",
+    "collapse",
+];
+
+fn range(max_pages: u64) -> impl Strategy<Value = (u64, u64)> {
+    (0..REGION_BYTES / PAGE, 1..=max_pages)
+}
+
+fn shm_range() -> impl Strategy<Value = (u64, u64)> {
+    (0..SHM_BYTES / PAGE, 1..64u64)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let who = any::<usize>;
+    prop_oneof![
+        3 => (who(), range(16)).prop_map(|(who, (page, nr))| Op::Munmap { who, page, nr }),
+        3 => (who(), range(512), any::<bool>()).prop_map(|(who, (page, nr), w)| Op::Touch { who, page, nr, write: w }),
+        2 => (who(), range(64), any::<bool>()).prop_map(|(who, (page, nr), restore)| Op::Mprotect { who, page, nr, restore }),
+        1 => (who(), range(128), 0..4u64).prop_map(|(who, (page, nr), extra)| Op::MremapMove { who, page, nr, extra }),
+        1 => (who(), range(128), 1..16u64).prop_map(|(who, (page, nr), extra)| Op::MremapGrow { who, page, nr, extra }),
+        2 => (who(), range(256), 0..ADVICE.len()).prop_map(|(who, (page, nr), advice)| Op::Madvise { who, page, nr, advice }),
+        1 => who().prop_map(|who| Op::Fork { who }),
+        1 => who().prop_map(|who| Op::Exit { who }),
+        1 => (who(), prop::sample::select(vec![-2i64, -1, 1, 2, 4, 8])).prop_map(|(who, step)| Op::Brk { who, step }),
+        1 => (who(), 1..16u64).prop_map(|(who, pages)| Op::StackGrow { who, pages }),
+        1 => who().prop_map(|who| Op::DropCaches { who }),
+        1 => (who(), shm_range()).prop_map(|(who, (page, nr))| Op::Punch { who, page, nr }),
+        1 => (who(), shm_range()).prop_map(|(who, (page, nr))| Op::ShmUnmap { who, page, nr }),
+        2 => (who(), shm_range()).prop_map(|(who, (page, nr))| Op::ShmTouch { who, page, nr }),
+        1 => (who(), any::<usize>()).prop_map(|(who, which)| Op::TouchMoved { who, which }),
+        1 => (1..50u64).prop_map(|ms| Op::Tick { ms }),
+    ]
+}
+
+/// The trace text of `ops` (the `largo-trace 1` text format).
+fn render(ops: &[Op], madvise_hugepage: bool) -> String {
+    let mut out = vec![
+        "largo-trace 1".to_string(),
+        format!("@page_size {PAGE}"),
+        format!("1 brk_start {BRK:#x}"),
+        format!("1 mmap {REGION:#x} {REGION_BYTES} rw- private,anonymous"),
+    ];
+    if madvise_hugepage {
+        out.push(format!("1 madvise {REGION:#x} {REGION_BYTES} hugepage"));
+    }
+    out.push(format!("1 touch {REGION:#x} {REGION_BYTES} w"));
+    out.push(format!("1 mmap {STACK:#x} 64K rw- private,anonymous,growsdown"));
+    out.push(format!("1 touch {STACK:#x} 64K w"));
+    out.push("1 memfd_create 3".into());
+    out.push(format!("1 ftruncate 3 {SHM_BYTES}"));
+    out.push(format!("1 mmap_fd {SHM:#x} {SHM_BYTES} rw- shared 3 0"));
+    out.push(format!("1 touch {SHM:#x} {SHM_BYTES} w"));
+    let mut pids = vec![1u32];
+    let mut next_pid = 2;
+    let mut moved = MOVED;
+    let mut brk = BRK;
+    let mut stack_low = STACK;
+    let clip = |page: u64, nr: u64, limit: u64| (page * PAGE, (nr * PAGE).min(limit - page * PAGE));
+    for op in ops {
+        let pick = |who: &usize| pids[who % pids.len()];
+        let line = match op {
+            Op::Munmap { who, page, nr } => {
+                let (off, len) = clip(*page, *nr, REGION_BYTES);
+                format!("{} munmap {:#x} {len}", pick(who), REGION + off)
+            }
+            Op::Touch { who, page, nr, write } => {
+                let (off, len) = clip(*page, *nr, REGION_BYTES);
+                let rw = if *write { "w" } else { "r" };
+                format!("{} touch {:#x} {len} {rw}", pick(who), REGION + off)
+            }
+            Op::Mprotect { who, page, nr, restore } => {
+                let (off, len) = clip(*page, *nr, REGION_BYTES);
+                let pid = pick(who);
+                let mut s = format!("{pid} mprotect {:#x} {len} r--", REGION + off);
+                if *restore {
+                    s += &format!("\n{pid} mprotect {:#x} {len} rw-", REGION + off);
+                }
+                s
+            }
+            Op::MremapMove { who, page, nr, extra } => {
+                let (off, len) = clip(*page, *nr, REGION_BYTES);
+                let s = format!(
+                    "{} mremap {:#x} {len} {moved:#x} {}",
+                    pick(who),
+                    REGION + off,
+                    len + extra * PAGE
+                );
+                moved += 4 * M;
+                s
+            }
+            Op::MremapGrow { who, page, nr, extra } => {
+                let (off, len) = clip(*page, *nr, REGION_BYTES);
+                let a = REGION + off;
+                format!("{} mremap {a:#x} {len} {a:#x} {}", pick(who), len + extra * PAGE)
+            }
+            Op::Madvise { who, page, nr, advice } => {
+                let (off, len) = clip(*page, *nr, REGION_BYTES);
+                format!("{} madvise {:#x} {len} {}", pick(who), REGION + off, ADVICE[*advice])
+            }
+            Op::Fork { who } if pids.len() < 4 => {
+                let s = format!("{} clone {next_pid} process", pick(who));
+                pids.push(next_pid);
+                next_pid += 1;
+                s
+            }
+            Op::Exit { who } if pids.len() > 1 => {
+                let child = pids.remove(1 + who % (pids.len() - 1));
+                format!("{child} exit")
+            }
+            Op::Brk { who, step } => {
+                let new = brk.saturating_add_signed(step * 64 * K as i64).max(BRK);
+                brk = new;
+                let pid = pick(who);
+                if new > BRK {
+                    format!("{pid} brk {new:#x}\n{pid} touch {BRK:#x} {} w", new - BRK)
+                } else {
+                    format!("{pid} brk {new:#x}")
+                }
+            }
+            Op::StackGrow { who, pages } if STACK - (stack_low - pages * PAGE) < 7 * M => {
+                stack_low -= pages * PAGE;
+                format!("{} fault {stack_low:#x} w", pick(who))
+            }
+            Op::DropCaches { who } => format!("{} drop_caches 2", pick(who)),
+            Op::Punch { who, page, nr } => {
+                let (off, len) = clip(*page, *nr, SHM_BYTES);
+                format!("{} punch_hole 3 {off} {len}", pick(who))
+            }
+            Op::ShmUnmap { who, page, nr } => {
+                let (off, len) = clip(*page, *nr, SHM_BYTES);
+                format!("{} munmap {:#x} {len}", pick(who), SHM + off)
+            }
+            Op::ShmTouch { who, page, nr } => {
+                let (off, len) = clip(*page, *nr, SHM_BYTES);
+                format!("{} touch {:#x} {len} w", pick(who), SHM + off)
+            }
+            Op::TouchMoved { who, which } if moved > MOVED => {
+                let n = (moved - MOVED) / (4 * M);
+                format!("{} touch {:#x} 64K w", pick(who), MOVED + (*which as u64 % n) * 4 * M)
+            }
+            Op::Tick { ms } => format!("tick {}", ms * 1_000_000),
+            _ => continue,
+        };
+        out.push(line);
+    }
+    for pid in pids.iter().rev() {
+        out.push(format!("{pid} exit"));
+    }
+    out.join("\n") + "\n"
+}
+
+/// A machine configuration the traces run under.
+struct Setup {
+    name: &'static str,
+    thp: &'static str,
+    shmem: &'static str,
+    memcg_max_bytes: u64,
+    swap: &'static str,
+    zswap: bool,
+}
+
+const SETUPS: [Setup; 5] = [
+    Setup {
+        name: "mthp+shmem, zram",
+        thp: "16K,64K,2M",
+        shmem: "64K,2M",
+        memcg_max_bytes: 10 * M,
+        swap: "256M:zram",
+        zswap: false,
+    },
+    Setup {
+        name: "mthp+shmem, disk",
+        thp: "16K,64K,2M",
+        shmem: "64K,2M",
+        memcg_max_bytes: 10 * M,
+        swap: "256M:disk",
+        zswap: false,
+    },
+    Setup {
+        name: "mthp, zram + zswap",
+        thp: "16K,64K",
+        shmem: "16K",
+        memcg_max_bytes: 12 * M,
+        swap: "256M:zram",
+        zswap: true,
+    },
+    Setup {
+        name: "2M only, disk",
+        thp: "2M",
+        shmem: "2M",
+        memcg_max_bytes: 16 * M,
+        swap: "256M:disk",
+        zswap: false,
+    },
+    Setup {
+        name: "base pages, zram",
+        thp: "",
+        shmem: "",
+        memcg_max_bytes: 8 * M,
+        swap: "256M:zram",
+        zswap: false,
+    },
+];
+
+fn machine(s: &Setup) -> Machine {
+    let mut knobs = Vec::new();
+    if !s.thp.is_empty() {
+        knobs.extend(thp_knobs(s.thp).unwrap());
+    }
+    if !s.shmem.is_empty() {
+        knobs.extend(shmem_knobs(s.shmem).unwrap());
+    }
+    Machine::new(MachineConfig {
+        preset: Preset::X86_64,
+        mem_bytes: 256 * M,
+        knobs,
+        memcg_max_bytes: Some(s.memcg_max_bytes),
+        swap: vec![SwapSpec::parse(s.swap).unwrap()],
+        zswap: s.zswap,
+        ..MachineConfig::default()
+    })
+    .unwrap()
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_traces_keep_every_invariant_under_memcg_and_swap(
+        setup in 0..SETUPS.len(),
+        hugepage in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let s = &SETUPS[setup];
+        let text = render(&ops, hugepage);
+        let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
+        let config = format!(
+            "--thp '{}' --shmem '{}' --memcg-max {} --swap {}{}",
+            s.thp, s.shmem, s.memcg_max_bytes, s.swap, if s.zswap { " --zswap" } else { "" }
+        );
+        let mut m = machine(s);
+        let opts = ReplayOptions { check_every: 5, ..ReplayOptions::default() };
+        // A debug assertion in the model is a failure like a broken
+        // invariant: caught, so that the trace is shrunk and printed.
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            replay(&mut m, &trace.events, &opts, &mut |_, _| {}).map(|_| ())
+        }));
+        let got = got.map_err(|p| {
+            p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        });
+        prop_assert!(matches!(got, Ok(Ok(()))), "{}: {:?}\nconfiguration: {config}\ntrace:\n{text}", s.name, got);
+        m.check().map_err(|e| TestCaseError::fail(format!("{}: at the end: {e}\nconfiguration: {config}\ntrace:\n{text}", s.name)))?;
+    }
+}
+
+/// Replays `text` under `setup`, checking after every event.
+fn replay_checked(setup: &Setup, text: &str) {
+    let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
+    let mut m = machine(setup);
+    let opts = ReplayOptions {
+        check_every: 1,
+        ..ReplayOptions::default()
+    };
+    replay(&mut m, &trace.events, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", setup.name));
+    m.check().unwrap();
+}
+
+/// The common start of the regression traces below (as [`render`] makes
+/// it without `madvise hugepage`).
+fn preamble() -> String {
+    render(&[], false).trim_end_matches("1 exit\n").to_string()
+}
+
+/// Found by the property above: a shmem fault at a hole chose a 64K folio
+/// whose aligned range still held a swap entry (the kernel's
+/// `shmem_suitable_orders` looks for any entry, `XA_PRESENT`, not only
+/// folios), so the folio covered a swapped page.
+#[test]
+fn a_shmem_hole_takes_no_large_folio_over_a_swapped_page() {
+    let text = preamble()
+        + "tick 1000000
+1 punch_hole 3 1761280 196608
+1 clone 2 process
+1 touch 0x7f0000000000 1859584 w
+2 touch 0x7d0000048000 69632 w
+1 munmap 0x7f0000000000 4096
+1 touch 0x7d00001c0000 69632 w
+1 munmap 0x7f0000000000 4096
+2 exit
+1 exit
+";
+    replay_checked(&SETUPS[0], &text);
+}
+
+/// Found by the property above: the CoW fault's allocation reclaimed, and
+/// reclaim unmapped the very page being copied (into the swap cache); the
+/// fault then mapped its copy over the swap entry. The kernel's
+/// `wp_page_copy` rechecks the entry (`pte_same`) and lets the access
+/// fault again.
+#[test]
+fn a_cow_fault_whose_page_reclaim_unmapped_faults_again() {
+    let text = preamble()
+        + "1 munmap 0x7f0000411000 4096
+1 punch_hole 3 2093056 106496
+1 munmap 0x7f0000bb3000 4096
+1 drop_caches 2
+1 clone 2 process
+1 touch 0x7f000091d000 1769472 w
+1 touch 0x7f00009a6000 2084864 w
+1 clone 3 process
+2 mprotect 0x7f0000000000 4096 r--
+3 touch 0x7f0000000000 188416 w
+3 touch 0x7f00003a3000 385024 w
+3 exit
+2 exit
+1 exit
+";
+    replay_checked(&SETUPS[3], &text);
+}
+
+/// Found by the property above: khugepaged's collapse allocated and
+/// charged its PMD folio, the charge reclaimed pages of the very range
+/// being collapsed, and the copy then met swap entries. The kernel walks
+/// the entries again under the PMD lock (`__collapse_huge_page_isolate`)
+/// and gives up on one that is not present (`SCAN_PTE_NON_PRESENT`).
+#[test]
+fn a_collapse_whose_range_reclaim_swapped_out_gives_up() {
+    let text = preamble()
+        + "1 madvise 0x7f0000a01000 143360 cold
+1 drop_caches 2
+1 exit
+";
+    replay_checked(&SETUPS[0], &text);
+}
