@@ -21,7 +21,8 @@ use proptest::prelude::*;
 
 const K: u64 = 1024;
 const M: u64 = K * K;
-const PAGE: u64 = 4096;
+/// The unit of generated offsets; each is rounded down to the base page.
+const SLOT: u64 = 4096;
 /// The private anonymous region every trace starts with.
 const REGION: u64 = 0x7f00_0000_0000;
 const REGION_BYTES: u64 = 12 * M;
@@ -123,11 +124,11 @@ const ADVICE: [&str; 7] = [
 ];
 
 fn range(max_pages: u64) -> impl Strategy<Value = (u64, u64)> {
-    (0..REGION_BYTES / PAGE, 1..=max_pages)
+    (0..REGION_BYTES / SLOT, 1..=max_pages)
 }
 
 fn shm_range() -> impl Strategy<Value = (u64, u64)> {
-    (0..SHM_BYTES / PAGE, 1..64u64)
+    (0..SHM_BYTES / SLOT, 1..64u64)
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -152,11 +153,13 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The trace text of `ops` (the `largo-trace 1` text format).
-fn render(ops: &[Op], madvise_hugepage: bool) -> String {
+/// The trace text of `ops` (the `largo-trace 1` text format) for base
+/// pages of `page` bytes: offsets are rounded down to a page, lengths
+/// count pages.
+fn render(ops: &[Op], madvise_hugepage: bool, page: u64) -> String {
     let mut out = vec![
         "largo-trace 1".to_string(),
-        format!("@page_size {PAGE}"),
+        format!("@page_size {page}"),
         format!("1 brk_start {BRK:#x}"),
         format!("1 mmap {REGION:#x} {REGION_BYTES} rw- private,anonymous"),
     ];
@@ -175,7 +178,10 @@ fn render(ops: &[Op], madvise_hugepage: bool) -> String {
     let mut moved = MOVED;
     let mut brk = BRK;
     let mut stack_low = STACK;
-    let clip = |page: u64, nr: u64, limit: u64| (page * PAGE, (nr * PAGE).min(limit - page * PAGE));
+    let clip = |slot: u64, nr: u64, limit: u64| {
+        let off = slot * SLOT / page * page;
+        (off, (nr * page).min(limit - off))
+    };
     for op in ops {
         let pick = |who: &usize| pids[who % pids.len()];
         let line = match op {
@@ -203,7 +209,7 @@ fn render(ops: &[Op], madvise_hugepage: bool) -> String {
                     "{} mremap {:#x} {len} {moved:#x} {}",
                     pick(who),
                     REGION + off,
-                    len + extra * PAGE
+                    len + extra * page
                 );
                 moved += 4 * M;
                 s
@@ -211,7 +217,7 @@ fn render(ops: &[Op], madvise_hugepage: bool) -> String {
             Op::MremapGrow { who, page, nr, extra } => {
                 let (off, len) = clip(*page, *nr, REGION_BYTES);
                 let a = REGION + off;
-                format!("{} mremap {a:#x} {len} {a:#x} {}", pick(who), len + extra * PAGE)
+                format!("{} mremap {a:#x} {len} {a:#x} {}", pick(who), len + extra * page)
             }
             Op::Madvise { who, page, nr, advice } => {
                 let (off, len) = clip(*page, *nr, REGION_BYTES);
@@ -237,8 +243,8 @@ fn render(ops: &[Op], madvise_hugepage: bool) -> String {
                     format!("{pid} brk {new:#x}")
                 }
             }
-            Op::StackGrow { who, pages } if STACK - (stack_low - pages * PAGE) < 7 * M => {
-                stack_low -= pages * PAGE;
+            Op::StackGrow { who, pages } if STACK - (stack_low - pages * page) < 7 * M => {
+                stack_low -= pages * page;
                 format!("{} fault {stack_low:#x} w", pick(who))
             }
             Op::DropCaches { who } => format!("{} drop_caches 2", pick(who)),
@@ -272,6 +278,7 @@ fn render(ops: &[Op], madvise_hugepage: bool) -> String {
 /// A machine configuration the traces run under.
 struct Setup {
     name: &'static str,
+    preset: Preset,
     thp: &'static str,
     shmem: &'static str,
     memcg_max_bytes: u64,
@@ -279,8 +286,9 @@ struct Setup {
     zswap: bool,
 }
 
-const SETUPS: [Setup; 5] = [
+const SETUPS: [Setup; 7] = [
     Setup {
+        preset: Preset::X86_64,
         name: "mthp+shmem, zram",
         thp: "16K,64K,2M",
         shmem: "64K,2M",
@@ -289,6 +297,7 @@ const SETUPS: [Setup; 5] = [
         zswap: false,
     },
     Setup {
+        preset: Preset::X86_64,
         name: "mthp+shmem, disk",
         thp: "16K,64K,2M",
         shmem: "64K,2M",
@@ -297,6 +306,7 @@ const SETUPS: [Setup; 5] = [
         zswap: false,
     },
     Setup {
+        preset: Preset::X86_64,
         name: "mthp, zram + zswap",
         thp: "16K,64K",
         shmem: "16K",
@@ -305,6 +315,7 @@ const SETUPS: [Setup; 5] = [
         zswap: true,
     },
     Setup {
+        preset: Preset::X86_64,
         name: "2M only, disk",
         thp: "2M",
         shmem: "2M",
@@ -313,10 +324,29 @@ const SETUPS: [Setup; 5] = [
         zswap: false,
     },
     Setup {
+        preset: Preset::X86_64,
         name: "base pages, zram",
         thp: "",
         shmem: "",
         memcg_max_bytes: 8 * M,
+        swap: "256M:zram",
+        zswap: false,
+    },
+    Setup {
+        preset: Preset::Arm64_16k,
+        name: "arm64 16K pages, mthp+shmem, disk",
+        thp: "64K,128K",
+        shmem: "64K",
+        memcg_max_bytes: 10 * M,
+        swap: "256M:disk",
+        zswap: false,
+    },
+    Setup {
+        preset: Preset::Arm64_64k,
+        name: "arm64 64K pages, mthp+shmem, zram",
+        thp: "256K,2M",
+        shmem: "128K",
+        memcg_max_bytes: 12 * M,
         swap: "256M:zram",
         zswap: false,
     },
@@ -331,7 +361,7 @@ fn machine(s: &Setup) -> Machine {
         knobs.extend(shmem_knobs(s.shmem).unwrap());
     }
     Machine::new(MachineConfig {
-        preset: Preset::X86_64,
+        preset: s.preset,
         mem_bytes: 256 * M,
         knobs,
         memcg_max_bytes: Some(s.memcg_max_bytes),
@@ -359,7 +389,7 @@ proptest! {
         ops in prop::collection::vec(op(), 1..200),
     ) {
         let s = &SETUPS[setup];
-        let text = render(&ops, hugepage);
+        let text = render(&ops, hugepage, s.preset.geometry().page_size());
         let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
         let config = format!(
             "--thp '{}' --shmem '{}' --memcg-max {} --swap {}{}",
@@ -395,7 +425,7 @@ fn replay_checked(setup: &Setup, text: &str) {
 /// The common start of the regression traces below (as [`render`] makes
 /// it without `madvise hugepage`).
 fn preamble() -> String {
-    render(&[], false).trim_end_matches("1 exit\n").to_string()
+    render(&[], false, 4096).trim_end_matches("1 exit\n").to_string()
 }
 
 /// Found by the property above: a shmem fault at a hole chose a 64K folio
