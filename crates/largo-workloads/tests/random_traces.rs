@@ -74,6 +74,7 @@ enum Op {
     },
     Fork {
         who: usize,
+        thread: bool,
     },
     Exit {
         who: usize,
@@ -108,12 +109,30 @@ enum Op {
         who: usize,
         which: usize,
     },
+    ShmMadvise {
+        who: usize,
+        page: u64,
+        nr: u64,
+        advice: usize,
+    },
+    ShmMprotect {
+        who: usize,
+        page: u64,
+        nr: u64,
+    },
+    /// A touch of the shared anonymous mapping, which the first one maps.
+    SharedAnonTouch {
+        who: usize,
+        page: u64,
+        nr: u64,
+        write: bool,
+    },
     Tick {
         ms: u64,
     },
 }
 
-const ADVICE: [&str; 7] = [
+const ADVICE: [&str; 13] = [
     "dontneed",
     "free",
     "pageout",
@@ -121,7 +140,29 @@ const ADVICE: [&str; 7] = [
     "hugepage",
     "nohugepage",
     "collapse",
+    "willneed",
+    "populate_write",
+    "wipeonfork",
+    "dontfork",
+    "remove",
+    "guard_install",
 ];
+
+/// Advice given to the shared memfd mapping.
+const SHM_ADVICE: [&str; 8] = [
+    "dontneed",
+    "remove",
+    "pageout",
+    "cold",
+    "willneed",
+    "populate_write",
+    "hugepage",
+    "collapse",
+];
+
+/// The shared anonymous mapping (MAP_SHARED | MAP_ANONYMOUS).
+const SHARED_ANON: u64 = 0x7c00_0000_0000;
+const SHARED_ANON_BYTES: u64 = 2 * M;
 
 fn range(max_pages: u64) -> impl Strategy<Value = (u64, u64)> {
     (0..REGION_BYTES / SLOT, 1..=max_pages)
@@ -140,7 +181,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (who(), range(128), 0..4u64).prop_map(|(who, (page, nr), extra)| Op::MremapMove { who, page, nr, extra }),
         1 => (who(), range(128), 1..16u64).prop_map(|(who, (page, nr), extra)| Op::MremapGrow { who, page, nr, extra }),
         2 => (who(), range(256), 0..ADVICE.len()).prop_map(|(who, (page, nr), advice)| Op::Madvise { who, page, nr, advice }),
-        1 => who().prop_map(|who| Op::Fork { who }),
+        1 => (who(), any::<bool>()).prop_map(|(who, thread)| Op::Fork { who, thread }),
         1 => who().prop_map(|who| Op::Exit { who }),
         1 => (who(), prop::sample::select(vec![-2i64, -1, 1, 2, 4, 8])).prop_map(|(who, step)| Op::Brk { who, step }),
         1 => (who(), 1..16u64).prop_map(|(who, pages)| Op::StackGrow { who, pages }),
@@ -149,6 +190,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (who(), shm_range()).prop_map(|(who, (page, nr))| Op::ShmUnmap { who, page, nr }),
         2 => (who(), shm_range()).prop_map(|(who, (page, nr))| Op::ShmTouch { who, page, nr }),
         1 => (who(), any::<usize>()).prop_map(|(who, which)| Op::TouchMoved { who, which }),
+        1 => (who(), shm_range(), 0..SHM_ADVICE.len()).prop_map(|(who, (page, nr), advice)| Op::ShmMadvise { who, page, nr, advice }),
+        1 => (who(), shm_range()).prop_map(|(who, (page, nr))| Op::ShmMprotect { who, page, nr }),
+        1 => (who(), (0..SHARED_ANON_BYTES / SLOT, 1..128u64), any::<bool>()).prop_map(|(who, (page, nr), write)| Op::SharedAnonTouch { who, page, nr, write }),
         1 => (1..50u64).prop_map(|ms| Op::Tick { ms }),
     ]
 }
@@ -178,6 +222,7 @@ fn render(ops: &[Op], madvise_hugepage: bool, page: u64) -> String {
     let mut moved = MOVED;
     let mut brk = BRK;
     let mut stack_low = STACK;
+    let mut shared_anon_mapped = false;
     let clip = |slot: u64, nr: u64, limit: u64| {
         let off = slot * SLOT / page * page;
         (off, (nr * page).min(limit - off))
@@ -223,8 +268,9 @@ fn render(ops: &[Op], madvise_hugepage: bool, page: u64) -> String {
                 let (off, len) = clip(*page, *nr, REGION_BYTES);
                 format!("{} madvise {:#x} {len} {}", pick(who), REGION + off, ADVICE[*advice])
             }
-            Op::Fork { who } if pids.len() < 4 => {
-                let s = format!("{} clone {next_pid} process", pick(who));
+            Op::Fork { who, thread } if pids.len() < 5 => {
+                let kind = if *thread { "thread" } else { "process" };
+                let s = format!("{} clone {next_pid} {kind}", pick(who));
                 pids.push(next_pid);
                 next_pid += 1;
                 s
@@ -263,6 +309,30 @@ fn render(ops: &[Op], madvise_hugepage: bool, page: u64) -> String {
             Op::TouchMoved { who, which } if moved > MOVED => {
                 let n = (moved - MOVED) / (4 * M);
                 format!("{} touch {:#x} 64K w", pick(who), MOVED + (*which as u64 % n) * 4 * M)
+            }
+            Op::ShmMadvise { who, page, nr, advice } => {
+                let (off, len) = clip(*page, *nr, SHM_BYTES);
+                format!("{} madvise {:#x} {len} {}", pick(who), SHM + off, SHM_ADVICE[*advice])
+            }
+            Op::ShmMprotect { who, page, nr } => {
+                let (off, len) = clip(*page, *nr, SHM_BYTES);
+                let pid = pick(who);
+                format!(
+                    "{pid} mprotect {:#x} {len} r--\n{pid} mprotect {:#x} {len} rw-",
+                    SHM + off,
+                    SHM + off
+                )
+            }
+            Op::SharedAnonTouch { who, page, nr, write } => {
+                let (off, len) = clip(*page, *nr, SHARED_ANON_BYTES);
+                let rw = if *write { "w" } else { "r" };
+                let touch = format!("{} touch {:#x} {len} {rw}", pick(who), SHARED_ANON + off);
+                if shared_anon_mapped {
+                    touch
+                } else {
+                    shared_anon_mapped = true;
+                    format!("1 mmap {SHARED_ANON:#x} {SHARED_ANON_BYTES} rw- shared,anonymous\n{touch}")
+                }
             }
             Op::Tick { ms } => format!("tick {}", ms * 1_000_000),
             _ => continue,
