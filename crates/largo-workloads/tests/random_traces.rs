@@ -351,18 +351,20 @@ struct Setup {
     preset: Preset,
     thp: &'static str,
     shmem: &'static str,
-    memcg_max_bytes: u64,
+    /// The workload's memcg limit; `None`: none, the machine itself is
+    /// small (global reclaim, kswapd, compaction).
+    memcg_max_bytes: Option<u64>,
     swap: &'static str,
     zswap: bool,
 }
 
-const SETUPS: [Setup; 7] = [
+const SETUPS: [Setup; 9] = [
     Setup {
         preset: Preset::X86_64,
         name: "mthp+shmem, zram",
         thp: "16K,64K,2M",
         shmem: "64K,2M",
-        memcg_max_bytes: 10 * M,
+        memcg_max_bytes: Some(10 * M),
         swap: "256M:zram",
         zswap: false,
     },
@@ -371,7 +373,7 @@ const SETUPS: [Setup; 7] = [
         name: "mthp+shmem, disk",
         thp: "16K,64K,2M",
         shmem: "64K,2M",
-        memcg_max_bytes: 10 * M,
+        memcg_max_bytes: Some(10 * M),
         swap: "256M:disk",
         zswap: false,
     },
@@ -380,7 +382,7 @@ const SETUPS: [Setup; 7] = [
         name: "mthp, zram + zswap",
         thp: "16K,64K",
         shmem: "16K",
-        memcg_max_bytes: 12 * M,
+        memcg_max_bytes: Some(12 * M),
         swap: "256M:zram",
         zswap: true,
     },
@@ -389,7 +391,7 @@ const SETUPS: [Setup; 7] = [
         name: "2M only, disk",
         thp: "2M",
         shmem: "2M",
-        memcg_max_bytes: 16 * M,
+        memcg_max_bytes: Some(16 * M),
         swap: "256M:disk",
         zswap: false,
     },
@@ -398,8 +400,26 @@ const SETUPS: [Setup; 7] = [
         name: "base pages, zram",
         thp: "",
         shmem: "",
-        memcg_max_bytes: 8 * M,
+        memcg_max_bytes: Some(8 * M),
         swap: "256M:zram",
+        zswap: false,
+    },
+    Setup {
+        preset: Preset::X86_64,
+        name: "mthp+shmem, global reclaim, zram",
+        thp: "16K,64K,2M",
+        shmem: "64K,2M",
+        memcg_max_bytes: None,
+        swap: "256M:zram",
+        zswap: false,
+    },
+    Setup {
+        preset: Preset::X86_64,
+        name: "2M, global reclaim, disk",
+        thp: "2M",
+        shmem: "2M",
+        memcg_max_bytes: None,
+        swap: "256M:disk",
         zswap: false,
     },
     Setup {
@@ -407,7 +427,7 @@ const SETUPS: [Setup; 7] = [
         name: "arm64 16K pages, mthp+shmem, disk",
         thp: "64K,128K",
         shmem: "64K",
-        memcg_max_bytes: 10 * M,
+        memcg_max_bytes: Some(10 * M),
         swap: "256M:disk",
         zswap: false,
     },
@@ -416,11 +436,14 @@ const SETUPS: [Setup; 7] = [
         name: "arm64 64K pages, mthp+shmem, zram",
         thp: "256K,2M",
         shmem: "128K",
-        memcg_max_bytes: 12 * M,
+        memcg_max_bytes: Some(12 * M),
         swap: "256M:zram",
         zswap: false,
     },
 ];
+
+/// The machine of the setups without a memcg.
+const GLOBAL_MEM_BYTES: u64 = 64 * M;
 
 fn machine(s: &Setup) -> Machine {
     let mut knobs = Vec::new();
@@ -432,9 +455,13 @@ fn machine(s: &Setup) -> Machine {
     }
     Machine::new(MachineConfig {
         preset: s.preset,
-        mem_bytes: 256 * M,
+        mem_bytes: if s.memcg_max_bytes.is_some() {
+            256 * M
+        } else {
+            GLOBAL_MEM_BYTES
+        },
         knobs,
-        memcg_max_bytes: Some(s.memcg_max_bytes),
+        memcg_max_bytes: s.memcg_max_bytes,
         swap: vec![SwapSpec::parse(s.swap).unwrap()],
         zswap: s.zswap,
         ..MachineConfig::default()
@@ -462,8 +489,15 @@ proptest! {
         let text = render(&ops, hugepage, s.preset.geometry().page_size());
         let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
         let config = format!(
-            "--thp '{}' --shmem '{}' --memcg-max {} --swap {}{}",
-            s.thp, s.shmem, s.memcg_max_bytes, s.swap, if s.zswap { " --zswap" } else { "" }
+            "--thp '{}' --shmem '{}' {} --swap {}{}",
+            s.thp,
+            s.shmem,
+            match s.memcg_max_bytes {
+                Some(b) => format!("--memcg-max {b}"),
+                None => format!("--mem {}", GLOBAL_MEM_BYTES),
+            },
+            s.swap,
+            if s.zswap { " --zswap" } else { "" }
         );
         let mut m = machine(s);
         let opts = ReplayOptions { check_every: 5, ..ReplayOptions::default() };
