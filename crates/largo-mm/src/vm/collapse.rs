@@ -142,19 +142,20 @@ impl Vm {
             return Scan::PmdMapped;
         }
         let table = entry.table_idx();
-        let result = self.scan_ptes(ctx, table, haddr, cc);
-        if result != Scan::Succeed {
-            return result;
-        }
+        let unmapped = match self.scan_ptes(ctx, table, haddr, cc) {
+            Ok(unmapped) => unmapped,
+            Err(result) => return result,
+        };
         let gfp = match cc {
             Collapser::Khugepaged if !self.thp.khugepaged.defrag => GFP_TRANSHUGE_LIGHT,
             _ => GFP_TRANSHUGE,
         };
-        self.collapse_huge_page(ctx, vma, pmd, table, haddr, (gfp, cc))
+        self.collapse_huge_page(ctx, vma, pmd, table, haddr, (gfp, cc, unmapped))
     }
 
-    /// The PTE walk of `hpage_collapse_scan_pmd`.
-    fn scan_ptes(&self, ctx: &mut Ctx, table: usize, haddr: u64, cc: Collapser) -> Scan {
+    /// The PTE walk of `hpage_collapse_scan_pmd`: the number of swap
+    /// entries in a range that qualifies, else why it does not.
+    fn scan_ptes(&self, ctx: &mut Ctx, table: usize, haddr: u64, cc: Collapser) -> Result<u32, Scan> {
         let khugepaged = cc == Collapser::Khugepaged;
         let knobs = (self.thp.max_ptes_none, self.thp.khugepaged.max_ptes_shared);
         let first = self.pt.shape.index(0, haddr);
@@ -167,7 +168,7 @@ impl Vm {
                 unmapped += 1;
                 if khugepaged && unmapped > self.thp.khugepaged.max_ptes_swap {
                     ctx.pa.events.count(VmEvent::ThpScanExceedSwapPte, 1);
-                    return Scan::ExceedSwapPte;
+                    return Err(Scan::ExceedSwapPte);
                 }
                 continue;
             }
@@ -175,7 +176,7 @@ impl Vm {
                 none_or_zero += 1;
                 if khugepaged && none_or_zero > knobs.0 {
                     ctx.pa.events.count(VmEvent::ThpScanExceedNonePte, 1);
-                    return Scan::ExceedNonePte;
+                    return Err(Scan::ExceedNonePte);
                 }
                 continue;
             }
@@ -185,24 +186,24 @@ impl Vm {
                 shared += 1;
                 if khugepaged && shared > knobs.1 {
                     ctx.pa.events.count(VmEvent::ThpScanExceedSharePte, 1);
-                    return Scan::ExceedSharedPte;
+                    return Err(Scan::ExceedSharedPte);
                 }
             }
             if self.folios[key].lru.list.is_none() {
-                return Scan::PageLru;
+                return Err(Scan::PageLru);
             }
             if self.folio_has_extra_refs(ctx.pa, key) {
-                return Scan::PageCount;
+                return Err(Scan::PageCount);
             }
             referenced += u32::from(pte.has(Pte::YOUNG) || self.folios[key].lru.referenced);
         }
         let half = 1u32 << (self.pmd_order() - 1);
         if khugepaged && (referenced == 0 || (unmapped > 0 && referenced < half)) {
-            Scan::LackReferencedPage
+            Err(Scan::LackReferencedPage)
         } else if !writable {
-            Scan::PageRo
+            Err(Scan::PageRo)
         } else {
-            Scan::Succeed
+            Ok(unmapped)
         }
     }
 
@@ -243,24 +244,40 @@ impl Vm {
     /// under the PMD lock after the allocation, the charge and the
     /// swap-ins, any of which may have reclaimed: every entry present,
     /// none or the zero page, and (khugepaged) no more of the latter than
-    /// `max_ptes_none`. The folio checks the scan made still hold: reclaim
-    /// puts back what it isolated, and a page it unmapped fails here.
+    /// `max_ptes_none`; one entry still writable and (khugepaged) one page
+    /// still referenced (reclaim's `folio_referenced` clears young bits).
+    /// The folio checks the scan made still hold: reclaim puts back what
+    /// it isolated.
     fn collapse_isolate_ptes(&self, ctx: &mut Ctx, table: usize, haddr: u64, cc: Collapser) -> Result<(), Scan> {
+        let khugepaged = cc == Collapser::Khugepaged;
         let first = self.pt.shape.index(0, haddr);
-        let mut none_or_zero = 0u32;
+        let (mut none_or_zero, mut referenced, mut writable) = (0u32, 0u32, false);
         for i in first..first + (1usize << self.pmd_order()) {
             let pte = self.pt.get(table, i);
             if pte.is_none() || pte.is_special() {
                 none_or_zero += 1;
-                if cc == Collapser::Khugepaged && none_or_zero > self.thp.max_ptes_none {
+                if khugepaged && none_or_zero > self.thp.max_ptes_none {
                     ctx.pa.events.count(VmEvent::ThpScanExceedNonePte, 1);
                     return Err(Scan::ExceedNonePte);
                 }
-            } else if !pte.present() {
+                continue;
+            }
+            if !pte.present() {
                 return Err(Scan::PteNonPresent);
             }
+            writable |= pte.writable();
+            if khugepaged {
+                let key = self.folio_key_of_pfn(ctx.pa, pte.pfn()).expect("mapped anonymous page");
+                referenced += u32::from(pte.has(Pte::YOUNG) || self.folios[key].lru.referenced);
+            }
         }
-        Ok(())
+        if !writable {
+            Err(Scan::PageRo)
+        } else if khugepaged && referenced == 0 {
+            Err(Scan::LackReferencedPage)
+        } else {
+            Ok(())
+        }
     }
 
     /// `folio_maybe_mapped_shared`.
@@ -285,7 +302,7 @@ impl Vm {
         pmd: Slot,
         table: usize,
         haddr: u64,
-        (gfp, cc): (Gfp, Collapser),
+        (gfp, cc, unmapped): (Gfp, Collapser, u32),
     ) -> Scan {
         let mm = self.vmas[vma].mm;
         let Some(folio) = self.alloc_folio(ctx, gfp, self.pmd_order()) else {
@@ -299,9 +316,14 @@ impl Vm {
             return Scan::CgroupChargeFail;
         }
         self.anon_vma_prepare(vma);
-        let isolated = self
-            .collapse_swapin(ctx, vma, table, haddr)
-            .and_then(|()| self.collapse_isolate_ptes(ctx, table, haddr, cc));
+        // Only a range the scan found swap entries in is swapped in; a
+        // page reclaim took since fails the isolation below.
+        let swapped_in = if unmapped > 0 {
+            self.collapse_swapin(ctx, vma, table, haddr)
+        } else {
+            Ok(())
+        };
+        let isolated = swapped_in.and_then(|()| self.collapse_isolate_ptes(ctx, table, haddr, cc));
         if let Err(result) = isolated {
             self.mem_cgroup_uncharge(ctx, memcg, folio.nr_pages());
             self.free_unused_folio(ctx, folio);

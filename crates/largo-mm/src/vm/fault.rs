@@ -103,6 +103,7 @@ impl Vm {
             write,
             small_only,
         };
+        let mut retries = 0u32;
         loop {
             ctx.pa.events.count(VmEvent::Pgfault, 1);
             let memcg = self.mm_memcg(mm);
@@ -120,7 +121,13 @@ impl Vm {
             }
             self.run_pending_kswapd(ctx);
             return match result {
-                Fault::Retry => continue,
+                Fault::Retry => {
+                    // Each retry follows reclaim that changed the entry; a
+                    // model that kept changing it would hang here instead.
+                    retries += 1;
+                    debug_assert!(retries < 10_000, "a fault at {addr:#x} retried {retries} times");
+                    continue;
+                }
                 Fault::Oom => {
                     // pagefault_out_of_memory: a memcg's OOM kill is done
                     // now; the fault runs again unless this task was the
@@ -487,6 +494,14 @@ impl Vm {
         self.put_anon_vma_folio(old);
     }
 
+    /// `__wp_page_copy_user`: the old page's contents into the new one.
+    fn copy_user_page(&mut self, ctx: &mut Ctx, src_pfn: u64, new: Folio) {
+        self.work.pages_copied += 1;
+        ctx.backing
+            .copy(largo_types::Pfn(src_pfn), new.pfn, 1)
+            .unwrap_or_else(|e| unreachable!("page copy outside the backing: {e}"));
+    }
+
     /// `wp_page_copy`: a new exclusive order-0 page replaces the mapped
     /// one (zeroed for the zero page, else a copy).
     fn wp_page_copy(&mut self, ctx: &mut Ctx, vmf: &VmFault, pte: Slot, old: Option<(usize, u64)>) -> Fault {
@@ -502,10 +517,13 @@ impl Vm {
             }
             return Fault::Oom;
         };
-        // pte_same: reclaim, run by the allocation, may have unmapped
-        // the old page meanwhile (the fault's reference only keeps it from
-        // being freed or split). Then the new folio goes and the access
-        // faults again.
+        // pte_same, checked after the copy: reclaim, run by the
+        // allocation, may have unmapped the old page meanwhile (the fault's
+        // reference only keeps it from being freed or split). Then the new
+        // folio goes and the access faults again.
+        if let Some((_, pfn)) = old {
+            self.copy_user_page(ctx, pfn, new);
+        }
         if self.pt.entry(pte) != orig {
             self.mem_cgroup_uncharge(ctx, memcg, 1);
             self.free_unused_folio(ctx, new);
@@ -515,10 +533,6 @@ impl Vm {
             return Fault::Retry;
         }
         if let Some((_, pfn)) = old {
-            self.work.pages_copied += 1;
-            ctx.backing
-                .copy(largo_types::Pfn(pfn), new.pfn, 1)
-                .unwrap_or_else(|e| unreachable!("page copy outside the backing: {e}"));
             let written = ctx.pa.memmap.page(pfn).flags() & PageFlags::USER_WRITTEN;
             ctx.pa.memmap.page_mut(new.pfn.0).insert_flags(written);
         } else {
