@@ -16,7 +16,7 @@ use super::pgtable::{Pte, Slot};
 use super::types::{VmError, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
-use crate::page_alloc::gfp::{Gfp, GFP_TRANSHUGE, GFP_TRANSHUGE_LIGHT};
+use crate::page_alloc::gfp::{GFP_TRANSHUGE, GFP_TRANSHUGE_LIGHT};
 use crate::stats::VmEvent;
 
 /// The outcome of one PMD range (a subset of the kernel's `scan_result`).
@@ -146,11 +146,7 @@ impl Vm {
             Ok(unmapped) => unmapped,
             Err(result) => return result,
         };
-        let gfp = match cc {
-            Collapser::Khugepaged if !self.thp.khugepaged.defrag => GFP_TRANSHUGE_LIGHT,
-            _ => GFP_TRANSHUGE,
-        };
-        self.collapse_huge_page(ctx, vma, pmd, table, haddr, (gfp, cc, unmapped))
+        self.collapse_huge_page(ctx, vma, pmd, haddr, cc, unmapped)
     }
 
     /// The PTE walk of `hpage_collapse_scan_pmd`: the number of swap
@@ -290,21 +286,27 @@ impl Vm {
         }
     }
 
-    /// `collapse_huge_page`: a PMD-sized folio (`gfp`: GFP_TRANSHUGE for
-    /// MADV_COLLAPSE and khugepaged's `defrag`, else GFP_TRANSHUGE_LIGHT),
-    /// each page copied from the one its entry maps or zeroed, the old
-    /// pages unmapped and released, the PTE table deposited under the new
-    /// PMD mapping.
+    /// `collapse_huge_page` of the PTE table under `pmd` (whose scan
+    /// found `unmapped` swap entries): a PMD-sized folio (GFP_TRANSHUGE
+    /// for MADV_COLLAPSE and khugepaged's `defrag`, else
+    /// GFP_TRANSHUGE_LIGHT), each page copied from the one its entry maps
+    /// or zeroed, the old pages unmapped and released, the PTE table
+    /// deposited under the new PMD mapping.
     fn collapse_huge_page(
         &mut self,
         ctx: &mut Ctx,
         vma: VmaId,
         pmd: Slot,
-        table: usize,
         haddr: u64,
-        (gfp, cc, unmapped): (Gfp, Collapser, u32),
+        cc: Collapser,
+        unmapped: u32,
     ) -> Scan {
         let mm = self.vmas[vma].mm;
+        let table = self.pt.entry(pmd).table_idx();
+        let gfp = match cc {
+            Collapser::Khugepaged if !self.thp.khugepaged.defrag => GFP_TRANSHUGE_LIGHT,
+            _ => GFP_TRANSHUGE,
+        };
         let Some(folio) = self.alloc_folio(ctx, gfp, self.pmd_order()) else {
             ctx.pa.events.count(VmEvent::ThpCollapseAllocFailed, 1);
             return Scan::AllocFail;
