@@ -108,6 +108,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/madv-dontneed-whole.trace"),
     ),
     (
+        "madv-free-read-write-reclaim",
+        include_str!("../scenarios/madv-free-read-write-reclaim.trace"),
+    ),
+    (
         "madv-free-then-write",
         include_str!("../scenarios/madv-free-then-write.trace"),
     ),

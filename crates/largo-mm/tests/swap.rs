@@ -242,6 +242,31 @@ fn madv_free_drops_swapped_out_data_and_munmap_frees_the_slots() {
     p.m.check().unwrap();
 }
 
+/// A write to a lazyfree page that a read made young but left clean still
+/// dirties its entry (the MMU sets each bit it finds clear), so reclaim
+/// keeps the data (the folio becomes swap-backed again) instead of
+/// discarding it; pages only read are discarded. The host scenario
+/// `madv-free-read-write-reclaim` checks the same against the kernel.
+#[test]
+fn a_write_after_a_read_of_lazyfree_memory_keeps_it_from_being_discarded() {
+    let mut m = machine(config("1G"), &[]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(2 * MIB);
+    p.touch(addr, 2 * MIB, true);
+    p.madvise(addr, 2 * MIB, Advice::Free);
+    assert_eq!(p.vmstat("pglazyfree"), 512);
+    assert_eq!(p.touch(addr, 2 * MIB, false), 0, "lazyfree pages stay mapped");
+    assert_eq!(p.touch(addr, MIB, true), 0);
+    p.madvise(addr, 2 * MIB, Advice::PageOut);
+    assert_eq!(
+        p.vmstat("pglazyfreed"),
+        256,
+        "only the pages not written again are discarded"
+    );
+    assert_eq!(meminfo_kb(p.m, "AnonPages"), 1024, "the written half stays");
+    p.m.check().unwrap();
+}
+
 #[test]
 fn the_ram_backing_gets_every_swapped_byte_back() {
     let mut cfg = config("256M");

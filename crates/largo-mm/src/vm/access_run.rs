@@ -143,8 +143,11 @@ impl Vm {
         if !e.present() || (level > 0 && e.is_table()) || (write && !e.writable()) {
             return false;
         }
+        // A write to a young but clean entry still dirties it (the MMU
+        // sets each bit it finds clear): a lazyfree page written after a
+        // read must not be discarded as clean.
         let bits = access_bits(write);
-        if !e.has(bits) {
+        if !e.has_all(bits) {
             self.pt.set_hw(table, index, e.with(bits));
         }
         if write {

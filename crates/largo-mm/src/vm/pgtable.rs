@@ -103,9 +103,16 @@ impl Pte {
         self.0 & Self::WRITE != 0
     }
 
+    /// Whether any of the bits of `flag` is set.
     #[inline]
     pub fn has(self, flag: u64) -> bool {
         self.0 & flag != 0
+    }
+
+    /// Whether every bit of `flags` is set.
+    #[inline]
+    pub fn has_all(self, flags: u64) -> bool {
+        self.0 & flags == flags
     }
 
     #[inline]
