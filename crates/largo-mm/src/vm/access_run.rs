@@ -8,7 +8,7 @@
 //! folio, a PMD-mapped THP 1 fault and 511 hits: the hits are most of the
 //! accesses, and they cost a few instructions each here.
 
-use super::fault::access_bits;
+use super::fault::{access_bits, store_user_page};
 use super::types::{Access, Pid, VmError};
 use super::{Ctx, Vm};
 
@@ -102,6 +102,9 @@ impl Vm {
         // root maps them all); a walk from the root for any of them ends
         // in this table as long as the tree above it does not change,
         // and hits change only leaf entries.
+        if level == 0 && stride == self.page_size() {
+            return 1 + self.hit_pte_run(ctx, table, index, addr, count - first - 1, write);
+        }
         let above = level + 1;
         let table_shift = if above < self.pt.shape.levels {
             self.pt.shape.level_shift(above)
@@ -109,7 +112,13 @@ impl Vm {
             u64::BITS
         };
         let table_key = addr.checked_shr(table_shift).unwrap_or(0);
+        // One page apart, the accesses after a hit through a huge leaf
+        // that fall in the same leaf hit it too.
+        let sequential = stride == self.page_size();
         let mut n = 1;
+        if sequential {
+            n += self.hit_rest_of_leaf(ctx, table, index, level, addr, count - first - n, write);
+        }
         while first + n < count {
             let a = start.wrapping_add((first + n).wrapping_mul(stride));
             if a.checked_shr(table_shift).unwrap_or(0) != table_key || a >= task_size {
@@ -120,8 +129,63 @@ impl Vm {
                 break;
             }
             n += 1;
+            if sequential {
+                n += self.hit_rest_of_leaf(ctx, table, index, level, a, count - first - n, write);
+            }
         }
         n
+    }
+
+    /// After a hit at `addr` through the huge leaf `index` of `table` at
+    /// `level`, the hits of up to `left` more accesses one page apart in
+    /// the same leaf (below TASK_SIZE): [`Vm::hit_at`] set the leaf's bits
+    /// already, so each is only its store. Returns how many (0 for a PTE).
+    fn hit_rest_of_leaf(
+        &mut self,
+        ctx: &mut Ctx,
+        table: usize,
+        index: usize,
+        level: u32,
+        addr: u64,
+        left: u64,
+        write: bool,
+    ) -> u64 {
+        if level == 0 {
+            return 0;
+        }
+        let page_shift = self.page_shift();
+        let leaf_pages = 1u64 << (level * self.pt.shape.bits_per_level);
+        let first_page = (addr >> page_shift) & (leaf_pages - 1);
+        let below_top = ((self.pt.shape.task_size - addr) >> page_shift) - 1;
+        let m = left.min(leaf_pages - first_page - 1).min(below_top);
+        let e = self.pt.get(table, index);
+        if write && !e.is_special() {
+            let offset = addr & ((1 << page_shift) - 1);
+            for page in first_page + 1..=first_page + m {
+                store_user_page(ctx, e.pfn() + page, offset);
+            }
+        }
+        m
+    }
+
+    /// The sequential case of [`Vm::hit_run`]: after a hit through entry
+    /// `index` of the PTE table `table` at `addr`, the hits of up to
+    /// `left` more accesses one page apart, through the entries that
+    /// follow in the same table (and below TASK_SIZE), each made as
+    /// [`Vm::hit_at`] makes it. Returns how many.
+    fn hit_pte_run(&mut self, ctx: &mut Ctx, table: usize, index: usize, addr: u64, left: u64, write: bool) -> u64 {
+        let page_size = self.page_size();
+        let in_table = (self.pt.shape.entries_at(0) - index - 1) as u64;
+        let below_top = (self.pt.shape.task_size - addr) / page_size - 1;
+        let max = left.min(in_table).min(below_top) as usize;
+        let offset = addr & (page_size - 1);
+        let bits = access_bits(write);
+        let hits = self.pt.hit_ptes(table, index + 1, max, write, bits, |e| {
+            if write && !e.is_special() {
+                store_user_page(ctx, e.pfn(), offset);
+            }
+        });
+        hits as u64
     }
 
     /// The access at `a` through entry `index` of the leaf table `table`

@@ -197,13 +197,7 @@ impl Vm {
     /// The write of a user store at `addr` into page `pfn`.
     #[inline]
     fn store_page(&self, ctx: &mut Ctx, pfn: u64, addr: u64) {
-        ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::USER_WRITTEN);
-        if ctx.ram {
-            let offset = addr & (self.page_size() - 1);
-            ctx.backing
-                .write(largo_types::Pfn(pfn), offset, &[WRITE_BYTE])
-                .unwrap_or_else(|e| unreachable!("mapped page outside the backing: {e}"));
-        }
+        store_user_page(ctx, pfn, addr & (self.page_size() - 1));
     }
 
     /// `__handle_mm_fault` for an anonymous VMA.
@@ -548,6 +542,18 @@ impl Vm {
             self.folio_put_refs(ctx, key, 2);
         }
         Fault::Done
+    }
+}
+
+/// A user store at byte `offset` of page `pfn`: the page is marked
+/// written, and on the ram backing the byte lands in its frame.
+#[inline]
+pub(super) fn store_user_page(ctx: &mut Ctx, pfn: u64, offset: u64) {
+    ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::USER_WRITTEN);
+    if ctx.ram {
+        ctx.backing
+            .write(largo_types::Pfn(pfn), offset, &[WRITE_BYTE])
+            .unwrap_or_else(|e| unreachable!("mapped page outside the backing: {e}"));
     }
 }
 

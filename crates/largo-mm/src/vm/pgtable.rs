@@ -425,6 +425,40 @@ impl PageTables {
         }
     }
 
+    /// The MMU's hits through consecutive entries of the PTE table `table`,
+    /// from `first` for at most `max` entries: each present entry
+    /// (writable, for a write) gets the access bits `bits` it lacks, as
+    /// [`PageTables::set_hw`] sets them, until the first entry that would
+    /// fault. `hit` sees each hit entry as it was read. Returns the hits.
+    #[inline]
+    pub fn hit_ptes(
+        &mut self,
+        table: usize,
+        first: usize,
+        max: usize,
+        write: bool,
+        bits: u64,
+        mut hit: impl FnMut(Pte),
+    ) -> usize {
+        let page = &mut self.pages[table];
+        debug_assert_eq!(page.level, 0, "hit_ptes walks PTEs");
+        let end = (first + max).min(page.entries.len());
+        let mut n = 0;
+        for e in &mut page.entries[first..end] {
+            let pte = *e;
+            if !pte.present() || (write && !pte.writable()) {
+                break;
+            }
+            if !pte.has_all(bits) {
+                // Present before and after: `nr_used` does not move.
+                *e = pte.with(bits);
+            }
+            hit(pte);
+            n += 1;
+        }
+        n
+    }
+
     /// `set_ptes`: `nr` consecutive PTEs from `first` of the PTE table
     /// `table` map `nr` consecutive pages from `pfn`, each with `flags`.
     /// The same as `nr` calls of [`PageTables::set`], counted at once.
