@@ -65,6 +65,42 @@ impl PageArray {
     }
 }
 
+impl PageArray {
+    /// The records of pfns `start..end` back to all-zero, the state of
+    /// free memory: a slice fill between block heads.
+    #[inline]
+    pub fn clear_range(&mut self, start: usize, end: usize) {
+        self.for_each_run(start, end, |run| run.fill(Page::default()));
+    }
+
+    /// `f` on the record of each pfn of `start..end`, in pfn order:
+    /// through slices of `rest` between block heads, without a branch
+    /// per record.
+    #[inline]
+    pub fn for_each_mut(&mut self, start: usize, end: usize, mut f: impl FnMut(&mut Page)) {
+        self.for_each_run(start, end, |run| run.iter_mut().for_each(&mut f));
+    }
+
+    /// `f` on the records of `start..end` as contiguous runs, in pfn order.
+    #[inline]
+    fn for_each_run(&mut self, start: usize, end: usize, mut f: impl FnMut(&mut [Page])) {
+        if end == start + 1 {
+            return f(std::slice::from_mut(&mut self[start]));
+        }
+        let mut pfn = start;
+        while pfn < end {
+            if pfn & self.head_mask == 0 {
+                f(std::slice::from_mut(&mut self.heads[pfn >> self.head_order]));
+                pfn += 1;
+                continue;
+            }
+            let stop = ((pfn | self.head_mask) + 1).min(end);
+            f(&mut self.rest[pfn..stop]);
+            pfn = stop;
+        }
+    }
+}
+
 impl Index<usize> for PageArray {
     type Output = Page;
 
@@ -105,5 +141,35 @@ mod tests {
         assert_eq!(a.len(), 100);
         // Aligned pfns live apart: their slots in `rest` stay zero.
         assert!((0..100).step_by(8).all(|pfn| a.rest[pfn].aux() == 0));
+    }
+
+    #[test]
+    fn clear_range_clears_exactly_its_records_on_both_sides_of_block_heads() {
+        let mut a = PageArray::new(64, 3);
+        for pfn in 0..64 {
+            a[pfn].set_aux(1);
+        }
+        a.clear_range(5, 27);
+        for pfn in 0..64 {
+            let cleared = (5..27).contains(&pfn);
+            assert_eq!(a[pfn].is_clear(), cleared, "pfn {pfn}");
+        }
+        a.clear_range(40, 40);
+        assert!(!a[40].is_clear(), "an empty range clears nothing");
+    }
+
+    #[test]
+    fn for_each_mut_visits_every_record_once_in_pfn_order() {
+        let mut a = PageArray::new(64, 3);
+        let mut seen = 0u8;
+        a.for_each_mut(3, 30, |p| {
+            seen += 1;
+            p.set_aux(seen);
+        });
+        assert_eq!(seen, 27);
+        for pfn in 0..64 {
+            let want = if (3..30).contains(&pfn) { (pfn - 2) as u8 } else { 0 };
+            assert_eq!(a[pfn].aux(), want, "pfn {pfn}");
+        }
     }
 }

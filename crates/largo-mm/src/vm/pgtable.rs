@@ -288,25 +288,42 @@ pub struct PageTables {
     pub work: PtWork,
     pmd_walk: Cell<Option<PmdWalk>>,
     pte_walk: [Cell<Option<PteWalk>>; PTE_WALK_SLOTS],
+    /// The entry arrays of freed empty tables, by level, reused by the
+    /// next tables of that level (host memory only: no modelled state).
+    /// Invariant: every array here is all none and as long as its level's
+    /// tables; at most [`SPARE_TABLES`] per level.
+    spare: Vec<Vec<Box<[Pte]>>>,
 }
+
+/// How many freed entry arrays each level keeps for reuse.
+const SPARE_TABLES: usize = 64;
 
 impl PageTables {
     pub fn new(geo: &Geometry) -> PageTables {
+        let shape = PtShape::new(geo);
         PageTables {
             pages: Slab::new(),
-            shape: PtShape::new(geo),
+            shape,
             work: PtWork::default(),
             pmd_walk: Cell::new(None),
             pte_walk: Default::default(),
+            spare: vec![Vec::new(); shape.levels as usize],
         }
     }
 
     /// Frees table `idx` from the slab (its parent entry is cleared by
-    /// the caller).
+    /// the caller). The returned page's entries are empty when they were
+    /// all none: the array is kept for a later table.
     pub fn remove(&mut self, idx: usize) -> PtPage {
         self.pmd_walk.set(None);
         self.forget_pte_walks();
-        self.pages.remove(idx)
+        let mut page = self.pages.remove(idx);
+        let spare = &mut self.spare[page.level as usize];
+        if page.nr_used == 0 && spare.len() < SPARE_TABLES {
+            debug_assert!(page.entries.iter().all(|e| e.is_none()), "an empty table holds entries");
+            spare.push(std::mem::take(&mut page.entries));
+        }
+        page
     }
 
     /// The PMD table (level 1) for `va` under `root`, walking only when
@@ -365,10 +382,14 @@ impl PageTables {
     /// Registers a table held in page `pfn`; returns its index.
     pub fn insert(&mut self, pfn: u64, level: u32) -> usize {
         let n = self.shape.entries_at(level);
+        let entries = self.spare[level as usize]
+            .pop()
+            .unwrap_or_else(|| vec![Pte::NONE; n].into_boxed_slice());
+        debug_assert_eq!(entries.len(), n, "a spare table of another size");
         self.pages.insert(PtPage {
             pfn,
             level: level as u8,
-            entries: vec![Pte::NONE; n].into_boxed_slice(),
+            entries,
             nr_used: 0,
             memcg: 0,
         })
@@ -494,16 +515,12 @@ impl PageTables {
     /// `folio_end` (the folio's end pfn). Dirty, young and write bits are
     /// ignored. At least 1: the entry at `index` maps `pfn`.
     pub fn folio_pte_batch(&self, table: usize, index: usize, limit: usize, pfn: u64, folio_end: u64) -> usize {
-        let entries = &self.pages[table].entries;
-        let mut nr = 1;
-        while index + nr < limit && pfn + (nr as u64) < folio_end {
-            let e = entries[index + nr];
-            if !e.present() || e.is_special() || e.pfn() != pfn + nr as u64 {
-                break;
-            }
-            nr += 1;
-        }
-        nr
+        let end = limit
+            .min(index.saturating_add((folio_end - pfn) as usize))
+            .max(index + 1);
+        let rest = &self.pages[table].entries[index + 1..end];
+        let same = |(e, p): &(&Pte, u64)| e.present() && !e.is_special() && e.pfn() == *p;
+        1 + rest.iter().zip(pfn + 1..).take_while(same).count()
     }
 
     /// Walks from `root` down to the table at `level` for `va` without

@@ -109,11 +109,12 @@ impl Vm {
         head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | excl);
         head.set_private(key as u32 + 1);
         if !pmd {
-            for p in folio.pfn.0..folio.end_pfn().0 {
-                let page = memmap.page_mut(p);
-                page.set_mapcount(1);
-                page.insert_flags(excl);
-            }
+            memmap
+                .pages
+                .for_each_mut(folio.pfn.0 as usize, folio.end_pfn().0 as usize, |page| {
+                    page.set_mapcount(1);
+                    page.insert_flags(excl);
+                });
         }
         let nid = self.node_of(ctx.pa, folio.pfn.0);
         let stat = &mut self.node_stat[nid];
@@ -275,15 +276,16 @@ impl Vm {
         let nid = self.node_of(pa, first_pfn);
         let meta = &mut self.folios[key];
         let mut last = 0;
-        for p in first_pfn..first_pfn + nr {
-            let page = pa.memmap.page_mut(p);
-            let mc = page.mapcount() - 1;
-            page.set_mapcount(mc);
-            if mc == 0 {
-                last += 1;
-                page.remove_flags(PageFlags::ANON_EXCLUSIVE);
-            }
-        }
+        pa.memmap
+            .pages
+            .for_each_mut(first_pfn as usize, (first_pfn + nr) as usize, |page| {
+                let mc = page.mapcount() - 1;
+                page.set_mapcount(mc);
+                if mc == 0 {
+                    last += 1;
+                    page.remove_flags(PageFlags::ANON_EXCLUSIVE);
+                }
+            });
         if meta.order == 0 {
             self.node_stat[nid].anon_mapped -= last as i64;
             return;
@@ -510,17 +512,13 @@ impl Vm {
 /// The pages of a user folio whose last reference went: per-page state
 /// cleared (the head keeps only PG_head), then freed to the allocator.
 pub(crate) fn free_user_folio(ctx: &mut Ctx, pfn: u64, order: u32) {
-    for p in pfn..pfn + (1 << order) {
-        let page = ctx.pa.memmap.page_mut(p);
-        if p == pfn {
-            page.remove_flags(!PageFlags::HEAD);
-            page.set_mapcount(0);
-            page.set_private(0);
-        } else {
-            page.clear();
-        }
-    }
-    ctx.pa.memmap.page_mut(pfn).set_refcount(1);
+    let head = ctx.pa.memmap.page_mut(pfn);
+    head.remove_flags(!PageFlags::HEAD);
+    head.set_mapcount(0);
+    head.set_private(0);
+    head.set_refcount(1);
+    let tails = (pfn + 1) as usize..(pfn + (1 << order)) as usize;
+    ctx.pa.memmap.pages.clear_range(tails.start, tails.end);
     ctx.pa
         .free_folio(ctx.cpu, Folio { pfn: Pfn(pfn), order })
         .unwrap_or_else(|e| unreachable!("user folio {pfn:#x} not freeable: {e}"));
