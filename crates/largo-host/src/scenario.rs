@@ -146,6 +146,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/mprotect-ro-then-rw.trace"),
     ),
     ("mprotect-split", include_str!("../scenarios/mprotect-split.trace")),
+    (
+        "mprotect-unchanged",
+        include_str!("../scenarios/mprotect-unchanged.trace"),
+    ),
     ("mremap-grow", include_str!("../scenarios/mremap-grow.trace")),
     (
         "mremap-move-aligned",

@@ -98,6 +98,13 @@ impl<'m> Proc<'m> {
             .unwrap();
     }
 
+    fn mprotect(&mut self, addr: u64, len: u64, prot: Prot) {
+        let pid = self.pid;
+        self.m
+            .with_vm(0, |vm, ctx| vm.mprotect(ctx, pid, addr, len, prot))
+            .unwrap();
+    }
+
     fn try_madvise(&mut self, addr: u64, len: u64, advice: Advice) -> Result<(), VmError> {
         let pid = self.pid;
         self.m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice))
@@ -971,4 +978,53 @@ fn accesses_above_task_size_are_sigsegv_not_hits() {
         faults,
         "a SIGSEGV above TASK_SIZE takes no fault"
     );
+}
+
+/// `mprotect_fixup` and `madvise_update_vma` return before splitting a VMA
+/// whose flags would not change: an mprotect to the same protection, or
+/// MADV_HUGEPAGE on a VMA that has it, inside a PMD-mapped THP splits
+/// nothing (the host scenario `mprotect-unchanged` checks the same).
+#[test]
+fn mprotect_or_madvise_that_changes_no_flags_splits_no_vma_and_no_pmd() {
+    let mut m = machine(&[(&size_knob(2048), "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(4 * MIB);
+    let pid = p.pid;
+    let vmas_before = p.m.vm().maps(pid).unwrap().len();
+    p.write(addr, 4 * MIB);
+    assert_eq!(p.stat("thp_fault_alloc"), 2);
+    p.mprotect(addr + 0x47000, MIB, Prot::READ | Prot::WRITE);
+    p.madvise(addr + 0x247000, MIB, Advice::NoHugePage);
+    assert_eq!(p.stat("thp_split_pmd"), 1, "only the advice that changes flags splits");
+    p.madvise(addr + 0x247000, MIB, Advice::NoHugePage);
+    p.mprotect(addr + 0x247000, MIB, Prot::READ | Prot::WRITE);
+    assert_eq!(p.stat("thp_split_pmd"), 1);
+    assert_eq!(
+        p.m.vm().maps(pid).unwrap().len(),
+        vmas_before + 2,
+        "only the MADV_NOHUGEPAGE range is a VMA of its own"
+    );
+    p.check();
+}
+
+/// Dropping write from an anonymous VMA never faulted gives its commit
+/// charge back (`mprotect_fixup` clears VM_ACCOUNT); making it writable
+/// again charges it again. Measured on the 6.18 host with a 1 GiB mapping:
+/// Committed_AS +1048576 kB, then +0, then +1048576 kB.
+#[test]
+fn mprotect_read_only_uncharges_the_commit_of_a_vma_never_faulted() {
+    let mut m = machine(&[]);
+    let mut p = Proc::spawn(&mut m);
+    let base = meminfo_kb(p.m, "Committed_AS");
+    let addr = p.mmap(1024 * MIB);
+    assert_eq!(meminfo_kb(p.m, "Committed_AS") - base, 1024 * 1024);
+    p.mprotect(addr, 1024 * MIB, Prot::READ);
+    assert_eq!(meminfo_kb(p.m, "Committed_AS"), base);
+    p.mprotect(addr, 1024 * MIB, Prot::READ | Prot::WRITE);
+    assert_eq!(meminfo_kb(p.m, "Committed_AS") - base, 1024 * 1024);
+    // Faulted once (an anon_vma), it keeps its charge read-only.
+    p.write(addr, PAGE);
+    p.mprotect(addr, 1024 * MIB, Prot::READ);
+    assert_eq!(meminfo_kb(p.m, "Committed_AS") - base, 1024 * 1024);
+    p.check();
 }

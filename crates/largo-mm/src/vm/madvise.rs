@@ -7,6 +7,15 @@ use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
 use crate::stats::VmEvent;
 
+/// The VMA flags MADV_HUGEPAGE or MADV_NOHUGEPAGE sets and clears.
+fn hugepage_flags(advice: Advice) -> (VmFlags, VmFlags) {
+    if advice == Advice::HugePage {
+        (VmFlags::HUGEPAGE, VmFlags::NOHUGEPAGE)
+    } else {
+        (VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE)
+    }
+}
+
 impl Vm {
     /// `madvise(addr, len, advice)`. Unmapped holes in the range give
     /// ENOMEM after the mapped parts are processed, as in the kernel.
@@ -24,7 +33,10 @@ impl Vm {
         let mut covered = addr;
         let mut hole = false;
         let ids = match advice {
-            Advice::HugePage | Advice::NoHugePage => self.isolate_range(ctx, mm, addr, end),
+            Advice::HugePage | Advice::NoHugePage => {
+                let (set, clear) = hugepage_flags(advice);
+                self.isolate_changing(ctx, mm, addr, end, |v| (v.flags - clear) | set != v.flags)
+            }
             _ => self.mms[mm].vmas_in(addr, end, &self.vmas),
         };
         for &id in &ids {
@@ -42,8 +54,10 @@ impl Vm {
                     self.reclaim_empty_pte_tables(ctx, id, s, e);
                 }
                 Advice::Free => self.madvise_free(ctx, id, s, e),
-                Advice::HugePage => self.set_hugepage_flags(id, VmFlags::HUGEPAGE, VmFlags::NOHUGEPAGE),
-                Advice::NoHugePage => self.set_hugepage_flags(id, VmFlags::NOHUGEPAGE, VmFlags::HUGEPAGE),
+                Advice::HugePage | Advice::NoHugePage => {
+                    let (set, clear) = hugepage_flags(advice);
+                    self.set_hugepage_flags(id, set, clear);
+                }
                 // madvise_walk_vmas returns the first VMA's error at once.
                 Advice::Collapse => self.madvise_collapse(ctx, id, s, e)?,
                 Advice::Cold => self.madvise_cold_or_pageout(ctx, id, s, e, false),

@@ -486,15 +486,32 @@ impl Vm {
 
     /// Splits VMAs so `[start, end)` is covered by whole VMAs; returns them.
     pub(crate) fn isolate_range(&mut self, ctx: &mut Ctx, mm: MmId, start: u64, end: u64) -> Vec<VmaId> {
+        self.isolate_changing(ctx, mm, start, end, |_| true)
+    }
+
+    /// The VMAs meeting `[start, end)`, in address order, those for which
+    /// `changes` holds split so they lie inside the range: `vma_modify`
+    /// splits only a VMA whose flags change (`mprotect_fixup` and
+    /// `madvise_update_vma` return early when the new flags are the old).
+    pub(crate) fn isolate_changing(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        start: u64,
+        end: u64,
+        changes: impl Fn(&super::vma::Vma) -> bool,
+    ) -> Vec<VmaId> {
         let ids = self.mms[mm].vmas_in(start, end, &self.vmas);
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             let mut id = id;
-            if self.vmas[id].start < start {
-                id = self.split_vma(ctx, id, start);
-            }
-            if self.vmas[id].end > end {
-                self.split_vma(ctx, id, end);
+            if changes(&self.vmas[id]) {
+                if self.vmas[id].start < start {
+                    id = self.split_vma(ctx, id, start);
+                }
+                if self.vmas[id].end > end {
+                    self.split_vma(ctx, id, end);
+                }
             }
             out.push(id);
         }
@@ -513,9 +530,12 @@ impl Vm {
         }
     }
 
-    /// `mprotect`: new permissions for `[addr, addr + len)`. Dropping write
-    /// write-protects the PTEs; adding it makes exclusive anonymous pages
-    /// writable again (`can_change_pte_writable`).
+    /// `mprotect` (`mprotect_fixup`): new permissions for `[addr, addr +
+    /// len)`; a VMA whose flags do not change is left whole. Dropping
+    /// write write-protects the PTEs (and uncharges the commit of an
+    /// anonymous VMA never faulted); adding it charges the commit and
+    /// makes exclusive anonymous pages writable again
+    /// (`can_change_pte_writable`).
     pub fn mprotect(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, len: u64, prot: Prot) -> Result<(), VmError> {
         self.work.vma_ops += 1;
         let mm = self.task_mm(pid)?;
@@ -527,18 +547,29 @@ impl Vm {
         if !self.range_mapped(mm, addr, end) {
             return Err(VmError::NoMem("range not fully mapped"));
         }
-        let ids = self.isolate_range(ctx, mm, addr, end);
+        let perm = VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC;
+        let with_prot = |old: VmFlags| (old - perm) | (VmFlags::from_prot(prot) & perm);
+        let ids = self.isolate_changing(ctx, mm, addr, end, |v| with_prot(v.flags) != v.flags);
         for &id in &ids {
             let old = self.vmas[id].flags;
-            let perm = VmFlags::READ | VmFlags::WRITE | VmFlags::EXEC;
-            let mut new = (old - perm) | (VmFlags::from_prot(prot) & perm);
-            if new.contains(VmFlags::WRITE)
-                && self.vmas[id].is_anonymous()
-                && !old.intersects(VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE)
-            {
-                new |= VmFlags::ACCOUNT;
-                let pages = (self.vmas[id].end - self.vmas[id].start) >> self.page_shift();
-                self.account(mm, pages as i64);
+            let mut new = with_prot(old);
+            if new == old {
+                continue;
+            }
+            let v = &self.vmas[id];
+            let pages = ((v.end - v.start) >> self.page_shift()) as i64;
+            if new.contains(VmFlags::WRITE) {
+                if v.is_anonymous()
+                    && !old.intersects(VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE)
+                {
+                    new |= VmFlags::ACCOUNT;
+                    self.account(mm, pages);
+                }
+            } else if old.contains(VmFlags::ACCOUNT) && v.is_anonymous() && v.anon_vma.is_none() {
+                // Never faulted: nothing private to back, so the commit
+                // charge goes until it becomes writable again.
+                new -= VmFlags::ACCOUNT;
+                self.account(mm, -pages);
             }
             self.vmas[id].flags = new;
             self.change_protection(ctx, id, new.contains(VmFlags::WRITE));
