@@ -124,9 +124,17 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/madv-nohugepage-middle.trace"),
     ),
     ("memcg-munmap-all", include_str!("../scenarios/memcg-munmap-all.trace")),
+    (
+        "memfd-cold-partial",
+        include_str!("../scenarios/memfd-cold-partial.trace"),
+    ),
     ("memfd-fork", include_str!("../scenarios/memfd-fork.trace")),
     ("memfd-pmd-split", include_str!("../scenarios/memfd-pmd-split.trace")),
     ("memfd-punch-hole", include_str!("../scenarios/memfd-punch-hole.trace")),
+    (
+        "memfd-punch-partial",
+        include_str!("../scenarios/memfd-punch-partial.trace"),
+    ),
     (
         "memfd-shared-anon-64k",
         include_str!("../scenarios/memfd-shared-anon-64k.trace"),

@@ -859,6 +859,97 @@ fn memfd_fault_around_pmd_mapping_and_hole_punching() {
     p.check();
 }
 
+/// A hole punched through the middle of a PMD-mapped memfd folio: the
+/// folio is split non-uniformly at the hole's first page, the piece
+/// holding the page after the hole is split there too, the pages inside
+/// are freed and the rest stays cached, unmapped (`thp_split_pmd`), and
+/// faults back in by PTEs. Counts as on the 6.18 host (scenario
+/// `memfd-punch-partial`): `split` once per folio split, for its size.
+#[test]
+fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
+    let mut m = machine(&[("transparent_hugepage/shmem_enabled", "always")]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let base = 0x7f00_0000_0000u64;
+    m.with_vm(0, |vm, ctx| -> Result<(), VmError> {
+        vm.memfd_create(ctx, pid, 3)?;
+        vm.ftruncate(ctx, pid, 3, 2 * MIB)?;
+        vm.mmap_fd(
+            ctx,
+            pid,
+            base,
+            2 * MIB,
+            Prot::READ | Prot::WRITE,
+            MapFlags::SHARED | MapFlags::FIXED,
+            3,
+            0,
+        )?;
+        Ok(())
+    })
+    .unwrap();
+    let mut p = Proc { m: &mut m, pid };
+    assert_eq!(p.write(base, 2 * MIB), 1);
+    assert_eq!(p.stat("thp_file_mapped"), 1);
+    // Pages 0x41 and 0x42 go: a split at 0x41 (order 9 into ten pieces),
+    // then the order-0 page 0x43 needs no second split.
+    p.m.with_vm(0, |vm, ctx| vm.punch_hole(ctx, pid, 3, 0x41 * PAGE, 2 * PAGE))
+        .unwrap();
+    assert_eq!(p.stat("nr_shmem"), 510);
+    assert_eq!(p.stat("thp_split_page"), 1);
+    assert_eq!(p.stat("thp_split_pmd"), 1);
+    assert_eq!(p.mthp(2048, MthpStat::Split), 1);
+    assert_eq!(meminfo_kb(p.m, "ShmemHugePages"), 0);
+    assert_eq!(p.stat("nr_mapped"), 0, "the split unmapped the rest");
+    p.check();
+    // A hole inside one of the pieces (pages 0x100..0x180 are one order-8
+    // piece): split at 0x110, then the piece holding 0x118 at 0x118.
+    p.m.with_vm(0, |vm, ctx| vm.punch_hole(ctx, pid, 3, 0x110 * PAGE, 8 * PAGE))
+        .unwrap();
+    assert_eq!(p.stat("nr_shmem"), 502);
+    assert_eq!(p.mthp(1024, MthpStat::Split), 1, "the order-8 piece");
+    assert_eq!(p.mthp(32, MthpStat::Split), 1, "the order-3 piece [0x118, 0x120)");
+    // Reading it all maps the cached pages back and fills the holes.
+    p.read(base, 2 * MIB);
+    assert_eq!(p.stat("nr_shmem"), 512);
+    assert_eq!(p.stat("nr_mapped"), 512);
+    p.check();
+}
+
+/// MADV_COLD over part of a PMD-mapped memfd folio splits it to order 0
+/// (which unmaps it); over all of one deactivates it whole. As on the
+/// host (scenario `memfd-cold-partial`).
+#[test]
+fn madv_cold_over_part_of_a_large_memfd_folio_splits_it() {
+    let mut m = machine(&[("transparent_hugepage/shmem_enabled", "always")]);
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let base = 0x7f00_0000_0000u64;
+    m.with_vm(0, |vm, ctx| -> Result<(), VmError> {
+        vm.memfd_create(ctx, pid, 3)?;
+        vm.ftruncate(ctx, pid, 3, 4 * MIB)?;
+        vm.mmap_fd(
+            ctx,
+            pid,
+            base,
+            4 * MIB,
+            Prot::READ | Prot::WRITE,
+            MapFlags::SHARED | MapFlags::FIXED,
+            3,
+            0,
+        )?;
+        Ok(())
+    })
+    .unwrap();
+    let mut p = Proc { m: &mut m, pid };
+    assert_eq!(p.write(base, 4 * MIB), 2);
+    p.madvise(base + 2 * MIB, 2 * MIB, Advice::Cold);
+    assert_eq!(p.stat("thp_split_page"), 0, "a whole PMD is deactivated, not split");
+    p.madvise(base + 0x29000, 0x2b000, Advice::Cold);
+    assert_eq!(p.stat("thp_split_page"), 1);
+    assert_eq!(p.mthp(2048, MthpStat::Split), 1);
+    assert_eq!(p.stat("nr_shmem"), 1024, "a split frees nothing");
+    assert_eq!(meminfo_kb(p.m, "ShmemPmdMapped"), 2048);
+    p.check();
+}
+
 /// khugepaged: an mm whose VMA gets MADV_HUGEPAGE joins the list and the
 /// idle thread scans at the next chance; each qualifying PMD range is
 /// collapsed (`pages_collapsed`), `pages_to_scan` limits a wake, the next

@@ -3,9 +3,8 @@
 //! this range are deactivated (COLD, clearing their young bits) or
 //! isolated and reclaimed at once, references ignored (PAGEOUT, one page
 //! table at a time); a large folio the range covers only in part is split
-//! first unless it may be shared. Shmem VMAs are skipped (6.18 pages
-//! shmem out too where `can_do_file_pageout` allows: not modelled yet;
-//! shmem is reclaimed by memcg and global reclaim, `shmem/swap.rs`).
+//! first unless it may be shared. Shmem VMAs walk their page-cache folios
+//! the same way (`shmem/cold.rs`).
 
 use super::lru::FolioRef;
 use super::pgtable::Pte;
@@ -15,7 +14,8 @@ use super::{Ctx, Vm};
 impl Vm {
     /// `madvise_cold` / `madvise_pageout` of `[start, end)` in one VMA.
     pub(crate) fn madvise_cold_or_pageout(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64, pageout: bool) {
-        if !self.vmas[vma].is_anonymous() {
+        let shmem = self.is_shmem_vma(vma);
+        if !self.vmas[vma].is_anonymous() && !shmem {
             return;
         }
         self.lru_add_drain(ctx);
@@ -26,14 +26,21 @@ impl Vm {
             let mut list = Vec::new();
             if let Some(pmd) = self.pmd_slot(mm, addr) {
                 let entry = self.pt.entry(pmd);
-                let pte_level = if entry.present() && entry.is_huge() {
-                    self.cold_pmd(ctx, mm, pmd, addr, next, pageout, &mut list)
-                } else {
-                    entry.is_table()
-                };
-                if pte_level {
-                    let table = self.pt.entry(pmd).table_idx();
-                    self.cold_ptes(ctx, table, addr, next, pageout, &mut list);
+                let huge = entry.present() && entry.is_huge();
+                if shmem && huge {
+                    self.shmem_cold_pmd(ctx, pmd, addr, next, pageout, &mut list);
+                } else if shmem && entry.is_table() {
+                    self.shmem_cold_ptes(ctx, entry.table_idx(), addr, next, pageout, &mut list);
+                } else if !shmem {
+                    let pte_level = if huge {
+                        self.cold_pmd(ctx, mm, pmd, addr, next, pageout, &mut list)
+                    } else {
+                        entry.is_table()
+                    };
+                    if pte_level {
+                        let table = self.pt.entry(pmd).table_idx();
+                        self.cold_ptes(ctx, table, addr, next, pageout, &mut list);
+                    }
                 }
             }
             if pageout {
@@ -133,7 +140,7 @@ impl Vm {
 
     /// One folio: `PG_referenced` cleared, `PG_workingset` set if it is
     /// active; then deactivated (COLD) or isolated for reclaim (PAGEOUT).
-    fn cold_folio(&mut self, ctx: &mut Ctx, r: FolioRef, pageout: bool, list: &mut Vec<FolioRef>) {
+    pub(crate) fn cold_folio(&mut self, ctx: &mut Ctx, r: FolioRef, pageout: bool, list: &mut Vec<FolioRef>) {
         let s = self.lru_state_mut(r);
         s.referenced = false;
         if s.active {

@@ -7,7 +7,9 @@
 //! - `order.rs`: which folio orders a shmem allocation may use
 //! - `fault.rs`: `shmem_fault`, fault-around, `finish_fault`, `do_set_pmd`
 //! - `rmap.rs`: file rmap counts and unmapping shmem ranges
+//! - `split.rs`: splitting large shmem folios, partial truncation
 //! - `check.rs`: shmem invariants
+//! - `cold.rs`: MADV_COLD and MADV_PAGEOUT of shmem mappings
 //! - `sysv.rs`: SysV segments (shmget, shmat, shmdt, IPC_RMID)
 //! - `swap.rs`: reclaim of shmem folios (dropped clean, swapped dirty)
 //!   and their swap-in
@@ -18,9 +20,11 @@
 //! folio's does in the anon folio table.
 
 mod check;
+mod cold;
 mod fault;
 mod order;
 mod rmap;
+mod split;
 pub(crate) mod swap;
 mod sysv;
 mod xarray;
@@ -183,14 +187,14 @@ impl Vm {
         if len < old {
             let first = len.div_ceil(self.page_size());
             self.unmap_mapping_range(ctx, inode, first, u64::MAX);
-            self.shmem_truncate_range(ctx, inode, first, u64::MAX);
+            self.shmem_undo_range(ctx, inode, len, u64::MAX);
         }
         Ok(())
     }
 
     /// `fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
-    /// len)`: the mappings of the whole pages in the range are zapped and
-    /// the folios lying wholly inside it freed.
+    /// len)`: the mappings of the whole pages in the range are zapped, then
+    /// the range is truncated ([`Vm::shmem_undo_range`]).
     pub fn punch_hole(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32, offset: u64, len: u64) -> Result<(), VmError> {
         let inode = self.fd_inode(pid, fd)?;
         if len == 0 {
@@ -200,8 +204,8 @@ impl Vm {
         let end = offset.saturating_add(len) >> self.page_shift();
         if first < end {
             self.unmap_mapping_range(ctx, inode, first, end);
-            self.shmem_truncate_range(ctx, inode, first, end);
         }
+        self.shmem_undo_range(ctx, inode, offset, offset.saturating_add(len - 1));
         Ok(())
     }
 
@@ -266,10 +270,55 @@ impl Vm {
         }
     }
 
-    /// `shmem_undo_range` for the folios lying wholly in `[first, end)`
-    /// (page indices): off the page cache, freed when unmapped. A large
-    /// folio only partly inside stays whole (the kernel zeroes the part
-    /// and tries to split it).
+    /// `shmem_undo_range` (truncate or punch, not an undone fallocate) of
+    /// the bytes `[lstart, lend]` (`lend` `u64::MAX`: to the end): the
+    /// folios and swap entries wholly inside go first; then the folio
+    /// holding the first byte and the one holding the last are truncated
+    /// in part (zeroed, a large one split so its pieces inside can go:
+    /// [`Vm::shmem_truncate_partial_folio`]), and what the splits left
+    /// inside goes. A folio whose split failed stays, and the range
+    /// shrinks past it. A partial page swapped out stays swapped (the
+    /// kernel reads it back to zero its part: not modelled).
+    pub(crate) fn shmem_undo_range(&mut self, ctx: &mut Ctx, inode: usize, lstart: u64, lend: u64) {
+        let shift = self.page_shift();
+        let mut start = lstart.div_ceil(1 << shift);
+        let mut end = if lend == u64::MAX {
+            u64::MAX
+        } else {
+            (lend + 1) >> shift
+        };
+        if start < end {
+            self.shmem_truncate_range(ctx, inode, start, end);
+        }
+        let mut same_folio = (lstart >> shift) == (lend >> shift);
+        if let Some(key) = self.shmem_lookup(inode, lstart >> shift) {
+            let (index, nr) = (self.shmem.folios[key].index, self.shmem.folios[key].nr_pages());
+            same_folio = lend < (index + nr) << shift;
+            self.shmem_mark_dirty(ctx.pa, key);
+            if !self.shmem_truncate_partial_folio(ctx, key, lstart, lend) {
+                start = index + nr;
+                if same_folio {
+                    end = index;
+                }
+            }
+        }
+        if !same_folio && lend != u64::MAX {
+            if let Some(key) = self.shmem_lookup(inode, lend >> shift) {
+                let index = self.shmem.folios[key].index;
+                self.shmem_mark_dirty(ctx.pa, key);
+                if !self.shmem_truncate_partial_folio(ctx, key, lstart, lend) {
+                    end = index;
+                }
+            }
+        }
+        if start < end {
+            self.shmem_truncate_range(ctx, inode, start, end);
+        }
+    }
+
+    /// The first pass of `shmem_undo_range`: the folios lying wholly in
+    /// `[first, end)` (page indices) leave the page cache, freed when
+    /// unmapped, and the swap entries wholly inside are freed.
     pub(crate) fn shmem_truncate_range(&mut self, ctx: &mut Ctx, inode: usize, first: u64, end: u64) {
         let keys: Vec<(u64, usize)> = self.shmem.inodes[inode]
             .cache
