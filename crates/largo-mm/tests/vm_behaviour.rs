@@ -859,6 +859,22 @@ fn memfd_fault_around_pmd_mapping_and_hole_punching() {
     p.check();
 }
 
+/// A new process with memfd 3 of `size` bytes mapped shared and read-write
+/// at a fixed address; returns its pid and the address.
+fn memfd_mapped(m: &mut Machine, size: u64) -> (u32, u64) {
+    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
+    let base = 0x7f00_0000_0000u64;
+    let (rw, shared) = (Prot::READ | Prot::WRITE, MapFlags::SHARED | MapFlags::FIXED);
+    m.with_vm(0, |vm, ctx| -> Result<(), VmError> {
+        vm.memfd_create(ctx, pid, 3)?;
+        vm.ftruncate(ctx, pid, 3, size)?;
+        vm.mmap_fd(ctx, pid, base, size, rw, shared, 3, 0)?;
+        Ok(())
+    })
+    .unwrap();
+    (pid, base)
+}
+
 /// A hole punched through the middle of a PMD-mapped memfd folio: the
 /// folio is split non-uniformly at the hole's first page, the piece
 /// holding the page after the hole is split there too, the pages inside
@@ -868,24 +884,7 @@ fn memfd_fault_around_pmd_mapping_and_hole_punching() {
 #[test]
 fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
     let mut m = machine(&[("transparent_hugepage/shmem_enabled", "always")]);
-    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
-    let base = 0x7f00_0000_0000u64;
-    m.with_vm(0, |vm, ctx| -> Result<(), VmError> {
-        vm.memfd_create(ctx, pid, 3)?;
-        vm.ftruncate(ctx, pid, 3, 2 * MIB)?;
-        vm.mmap_fd(
-            ctx,
-            pid,
-            base,
-            2 * MIB,
-            Prot::READ | Prot::WRITE,
-            MapFlags::SHARED | MapFlags::FIXED,
-            3,
-            0,
-        )?;
-        Ok(())
-    })
-    .unwrap();
+    let (pid, base) = memfd_mapped(&mut m, 2 * MIB);
     let mut p = Proc { m: &mut m, pid };
     assert_eq!(p.write(base, 2 * MIB), 1);
     assert_eq!(p.stat("thp_file_mapped"), 1);
@@ -920,24 +919,7 @@ fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
 #[test]
 fn madv_cold_over_part_of_a_large_memfd_folio_splits_it() {
     let mut m = machine(&[("transparent_hugepage/shmem_enabled", "always")]);
-    let pid = m.with_vm(0, |vm, ctx| vm.spawn(ctx)).unwrap();
-    let base = 0x7f00_0000_0000u64;
-    m.with_vm(0, |vm, ctx| -> Result<(), VmError> {
-        vm.memfd_create(ctx, pid, 3)?;
-        vm.ftruncate(ctx, pid, 3, 4 * MIB)?;
-        vm.mmap_fd(
-            ctx,
-            pid,
-            base,
-            4 * MIB,
-            Prot::READ | Prot::WRITE,
-            MapFlags::SHARED | MapFlags::FIXED,
-            3,
-            0,
-        )?;
-        Ok(())
-    })
-    .unwrap();
+    let (pid, base) = memfd_mapped(&mut m, 4 * MIB);
     let mut p = Proc { m: &mut m, pid };
     assert_eq!(p.write(base, 4 * MIB), 2);
     p.madvise(base + 2 * MIB, 2 * MIB, Advice::Cold);

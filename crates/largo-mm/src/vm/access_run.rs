@@ -117,7 +117,7 @@ impl Vm {
         let sequential = stride == self.page_size();
         let mut n = 1;
         if sequential {
-            n += self.hit_rest_of_leaf(ctx, table, index, level, addr, count - first - n, write);
+            n += self.hit_rest_of_leaf(ctx, (table, index, level), addr, count - first - n, write);
         }
         while first + n < count {
             let a = start.wrapping_add((first + n).wrapping_mul(stride));
@@ -130,7 +130,7 @@ impl Vm {
             }
             n += 1;
             if sequential {
-                n += self.hit_rest_of_leaf(ctx, table, index, level, a, count - first - n, write);
+                n += self.hit_rest_of_leaf(ctx, (table, index, level), a, count - first - n, write);
             }
         }
         n
@@ -143,9 +143,7 @@ impl Vm {
     fn hit_rest_of_leaf(
         &mut self,
         ctx: &mut Ctx,
-        table: usize,
-        index: usize,
-        level: u32,
+        (table, index, level): (usize, usize, u32),
         addr: u64,
         left: u64,
         write: bool,

@@ -127,14 +127,23 @@ impl Vm {
                 i += nr;
                 continue;
             }
-            if !pageout && (i..i + nr).any(|j| self.pt.get(table, j).has(Pte::YOUNG)) {
-                for j in i..i + nr {
-                    let e = self.pt.get(table, j);
-                    self.pt.set(table, j, e.without(Pte::YOUNG));
-                }
+            if !pageout {
+                self.clear_young_ptes(table, i, nr);
             }
             self.cold_folio(ctx, r, pageout, list);
             i += nr;
+        }
+    }
+
+    /// `ptep_test_and_clear_young` over `nr` PTEs of `table` from `first`:
+    /// once one of them is young, each is rewritten old (the kernel
+    /// clears and flushes each young one).
+    pub(crate) fn clear_young_ptes(&mut self, table: usize, first: usize, nr: usize) {
+        if (first..first + nr).any(|j| self.pt.get(table, j).has(Pte::YOUNG)) {
+            for j in first..first + nr {
+                let e = self.pt.get(table, j);
+                self.pt.set(table, j, e.without(Pte::YOUNG));
+            }
         }
     }
 

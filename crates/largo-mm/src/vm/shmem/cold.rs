@@ -101,12 +101,7 @@ impl Vm {
                 continue;
             }
             if !pageout {
-                for j in i..i + nr {
-                    let e = self.pt.get(table, j);
-                    if e.has(Pte::YOUNG) {
-                        self.pt.set(table, j, e.without(Pte::YOUNG));
-                    }
-                }
+                self.clear_young_ptes(table, i, nr);
             }
             self.cold_folio(ctx, r, pageout, list);
             i += nr;
