@@ -44,6 +44,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "collapse-unaligned-range",
         include_str!("../scenarios/collapse-unaligned-range.trace"),
     ),
+    (
+        "collapse-zero-range",
+        include_str!("../scenarios/collapse-zero-range.trace"),
+    ),
     ("edge-ragged-end", include_str!("../scenarios/edge-ragged-end.trace")),
     ("edge-short-vma", include_str!("../scenarios/edge-short-vma.trace")),
     (

@@ -5,9 +5,12 @@
 //! the empty or zero-page entries zeroed.
 //!
 //! MADV_COLLAPSE ignores the sysfs settings, `max_ptes_none`,
-//! `max_ptes_shared` and the referenced test; what stops it is a range
-//! without a page table, with no writable entry, with a page pinned by
-//! more references than mappings, or a failed PMD-folio allocation.
+//! `max_ptes_shared` and the referenced test; what stops it is a VMA never
+//! faulted (no anon_vma: `thp_vma_allowable_order` allows nothing), a
+//! range without a page table, with a page pinned by more references than
+//! mappings, or a failed PMD-folio allocation. Since 6.18 a range with no
+//! writable entry (read-only, or only zero pages) collapses too: the
+//! `SCAN_PAGE_RO` test is gone from the scan and the isolation.
 //! khugepaged also needs at most `max_ptes_none` empty or zero entries,
 //! at most `max_ptes_shared` pages that may be mapped by another process,
 //! and at least one young entry.
@@ -29,8 +32,6 @@ pub(crate) enum Scan {
     PmdNull,
     /// A PMD entry that is none.
     PmdNone,
-    /// No entry maps its page writable.
-    PageRo,
     /// A page with references beyond its mappings.
     PageCount,
     AllocFail,
@@ -69,7 +70,6 @@ impl Scan {
                 | Scan::PmdMapped
                 | Scan::PmdNull
                 | Scan::PteNonPresent
-                | Scan::PageRo
                 | Scan::PageCount
                 | Scan::PageLru
                 | Scan::LackReferencedPage
@@ -97,7 +97,7 @@ impl Vm {
         // whole PMD block ending at or before its end.
         let v = &self.vmas[vma];
         let fits = v.end - v.start >= pmd_size && self.suitable_order(vma, v.end - pmd_size, self.pmd_order());
-        if !v.is_anonymous() || self.thp_disabled(vma) || !fits {
+        if !v.is_anonymous() || v.anon_vma.is_none() || self.thp_disabled(vma) || !fits {
             return Err(VmError::Invalid("MADV_COLLAPSE: THPs are not allowed here"));
         }
         self.lru_add_drain_all(ctx.pa);
@@ -156,7 +156,7 @@ impl Vm {
         let knobs = (self.thp.max_ptes_none, self.thp.khugepaged.max_ptes_shared);
         let first = self.pt.shape.index(0, haddr);
         let nr = 1usize << self.pmd_order();
-        let (mut none_or_zero, mut shared, mut referenced, mut writable) = (0u32, 0u32, 0u32, false);
+        let (mut none_or_zero, mut shared, mut referenced) = (0u32, 0u32, 0u32);
         let mut unmapped = 0u32;
         for i in first..first + nr {
             let pte = self.pt.get(table, i);
@@ -176,7 +176,6 @@ impl Vm {
                 }
                 continue;
             }
-            writable |= pte.writable();
             let key = self.folio_key_of_pfn(ctx.pa, pte.pfn()).expect("mapped anonymous page");
             if self.folio_maybe_mapped_shared(ctx.pa, key) {
                 shared += 1;
@@ -196,8 +195,6 @@ impl Vm {
         let half = 1u32 << (self.pmd_order() - 1);
         if khugepaged && (referenced == 0 || (unmapped > 0 && referenced < half)) {
             Err(Scan::LackReferencedPage)
-        } else if !writable {
-            Err(Scan::PageRo)
         } else {
             Ok(unmapped)
         }
@@ -240,14 +237,13 @@ impl Vm {
     /// under the PMD lock after the allocation, the charge and the
     /// swap-ins, any of which may have reclaimed: every entry present,
     /// none or the zero page, and (khugepaged) no more of the latter than
-    /// `max_ptes_none`; one entry still writable and (khugepaged) one page
-    /// still referenced (reclaim's `folio_referenced` clears young bits).
+    /// `max_ptes_none`; (khugepaged) one page still referenced (reclaim's `folio_referenced` clears young bits).
     /// The folio checks the scan made still hold: reclaim puts back what
     /// it isolated.
     fn collapse_isolate_ptes(&self, ctx: &mut Ctx, table: usize, haddr: u64, cc: Collapser) -> Result<(), Scan> {
         let khugepaged = cc == Collapser::Khugepaged;
         let first = self.pt.shape.index(0, haddr);
-        let (mut none_or_zero, mut referenced, mut writable) = (0u32, 0u32, false);
+        let (mut none_or_zero, mut referenced) = (0u32, 0u32);
         for i in first..first + (1usize << self.pmd_order()) {
             let pte = self.pt.get(table, i);
             if pte.is_none() || pte.is_special() {
@@ -261,15 +257,12 @@ impl Vm {
             if !pte.present() {
                 return Err(Scan::PteNonPresent);
             }
-            writable |= pte.writable();
             if khugepaged {
                 let key = self.folio_key_of_pfn(ctx.pa, pte.pfn()).expect("mapped anonymous page");
                 referenced += u32::from(pte.has(Pte::YOUNG) || self.folios[key].lru.referenced);
             }
         }
-        if !writable {
-            Err(Scan::PageRo)
-        } else if khugepaged && referenced == 0 {
+        if khugepaged && referenced == 0 {
             Err(Scan::LackReferencedPage)
         } else {
             Ok(())
