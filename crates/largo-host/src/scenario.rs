@@ -132,6 +132,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "memfd-cold-partial",
         include_str!("../scenarios/memfd-cold-partial.trace"),
     ),
+    (
+        "memfd-fault-around-whole",
+        include_str!("../scenarios/memfd-fault-around-whole.trace"),
+    ),
     ("memfd-fork", include_str!("../scenarios/memfd-fork.trace")),
     ("memfd-pmd-split", include_str!("../scenarios/memfd-pmd-split.trace")),
     ("memfd-punch-hole", include_str!("../scenarios/memfd-punch-hole.trace")),

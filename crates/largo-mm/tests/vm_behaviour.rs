@@ -29,6 +29,10 @@ fn machine(knobs: &[(&str, &str)]) -> Machine {
     machine_with(MachineConfig::default(), knobs)
 }
 
+fn shmem_size_knob(kb: u64) -> String {
+    format!("transparent_hugepage/hugepages-{kb}kB/shmem_enabled")
+}
+
 fn size_knob(kb: u64) -> String {
     format!("transparent_hugepage/hugepages-{kb}kB/enabled")
 }
@@ -916,6 +920,30 @@ fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
     p.read(base, 2 * MIB);
     assert_eq!(p.stat("nr_shmem"), 512);
     assert_eq!(p.stat("nr_mapped"), 512);
+    p.check();
+}
+
+/// A read fault in a second mapping of cached 256K memfd folios: 6.18
+/// fault-around maps each large folio it finds in the 64K window whole
+/// (scenario `memfd-fault-around-whole`).
+#[test]
+fn fault_around_maps_a_large_memfd_folio_whole() {
+    let mut m = machine(&[(&shmem_size_knob(256), "always")]);
+    let (pid, base) = memfd_mapped(&mut m, 2 * MIB);
+    let second = base + 8 * MIB;
+    let (rw, shared) = (Prot::READ | Prot::WRITE, MapFlags::SHARED | MapFlags::FIXED);
+    m.with_vm(0, |vm, ctx| vm.mmap_fd(ctx, pid, second, 2 * MIB, rw, shared, 3, 0))
+        .unwrap();
+    let mut p = Proc { m: &mut m, pid };
+    assert_eq!(p.write(base, 2 * MIB), 8, "one fault per 256K folio");
+    p.munmap(base, 2 * MIB);
+    assert_eq!(p.stat("nr_mapped"), 0);
+    assert_eq!(p.read(second + 64 * KIB, PAGE), 1);
+    assert_eq!(
+        p.stat("nr_mapped"),
+        64,
+        "the whole folio, not the 16 pages of the window"
+    );
     p.check();
 }
 

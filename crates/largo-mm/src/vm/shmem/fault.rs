@@ -297,8 +297,9 @@ impl Vm {
 
     /// `do_fault_around` + `filemap_map_pages`: maps the folios already in
     /// the page cache within the fault-around window (a PMD-sized one by
-    /// its PMD), page by page where the entries are none. True if the
-    /// faulting page got mapped.
+    /// its PMD; since 6.18 a large one whole where it lies inside the VMA
+    /// and one page table), page by page where the entries are none. True
+    /// if the faulting page got mapped.
     fn do_fault_around(&mut self, ctx: &mut Ctx, vmf: &VmFault) -> bool {
         let shift = self.page_shift();
         let nr = self.fault_around_pages();
@@ -337,9 +338,26 @@ impl Vm {
         };
         let mut mapped_fault = false;
         let addr_of = |idx: u64| (pte_off as i64 + idx as i64 - pgoff as i64) as usize;
+        let (vma_start, vma_end, vma_pgoff) = {
+            let v = &self.vmas[vmf.vma];
+            (v.start, v.end, v.pgoff)
+        };
+        let pmd_shift = self.pt.shape.level_shift(1);
         for key in folios {
             let f = &self.shmem.folios[key];
-            let (lo, hi) = (f.index.max(start_pgoff), (f.index + f.nr_pages() - 1).min(end_pgoff));
+            // 6.18 maps a large folio whole where it lies inside the VMA
+            // and one page table (`filemap_map_folio_range`), else the
+            // part inside the window.
+            let va0 = (f.index >= vma_pgoff).then(|| vma_start + ((f.index - vma_pgoff) << shift));
+            let whole = va0.is_some_and(|va0| {
+                let last = va0 + (f.nr_pages() << shift) - 1;
+                last < vma_end && va0 >> pmd_shift == last >> pmd_shift
+            });
+            let (lo, hi) = if whole {
+                (f.index, f.index + f.nr_pages() - 1)
+            } else {
+                (f.index.max(start_pgoff), (f.index + f.nr_pages() - 1).min(end_pgoff))
+            };
             let (fpfn, findex) = (f.pfn, f.index);
             let mut idx = lo;
             while idx <= hi {
