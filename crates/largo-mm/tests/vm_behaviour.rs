@@ -899,7 +899,7 @@ fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
     assert_eq!(p.write(base, 2 * MIB), 1);
     assert_eq!(p.stat("thp_file_mapped"), 1);
     // Pages 0x41 and 0x42 go: a split at 0x41 (order 9 into ten pieces),
-    // then the order-0 page 0x43 needs no second split.
+    // then the order-1 piece [0x42, 0x44) is split at 0x43.
     p.m.with_vm(0, |vm, ctx| vm.punch_hole(ctx, pid, 3, 0x41 * PAGE, 2 * PAGE))
         .unwrap();
     assert_eq!(p.stat("nr_shmem"), 510);
@@ -909,7 +909,7 @@ fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
     assert_eq!(meminfo_kb(p.m, "ShmemHugePages"), 0);
     assert_eq!(p.stat("nr_mapped"), 0, "the split unmapped the rest");
     p.check();
-    // A hole inside one of the pieces (pages 0x100..0x180 are one order-8
+    // A hole inside one of the pieces (pages 0x100..0x200 are one order-8
     // piece): split at 0x110, then the piece holding 0x118 at 0x118.
     p.m.with_vm(0, |vm, ctx| vm.punch_hole(ctx, pid, 3, 0x110 * PAGE, 8 * PAGE))
         .unwrap();

@@ -154,7 +154,7 @@ impl Vm {
         let page_shift = self.page_shift();
         let leaf_pages = 1u64 << (level * self.pt.shape.bits_per_level);
         let first_page = (addr >> page_shift) & (leaf_pages - 1);
-        let below_top = ((self.pt.shape.task_size - addr) >> page_shift) - 1;
+        let below_top = (self.pt.shape.task_size - 1 - addr) >> page_shift;
         let m = left.min(leaf_pages - first_page - 1).min(below_top);
         let e = self.pt.get(table, index);
         if write && !e.is_special() {
@@ -174,7 +174,7 @@ impl Vm {
     fn hit_pte_run(&mut self, ctx: &mut Ctx, table: usize, index: usize, addr: u64, left: u64, write: bool) -> u64 {
         let page_size = self.page_size();
         let in_table = (self.pt.shape.entries_at(0) - index - 1) as u64;
-        let below_top = (self.pt.shape.task_size - addr) / page_size - 1;
+        let below_top = (self.pt.shape.task_size - 1 - addr) / page_size;
         let max = left.min(in_table).min(below_top) as usize;
         let offset = addr & (page_size - 1);
         let bits = access_bits(write);

@@ -121,7 +121,13 @@ impl Vm {
                 })
             };
             let head = ctx.pa.memmap.page_mut(pfn + page);
-            head.set_flags(if o > 0 { flags | PageFlags::HEAD } else { flags });
+            // Folio flags from the old head; the page's own write mark stays.
+            let own = head.flags() & PageFlags::USER_WRITTEN;
+            head.set_flags(if o > 0 {
+                flags | own | PageFlags::HEAD
+            } else {
+                flags | own
+            });
             head.set_order(o);
             head.set_private(k as u32 + 1);
             head.set_refcount(1 << o);
@@ -189,7 +195,9 @@ impl Vm {
         i.cache.remove(&index);
         i.xa_count_entry(index, order, -1);
         self.shmem_cache_stats(ctx, key, -1);
+        let memcg = self.shmem.folios[key].memcg as usize;
         self.shmem_folio_put_refs(ctx, key, 1 << order);
+        self.shmem_xa_update(inode, memcg);
     }
 
     /// `truncate_inode_partial_folio` for shmem folio `key` and the byte
