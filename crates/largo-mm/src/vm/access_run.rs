@@ -98,13 +98,13 @@ impl Vm {
         if !self.hit_at(ctx, table, index, level, addr, write) {
             return 0;
         }
+        if level == 0 && stride == self.page_size() {
+            return 1 + self.hit_pte_run(ctx, table, index, addr, count - first - 1, write);
+        }
         // The addresses this table maps share their bits above it (the
         // root maps them all); a walk from the root for any of them ends
         // in this table as long as the tree above it does not change,
         // and hits change only leaf entries.
-        if level == 0 && stride == self.page_size() {
-            return 1 + self.hit_pte_run(ctx, table, index, addr, count - first - 1, write);
-        }
         let above = level + 1;
         let table_shift = if above < self.pt.shape.levels {
             self.pt.shape.level_shift(above)

@@ -121,18 +121,31 @@ impl Vm {
                     continue;
                 }
             }
-            let r = FolioRef::Anon(key);
-            let on_lru = self.lru_state(r).list.is_some();
-            if !on_lru || self.folio_mapcount(ctx.pa, key) as u64 != nr_pages {
-                i += nr;
-                continue;
-            }
-            if !pageout {
-                self.clear_young_ptes(table, i, nr);
-            }
-            self.cold_folio(ctx, r, pageout, list);
+            let alone = self.folio_mapcount(ctx.pa, key) as u64 == nr_pages;
+            self.cold_mapped_folio(ctx, FolioRef::Anon(key), alone, (table, i, nr), pageout, list);
             i += nr;
         }
+    }
+
+    /// A folio wholly mapped by the `nr` PTEs of `table` from `first`:
+    /// made cold (young bits cleared) or isolated, if it is on an LRU list
+    /// and mapped by these PTEs `alone` (its mapcount its page count).
+    pub(crate) fn cold_mapped_folio(
+        &mut self,
+        ctx: &mut Ctx,
+        r: FolioRef,
+        alone: bool,
+        (table, first, nr): (usize, usize, usize),
+        pageout: bool,
+        list: &mut Vec<FolioRef>,
+    ) {
+        if self.lru_state(r).list.is_none() || !alone {
+            return;
+        }
+        if !pageout {
+            self.clear_young_ptes(table, first, nr);
+        }
+        self.cold_folio(ctx, r, pageout, list);
     }
 
     /// `ptep_test_and_clear_young` over `nr` PTEs of `table` from `first`:

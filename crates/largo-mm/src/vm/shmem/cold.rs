@@ -27,10 +27,7 @@ impl Vm {
     /// `folio_mapcount` of a shmem folio.
     fn shmem_mapcount(&self, ctx: &Ctx, key: usize) -> u64 {
         let f = &self.shmem.folios[key];
-        let ptes: u64 = (f.pfn..f.pfn + f.nr_pages())
-            .map(|p| ctx.pa.memmap.page(p).mapcount() as u64)
-            .sum();
-        ptes + f.entire_mapcount as u64 * f.nr_pages()
+        self.shmem_pte_mapcount(ctx, key) + f.entire_mapcount as u64 * f.nr_pages()
     }
 
     /// The shmem PMD mapping at `pmd` for `[addr, next)`: split when the
@@ -95,15 +92,8 @@ impl Vm {
                 }
                 continue;
             }
-            let r = FolioRef::Shmem(key);
-            if self.lru_state(r).list.is_none() || self.shmem_mapcount(ctx, key) != nr_pages {
-                i += nr;
-                continue;
-            }
-            if !pageout {
-                self.clear_young_ptes(table, i, nr);
-            }
-            self.cold_folio(ctx, r, pageout, list);
+            let alone = self.shmem_mapcount(ctx, key) == nr_pages;
+            self.cold_mapped_folio(ctx, FolioRef::Shmem(key), alone, (table, i, nr), pageout, list);
             i += nr;
         }
     }

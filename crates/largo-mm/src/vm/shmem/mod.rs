@@ -331,14 +331,8 @@ impl Vm {
             // (`__folio_batch_release`), so the folios die off them.
             self.lru_add_drain(ctx);
         }
-        for (index, key) in keys {
-            let order = self.shmem.folios[key].order;
-            let i = &mut self.shmem.inodes[inode];
-            i.cache.remove(&index);
-            i.xa_count_entry(index, order, -1);
-            self.shmem_cache_stats(ctx, key, -1);
-            let nr = self.shmem.folios[key].nr_pages() as u32;
-            self.shmem_folio_put_refs(ctx, key, nr);
+        for (_, key) in keys {
+            self.shmem_remove_from_cache(ctx, key);
         }
         self.shmem_free_swap_range(ctx, inode, first, end);
         self.shmem_xa_update(inode, 0);

@@ -57,11 +57,16 @@ impl Vm {
         if f.lru.batched || f.lru.reclaim {
             return false;
         }
-        let pages: u64 = (f.pfn..f.pfn + f.nr_pages())
-            .map(|p| ctx.pa.memmap.page(p).mapcount() as u64)
-            .sum();
-        let mapped = pages + f.entire_mapcount as u64;
+        let mapped = self.shmem_pte_mapcount(ctx, key) + f.entire_mapcount as u64;
         ctx.pa.memmap.page(f.pfn).refcount() as u64 == f.nr_pages() + mapped
+    }
+
+    /// The PTE mappings of a shmem folio's pages, summed.
+    pub(super) fn shmem_pte_mapcount(&self, ctx: &Ctx, key: usize) -> u64 {
+        let f = &self.shmem.folios[key];
+        (f.pfn..f.pfn + f.nr_pages())
+            .map(|p| ctx.pa.memmap.page(p).mapcount() as u64)
+            .sum()
     }
 
     /// `split_folio` (`at` `None`) or `folio_split` at page `at` of the
@@ -178,15 +183,27 @@ impl Vm {
     fn shmem_drop_beyond_eof(&mut self, ctx: &mut Ctx, inode: usize, keys: Vec<usize>) -> Vec<usize> {
         let eof = self.shmem.inodes[inode].size_bytes.div_ceil(self.page_size());
         let (gone, kept): (Vec<usize>, Vec<usize>) = keys.into_iter().partition(|&k| self.shmem.folios[k].index >= eof);
-        for k in gone {
-            self.shmem_delete_from_cache(ctx, k);
+        if !gone.is_empty() {
+            for k in gone {
+                self.shmem_remove_from_cache(ctx, k);
+            }
+            self.shmem_xa_update(inode, 0);
         }
         kept
     }
 
-    /// `truncate_inode_folio`: the folio leaves the page cache; freed when
-    /// nothing else holds it.
-    pub(crate) fn shmem_delete_from_cache(&mut self, ctx: &mut Ctx, key: usize) {
+    /// `truncate_inode_folio`: the folio leaves the page cache (the
+    /// xarray's nodes settled); freed when nothing else holds it.
+    fn shmem_delete_from_cache(&mut self, ctx: &mut Ctx, key: usize) {
+        let inode = self.shmem.folios[key].inode;
+        self.shmem_remove_from_cache(ctx, key);
+        self.shmem_xa_update(inode, 0);
+    }
+
+    /// A folio leaves the page cache, its entry counted out of the
+    /// xarray; the caller settles the nodes (`shmem_xa_update`) once for
+    /// all it removes.
+    pub(super) fn shmem_remove_from_cache(&mut self, ctx: &mut Ctx, key: usize) {
         let (inode, index, order) = {
             let f = &self.shmem.folios[key];
             (f.inode, f.index, f.order)
@@ -195,9 +212,7 @@ impl Vm {
         i.cache.remove(&index);
         i.xa_count_entry(index, order, -1);
         self.shmem_cache_stats(ctx, key, -1);
-        let memcg = self.shmem.folios[key].memcg as usize;
         self.shmem_folio_put_refs(ctx, key, 1 << order);
-        self.shmem_xa_update(inode, memcg);
     }
 
     /// `truncate_inode_partial_folio` for shmem folio `key` and the byte
