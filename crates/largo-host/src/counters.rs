@@ -244,6 +244,48 @@ fn parse_vmstat(text: &str) -> BTreeMap<String, i64> {
         .collect()
 }
 
+/// The events only khugepaged's work counts (the `thp_collapse_*` and
+/// `thp_scan_exceed_*` items, `khugepaged/pages_collapsed`): two readings
+/// that differ mean a khugepaged pass worked between them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KhugepagedEvents(BTreeMap<String, i64>);
+
+/// Counted by khugepaged's scans and collapses (MADV_COLLAPSE counts them
+/// too, but only inside a trace's step).
+const KHUGEPAGED_EVENTS: &[&str] = &[
+    "thp_collapse_alloc",
+    "thp_collapse_alloc_failed",
+    "thp_scan_exceed_none_pte",
+    "thp_scan_exceed_swap_pte",
+    "thp_scan_exceed_share_pte",
+    "khugepaged/pages_collapsed",
+];
+
+impl KhugepagedEvents {
+    /// Reads them now.
+    pub fn read() -> KhugepagedEvents {
+        let mut vmstat = read_vmstat();
+        let path = std::path::Path::new(THP_DIR).join("khugepaged/pages_collapsed");
+        if let Some(v) = fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()) {
+            vmstat.insert("khugepaged/pages_collapsed".to_string(), v);
+        }
+        Self::of(&HostCounters {
+            vmstat,
+            ..HostCounters::default()
+        })
+    }
+
+    /// Their values in a reading of every counter.
+    pub fn of(c: &HostCounters) -> KhugepagedEvents {
+        KhugepagedEvents(
+            KHUGEPAGED_EVENTS
+                .iter()
+                .filter_map(|&k| c.vmstat.get(k).map(|&v| (k.to_string(), v)))
+                .collect(),
+        )
+    }
+}
+
 fn read_vmstat() -> BTreeMap<String, i64> {
     let text = fs::read_to_string("/proc/vmstat").unwrap_or_default();
     text.lines()
@@ -280,4 +322,30 @@ fn read_stats(dir: &Path) -> BTreeMap<String, i64> {
         }
     }
     stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn khugepaged_events_are_its_collapse_and_scan_items_only() {
+        let mut c = HostCounters::default();
+        for (k, v) in [
+            ("thp_collapse_alloc", 3),
+            ("khugepaged/pages_collapsed", 2),
+            ("pgfault", 9),
+        ] {
+            c.vmstat.insert(k.to_string(), v);
+        }
+        let a = KhugepagedEvents::of(&c);
+        c.vmstat.insert("pgfault".into(), 1000);
+        assert_eq!(
+            KhugepagedEvents::of(&c),
+            a,
+            "another process's faults are not khugepaged's work"
+        );
+        c.vmstat.insert("thp_collapse_alloc".into(), 4);
+        assert_ne!(KhugepagedEvents::of(&c), a, "a collapse is");
+    }
 }

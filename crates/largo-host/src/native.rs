@@ -17,7 +17,7 @@ use largo_trace::{
     MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_PAGEOUT,
 };
 
-use crate::counters::{HostCounters, RawCapture};
+use crate::counters::{HostCounters, KhugepagedEvents, RawCapture};
 use std::path::Path;
 
 use crate::layout::{host_layout, FolioLayout, LayoutError};
@@ -492,6 +492,11 @@ pub struct NativeRoot {
     pub counters: Option<HostCounters>,
     /// The host's counters read by this process just before the fork.
     pub before: Option<HostCounters>,
+    /// khugepaged's events read by this process after the layout, while
+    /// the child was still stopped (when a snapshot was asked for): a
+    /// pass that its timer started and that collapsed the child's memory
+    /// between the snapshot and the layout read shows here.
+    pub khugepaged_after_layout: Option<KhugepagedEvents>,
 }
 
 /// Runs each root process in its own forked child, one after another;
@@ -543,9 +548,11 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         } else {
             native::End::Exit
         };
+        let mut khugepaged_after_layout = None;
         let (exit, layout) = match native::run_forked_with(&mut placement.window, steps, place, end, handshake)? {
             Forked::Stopped(child) => {
                 let layout = host_layout(child.pid(), lo, hi);
+                khugepaged_after_layout = Some(KhugepagedEvents::read());
                 let exit = match (placement.memcg.as_deref(), stopped_memcg.as_mut()) {
                     // Stopped before leaving its cgroup: read it, then let
                     // the child capture the rest and stop at its end.
@@ -593,6 +600,7 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
             layout,
             counters,
             before,
+            khugepaged_after_layout,
         });
     }
     Ok(out)
