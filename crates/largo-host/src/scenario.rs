@@ -132,6 +132,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "memfd-cold-partial",
         include_str!("../scenarios/memfd-cold-partial.trace"),
     ),
+    ("memfd-split-kmem", include_str!("../scenarios/memfd-split-kmem.trace")),
     (
         "memfd-fault-around-whole",
         include_str!("../scenarios/memfd-fault-around-whole.trace"),

@@ -141,7 +141,13 @@ impl Vm {
             i.xa_count_entry(index + page, o, 1);
             keys.push(k);
         }
-        self.shmem_xa_update(inode, memcg as usize);
+        // The split's new xarray nodes are charged to no memcg: 6.18's
+        // `__folio_split` asks for them with the mapping's gfp masked by
+        // GFP_RECLAIM_MASK (no __GFP_ACCOUNT), and neither
+        // `xas_split_alloc` nor `xas_try_split` adds it for an accounted
+        // xarray (measured: a 2M memfd folio split by MADV_COLD leaves the
+        // memcg's kmem as it was).
+        self.shmem_xa_update(inode, 0);
         if on_list {
             // The origin back in its place, each new piece just younger
             // than it, in page order.
