@@ -184,10 +184,17 @@ impl Vm {
         let inode = self.fd_inode(pid, fd)?;
         let old = self.shmem.inodes[inode].size_bytes;
         self.shmem.inodes[inode].size_bytes = len;
-        if len < old {
+        // `shmem_setattr` truncates on `newsize <= oldsize`, the same size
+        // too (a folio across EOF would be split, the EOF page's tail
+        // zeroed), and only an inode that has pages (`info->alloced`).
+        if len <= old {
             let first = len.div_ceil(self.page_size());
-            self.unmap_mapping_range(ctx, inode, first, u64::MAX);
-            self.shmem_undo_range(ctx, inode, len, u64::MAX);
+            if old > first << self.page_shift() {
+                self.unmap_mapping_range(ctx, inode, first, u64::MAX);
+            }
+            if !self.shmem.inodes[inode].cache.is_empty() || !self.shmem.inodes[inode].swapped.is_empty() {
+                self.shmem_undo_range(ctx, inode, len, u64::MAX);
+            }
         }
         Ok(())
     }
