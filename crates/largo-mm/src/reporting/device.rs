@@ -34,10 +34,7 @@ impl Machine {
             self.vm.khugepaged.wake_now = false;
         }
         loop {
-            let report = self.page_alloc.reporting().due_ns.filter(|&d| d <= target);
-            let kcompactd = Some(self.page_alloc.compaction.kcompactd_due()).filter(|&d| d <= target);
-            let khugepaged = self.vm.khugepaged.due_ns.filter(|&d| d <= target);
-            let flush = Some(self.vm.stats_flush_due_ns).filter(|&d| d <= target);
+            let [khugepaged, report, kcompactd, flush] = self.delayed_work_by(target);
             let Some(due) = [khugepaged, report, kcompactd, flush].into_iter().flatten().min() else {
                 break;
             };
@@ -61,6 +58,26 @@ impl Machine {
         }
         let r = self.page_alloc.reporting_mut();
         r.now_ns = r.now_ns.max(target);
+    }
+
+    /// Whether letting `ns` pass ([`Machine::advance_time`]) would run
+    /// delayed work: without it, the clock only moves and no counter
+    /// changes.
+    pub fn delayed_work_due(&self, ns: u64) -> bool {
+        let target = self.now_ns().saturating_add(ns);
+        self.vm.khugepaged.wake_now || self.delayed_work_by(target).iter().any(Option::is_some)
+    }
+
+    /// When each delayed work falls due, if by `target`: khugepaged's scan,
+    /// the reporting pass, kcompactd's timer, the memcg statistics flush.
+    fn delayed_work_by(&self, target: u64) -> [Option<u64>; 4] {
+        let by = |d: u64| (d <= target).then_some(d);
+        [
+            self.vm.khugepaged.due_ns.and_then(by),
+            self.page_alloc.reporting().due_ns.and_then(by),
+            by(self.page_alloc.compaction.kcompactd_due()),
+            by(self.vm.stats_flush_due_ns),
+        ]
     }
 
     pub fn reporting(&self) -> &PageReporting {
