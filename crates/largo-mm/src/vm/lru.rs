@@ -379,13 +379,21 @@ impl Vm {
     /// `folio_add_lru`: into `cpu`'s `lru_add` batch; the batch moves to
     /// the LRU when it is full or the folio is large
     /// (`folio_may_be_lru_cached`).
+    /// Only that batch moves (`folio_batch_move_lru` of `lru_add`), not
+    /// the cpu's other batches.
     pub(crate) fn folio_add_lru(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
         let cpu = cpu % self.lru_batches.len();
+        let large = self.folio_pfn_order(r).1 > 0;
+        if large && self.lru_batches[cpu].is_empty() {
+            // The batch would hold this folio alone and move at once.
+            self.locks.lru += 1;
+            self.locks.lru_folios += 1;
+            return self.lruvec_add(pa, r, false);
+        }
         self.lru_state_mut(r).batched = true;
         self.lru_batches[cpu].push(r);
-        let large = self.folio_pfn_order(r).1 > 0;
         if large || self.lru_batches[cpu].len() >= PAGEVEC_SIZE {
-            self.lru_add_drain_cpu(pa, cpu);
+            self.lru_add_batch_move(pa, cpu);
         }
     }
 
@@ -393,6 +401,14 @@ impl Vm {
     /// it was filled, then the `lru_deactivate` batch is applied.
     pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let cpu = cpu % self.lru_batches.len();
+        self.lru_add_batch_move(pa, cpu);
+        self.lru_deactivate_batch_move(pa, cpu);
+    }
+
+    /// `folio_batch_move_lru` of the cpu's `lru_add` batch: its folios join
+    /// the head of their lists in the order the batch was filled; those
+    /// the batch held last are queued to be freed.
+    fn lru_add_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let mut batch = std::mem::take(&mut self.lru_batches[cpu]);
         if !batch.is_empty() {
             self.locks.lru += 1;
@@ -413,6 +429,10 @@ impl Vm {
         if self.lru_batches[cpu].is_empty() {
             self.lru_batches[cpu] = batch;
         }
+    }
+
+    /// `folio_batch_move_lru` of the cpu's `lru_deactivate` batch.
+    fn lru_deactivate_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let mut batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
         if !batch.is_empty() {
             self.locks.lru += 1;
