@@ -112,6 +112,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/madv-dontneed-whole.trace"),
     ),
     (
+        "madv-free-batch-unmap",
+        include_str!("../scenarios/madv-free-batch-unmap.trace"),
+    ),
+    (
         "madv-free-read-write-reclaim",
         include_str!("../scenarios/madv-free-read-write-reclaim.trace"),
     ),

@@ -4,10 +4,11 @@
 //! (here: lazyfree anon) folios, youngest at the head. New folios wait in
 //! the cpu's `lru_add` batch until 31 are queued, a large folio comes, or
 //! something drains it (`lru_add_drain`); then they join the head of the
-//! list their flags choose.
+//! list their flags choose. MADV_COLD and MADV_FREE queue folios already on
+//! a list in the `lru_deactivate` and `lru_lazyfree` batches the same way.
 //!
-//! The batch holds a reference on its folios, as the kernel's does: a
-//! folio unmapped and put while it waits there is *released*
+//! A batch holds a reference on its folios, as the kernel's does: a
+//! folio unmapped and put while it waits in `lru_add` or `lru_lazyfree` is *released*
 //! ([`LruState::released`]): still allocated and charged, its other
 //! state gone, until the batch drains and frees it. (munmap and exit do
 //! not drain in 6.18, so a memcg still counts up to 30 such pages after
@@ -109,6 +110,9 @@ pub struct LruState {
     /// Batched, and the batch's reference is the only one left: freed
     /// when the batch drains.
     pub released: bool,
+    /// Waiting in a cpu's `lru_lazyfree` batch (still on its anon list,
+    /// still swap-backed; the batch holds a reference).
+    pub lazyfree_batched: bool,
 }
 
 impl LruState {
@@ -403,6 +407,7 @@ impl Vm {
         let cpu = cpu % self.lru_batches.len();
         self.lru_add_batch_move(pa, cpu);
         self.lru_deactivate_batch_move(pa, cpu);
+        self.lru_lazyfree_batch_move(pa, cpu);
     }
 
     /// `folio_batch_move_lru` of the cpu's `lru_add` batch: its folios join
@@ -454,21 +459,79 @@ impl Vm {
         if s.list.is_none() || !s.active {
             return;
         }
-        if self.folio_pfn_order(r).1 > 0 {
-            self.locks.lru += 1;
-            self.locks.lru_folios += 1;
-            return self.lru_deactivate(pa, r);
-        }
         let cpu = cpu % self.lru_deactivate_batches.len();
         self.lru_deactivate_batches[cpu].push(r);
-        if self.lru_deactivate_batches[cpu].len() >= PAGEVEC_SIZE {
-            let batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
+        let large = self.folio_pfn_order(r).1 > 0;
+        if large || self.lru_deactivate_batches[cpu].len() >= PAGEVEC_SIZE {
+            self.lru_deactivate_batch_move(pa, cpu);
+        }
+    }
+
+    /// `folio_mark_lazyfree` (mm/swap.c): a swap-backed anonymous folio on
+    /// the LRU is queued in the cpu's `lru_lazyfree` batch, which takes a
+    /// reference; the whole batch moves when it is full or the folio is
+    /// large. Until then the folio stays swap-backed on its anon list.
+    pub(crate) fn folio_mark_lazyfree_batch(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
+        if self.lru_state(r).list.is_none() {
+            return;
+        }
+        let cpu = cpu % self.lru_lazyfree_batches.len();
+        self.lru_lazyfree_batches[cpu].push(r);
+        self.lru_state_mut(r).lazyfree_batched = true;
+        let large = self.folio_pfn_order(r).1 > 0;
+        if large || self.lru_lazyfree_batches[cpu].len() >= PAGEVEC_SIZE {
+            self.lru_lazyfree_batch_move(pa, cpu);
+        }
+    }
+
+    /// `folio_batch_move_lru` of the cpu's `lru_lazyfree` batch: each
+    /// folio moves (`lru_lazyfree`), then the batch's references go; a
+    /// folio whose only reference it was is queued to be freed.
+    fn lru_lazyfree_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
+        let mut batch = std::mem::take(&mut self.lru_lazyfree_batches[cpu]);
+        if !batch.is_empty() {
             self.locks.lru += 1;
             self.locks.lru_folios += batch.len() as u64;
-            for r in batch {
-                self.lru_deactivate(pa, r);
+        }
+        for &r in &batch {
+            // A folio queued twice moves once (its flag is the first
+            // entry's); one that went away left the batch (`lru_forget`).
+            if !self.lru_is_present(r) || !self.lru_state(r).lazyfree_batched {
+                continue;
+            }
+            self.lru_state_mut(r).lazyfree_batched = false;
+            self.lru_lazyfree(pa, r);
+            if self.lru_state(r).released {
+                self.lru_drained_dead.push(r);
             }
         }
+        batch.clear();
+        if self.lru_lazyfree_batches[cpu].is_empty() {
+            self.lru_lazyfree_batches[cpu] = batch;
+        }
+    }
+
+    /// `lru_lazyfree`: a swap-backed anonymous folio still on its list
+    /// and not in the swap cache loses PG_swapbacked, PG_active and
+    /// PG_referenced and goes to the head of the inactive file list, where
+    /// reclaim may discard it while it stays clean (`pglazyfree`).
+    fn lru_lazyfree(&mut self, pa: &mut PageAlloc, r: FolioRef) {
+        let FolioRef::Anon(key) = r else {
+            return;
+        };
+        let (pfn, nr) = (self.folios[key].pfn, self.folios[key].nr_pages());
+        let swapbacked = pa.memmap.page(pfn).flags().contains(PageFlags::SWAPBACKED);
+        if self.lru_state(r).list.is_none() || !swapbacked || self.folios[key].swap.is_some() {
+            return;
+        }
+        self.lruvec_del(pa, r);
+        pa.memmap.page_mut(pfn).remove_flags(PageFlags::SWAPBACKED);
+        let f = &mut self.folios[key];
+        f.lazyfree = true;
+        f.lru.active = false;
+        f.lru.referenced = false;
+        self.lruvec_add(pa, r, false);
+        pa.events.count(crate::stats::VmEvent::Pglazyfree, nr);
     }
 
     /// `lru_deactivate`: an active folio still on its list goes to the
@@ -555,6 +618,12 @@ impl Vm {
         }
         for b in &mut self.lru_deactivate_batches {
             b.retain(|&x| x != r);
+        }
+        if self.lru_state(r).lazyfree_batched {
+            for b in &mut self.lru_lazyfree_batches {
+                b.retain(|&x| x != r);
+            }
+            self.lru_state_mut(r).lazyfree_batched = false;
         }
     }
 

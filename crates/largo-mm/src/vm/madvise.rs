@@ -5,7 +5,6 @@ use super::pgtable::Pte;
 use super::types::{Advice, Pid, VmError, VmFlags, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
-use crate::stats::VmEvent;
 
 /// The VMA flags MADV_HUGEPAGE or MADV_NOHUGEPAGE sets and clears.
 fn hugepage_flags(advice: Advice) -> (VmFlags, VmFlags) {
@@ -183,12 +182,12 @@ impl Vm {
         }
     }
 
-    /// `folio_mark_lazyfree` (`lru_lazyfree`, done at once rather than
-    /// through the cpu's batch): PG_swapbacked cleared, the folio moves to
-    /// the head of the inactive file list, where reclaim may discard it if
-    /// it stays clean.
+    /// The end of `madvise_free_pte_range` for one folio: its swap slot
+    /// and dirty flag go, then `folio_mark_lazyfree` queues it in the
+    /// cpu's `lru_lazyfree` batch ([`Vm::folio_mark_lazyfree_batch`]), whose
+    /// move clears PG_swapbacked and puts it on the inactive file list.
     fn folio_mark_lazyfree(&mut self, ctx: &mut Ctx, key: usize) {
-        let (pfn, nr) = (self.folios[key].pfn, self.folios[key].nr_pages());
+        let pfn = self.folios[key].pfn;
         if self.folios[key].swap.is_some() && !self.folio_free_swap(ctx, key) {
             return;
         }
@@ -196,19 +195,6 @@ impl Vm {
         if !ctx.pa.memmap.page(pfn).flags().contains(PageFlags::SWAPBACKED) {
             return;
         }
-        let r = FolioRef::Anon(key);
-        let on = self.lru_state(r).list.is_some();
-        if on {
-            self.lruvec_del(ctx.pa, r);
-        }
-        ctx.pa.memmap.page_mut(pfn).remove_flags(PageFlags::SWAPBACKED);
-        let f = &mut self.folios[key];
-        f.lazyfree = true;
-        f.lru.active = false;
-        f.lru.referenced = false;
-        if on {
-            self.lruvec_add(ctx.pa, r, false);
-        }
-        ctx.pa.events.count(VmEvent::Pglazyfree, nr);
+        self.folio_mark_lazyfree_batch(ctx.pa, ctx.cpu, FolioRef::Anon(key));
     }
 }

@@ -221,6 +221,9 @@ pub struct Vm {
     pub(crate) lru_batches: Vec<Vec<lru::FolioRef>>,
     /// Each cpu's `lru_deactivate` batch (MADV_COLD).
     pub(crate) lru_deactivate_batches: Vec<Vec<lru::FolioRef>>,
+    /// Each cpu's `lru_lazyfree` batch (MADV_FREE'd folios waiting to
+    /// move to the file list; the batch holds a reference on each).
+    pub(crate) lru_lazyfree_batches: Vec<Vec<lru::FolioRef>>,
     /// Folios whose last reference was their `lru_add` batch's, freed by
     /// a drain (`folios_put` after `folio_batch_move_lru`) and waiting
     /// for a context to be uncharged and given back ([`Vm::free_drained`]).
@@ -292,6 +295,7 @@ impl Vm {
             lruvecs: vec![lru::Lruvec::default(); nr_nodes],
             lru_batches: vec![Vec::new(); nr_cpus.max(1)],
             lru_deactivate_batches: vec![Vec::new(); nr_cpus.max(1)],
+            lru_lazyfree_batches: vec![Vec::new(); nr_cpus.max(1)],
             lru_drained_dead: Vec::new(),
             swap,
             memcg: crate::memcg::Memcgs::new(nr_cpus),

@@ -396,7 +396,8 @@ impl Vm {
             self.put_anon_vma_folio(anon_vma);
             self.folios[key].anon_vma = super::folio::NO_ANON_VMA;
         }
-        if self.lru_state(FolioRef::Anon(key)).batched {
+        let s = self.lru_state(FolioRef::Anon(key));
+        if s.batched || s.lazyfree_batched {
             return self.release_to_batch(ctx.pa, FolioRef::Anon(key));
         }
         self.lru_forget(ctx.pa, FolioRef::Anon(key));
