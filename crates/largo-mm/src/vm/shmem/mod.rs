@@ -207,9 +207,7 @@ impl Vm {
         if len == 0 {
             return Err(VmError::Invalid("fallocate of zero bytes"));
         }
-        let first = offset.div_ceil(self.page_size());
-        let end = offset.saturating_add(len) >> self.page_shift();
-        if first < end {
+        if let Some((first, end)) = punch_unmap_pages(offset, len, self.page_size()) {
             self.unmap_mapping_range(ctx, inode, first, end);
         }
         self.shmem_undo_range(ctx, inode, offset, offset.saturating_add(len - 1));
@@ -458,5 +456,52 @@ impl Vm {
     /// Whether a VMA maps shmem pages.
     pub(crate) fn is_shmem_vma(&self, vma: usize) -> bool {
         self.vmas[vma].backing == VmaBacking::Shmem
+    }
+}
+
+/// The pages `[first, end)` a hole punch of `len` bytes at `offset` unmaps
+/// (`shmem_fallocate`): from the first whole page to the last, as the
+/// kernel's unsigned arithmetic has it. A punch that ends inside the
+/// file's first page makes the range's end -1: `unmap_mapping_range` then
+/// takes a length of 0 (at offset 0) or of nearly 2^64 bytes, and
+/// `unmap_mapping_pages` unmaps from the start page to the end of the file.
+fn punch_unmap_pages(offset: u64, len: u64, page_size: u64) -> Option<(u64, u64)> {
+    let shift = page_size.trailing_zeros();
+    let unmap_start = offset.next_multiple_of(page_size);
+    let unmap_end = (offset.saturating_add(len) & !(page_size - 1)).wrapping_sub(1);
+    if unmap_end <= unmap_start {
+        return None;
+    }
+    let hole_bytes = unmap_end.wrapping_sub(unmap_start).wrapping_add(1);
+    let first = unmap_start >> shift;
+    let end = match hole_bytes {
+        0 => u64::MAX,
+        n => first.saturating_add(n.div_ceil(page_size)),
+    };
+    Some((first, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::punch_unmap_pages;
+
+    #[test]
+    fn a_punch_unmaps_its_whole_pages_and_one_ending_in_page_0_to_the_end() {
+        let p = 4096;
+        assert_eq!(punch_unmap_pages(p, 2 * p, p), Some((1, 3)));
+        assert_eq!(
+            punch_unmap_pages(100, 3 * p, p),
+            Some((1, 3)),
+            "partial edges stay mapped"
+        );
+        assert_eq!(punch_unmap_pages(p + 100, 100, p), None, "inside page 1: nothing");
+        assert_eq!(
+            punch_unmap_pages(0, 100, p),
+            Some((0, u64::MAX)),
+            "length 0 at offset 0: all"
+        );
+        let (first, end) = punch_unmap_pages(100, 100, p).unwrap();
+        assert_eq!(first, 1, "inside page 0 past its start: from page 1...");
+        assert!(end >= 1 << 52, "...to the end of any file");
     }
 }
