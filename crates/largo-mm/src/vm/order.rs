@@ -110,7 +110,15 @@ impl Vm {
 
     /// `vma_thp_gfp_mask`: the gfp of THP and mTHP fault allocations.
     pub(crate) fn thp_gfp_mask(&self, vma: VmaId) -> Gfp {
-        let madvised = self.vmas[vma].flags.contains(VmFlags::HUGEPAGE);
+        self.thp_gfp_mask_madvised(self.vmas[vma].flags.contains(VmFlags::HUGEPAGE))
+    }
+
+    /// `vma_thp_gfp_mask(NULL)`: as for a VMA without MADV_HUGEPAGE.
+    pub(crate) fn thp_gfp_mask_unmadvised(&self) -> Gfp {
+        self.thp_gfp_mask_madvised(false)
+    }
+
+    fn thp_gfp_mask_madvised(&self, madvised: bool) -> Gfp {
         match self.thp.defrag {
             ThpDefrag::Always => GFP_TRANSHUGE | if madvised { Gfp::empty() } else { Gfp::NORETRY },
             ThpDefrag::Defer => GFP_TRANSHUGE_LIGHT | Gfp::KSWAPD_RECLAIM,

@@ -92,7 +92,13 @@ impl Vm {
                 break key;
             }
             let got = match self.shmem_swapped_at(inode, index) {
-                Some(swapped) => self.shmem_swapin(ctx, vmf, inode, index, swapped).into(),
+                Some(swapped) => {
+                    let by = super::swap::SwapinBy {
+                        mm: Some(vmf.mm),
+                        vma: Some(vmf.vma),
+                    };
+                    self.shmem_swapin(ctx, by, inode, index, swapped).into()
+                }
                 None => self.shmem_alloc_folio(ctx, vmf, inode, index),
             };
             match got {

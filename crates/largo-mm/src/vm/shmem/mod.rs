@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 
 use slab::Slab;
 
-use super::types::{MapFlags, Pid, Prot, VmError, VmaBacking};
+use super::types::{MapFlags, MmId, Pid, Prot, VmError, VmaBacking};
 use super::{Ctx, Vm};
 use crate::memmap::{Folio, PageFlags};
 
@@ -182,6 +182,7 @@ impl Vm {
     /// the folios wholly beyond the new end.
     pub fn ftruncate(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32, len: u64) -> Result<(), VmError> {
         let inode = self.fd_inode(pid, fd)?;
+        let mm = self.task_mm(pid)?;
         let old = self.shmem.inodes[inode].size_bytes;
         self.shmem.inodes[inode].size_bytes = len;
         // `shmem_setattr` truncates on `newsize <= oldsize`, the same size
@@ -193,7 +194,7 @@ impl Vm {
                 self.unmap_mapping_range(ctx, inode, first, u64::MAX);
             }
             if !self.shmem.inodes[inode].cache.is_empty() || !self.shmem.inodes[inode].swapped.is_empty() {
-                self.shmem_undo_range(ctx, inode, len, u64::MAX);
+                self.shmem_undo_range(ctx, Some(mm), inode, len, u64::MAX);
             }
         }
         Ok(())
@@ -204,13 +205,14 @@ impl Vm {
     /// the range is truncated ([`Vm::shmem_undo_range`]).
     pub fn punch_hole(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32, offset: u64, len: u64) -> Result<(), VmError> {
         let inode = self.fd_inode(pid, fd)?;
+        let mm = self.task_mm(pid)?;
         if len == 0 {
             return Err(VmError::Invalid("fallocate of zero bytes"));
         }
         if let Some((first, end)) = punch_unmap_pages(offset, len, self.page_size()) {
             self.unmap_mapping_range(ctx, inode, first, end);
         }
-        self.shmem_undo_range(ctx, inode, offset, offset.saturating_add(len - 1));
+        self.shmem_undo_range(ctx, Some(mm), inode, offset, offset.saturating_add(len - 1));
         Ok(())
     }
 
@@ -284,7 +286,7 @@ impl Vm {
     /// inside goes. A folio whose split failed stays, and the range
     /// shrinks past it. A partial page swapped out stays swapped (the
     /// kernel reads it back to zero its part: not modelled).
-    pub(crate) fn shmem_undo_range(&mut self, ctx: &mut Ctx, inode: usize, lstart: u64, lend: u64) {
+    pub(crate) fn shmem_undo_range(&mut self, ctx: &mut Ctx, mm: Option<MmId>, inode: usize, lstart: u64, lend: u64) {
         let shift = self.page_shift();
         let mut start = lstart.div_ceil(1 << shift);
         let mut end = if lend == u64::MAX {
@@ -296,7 +298,7 @@ impl Vm {
             self.shmem_truncate_range(ctx, inode, start, end);
         }
         let mut same_folio = (lstart >> shift) == (lend >> shift);
-        if let Some(key) = self.shmem_lookup(inode, lstart >> shift) {
+        if let Some(key) = self.shmem_get_partial_folio(ctx, mm, inode, lstart >> shift) {
             let (index, nr) = (self.shmem.folios[key].index, self.shmem.folios[key].nr_pages());
             same_folio = lend < (index + nr) << shift;
             self.shmem_mark_dirty(ctx.pa, key);
@@ -308,7 +310,7 @@ impl Vm {
             }
         }
         if !same_folio && lend != u64::MAX {
-            if let Some(key) = self.shmem_lookup(inode, lend >> shift) {
+            if let Some(key) = self.shmem_get_partial_folio(ctx, mm, inode, lend >> shift) {
                 let index = self.shmem.folios[key].index;
                 self.shmem_mark_dirty(ctx.pa, key);
                 if !self.shmem_truncate_partial_folio(ctx, key, lstart, lend) {
@@ -319,6 +321,26 @@ impl Vm {
         if start < end {
             self.shmem_truncate_range(ctx, inode, start, end);
         }
+    }
+
+    /// `shmem_get_partial_folio`: the folio holding page `index` of
+    /// `inode` for a partial truncation, read back first if it is swapped
+    /// out and the page lies within i_size (`shmem_get_folio(SGP_READ)`:
+    /// charged to the swap entry's memcg, no fault counted); the read's
+    /// reference is put at once (the kernel's after the truncation).
+    /// `None`: a hole, beyond EOF, or no memory.
+    fn shmem_get_partial_folio(&mut self, ctx: &mut Ctx, mm: Option<MmId>, inode: usize, index: u64) -> Option<usize> {
+        if let Some(key) = self.shmem_lookup(inode, index) {
+            return Some(key);
+        }
+        if index << self.page_shift() >= self.shmem.inodes[inode].size_bytes {
+            return None;
+        }
+        let swapped = self.shmem_swapped_at(inode, index)?;
+        let by = swap::SwapinBy { mm, vma: None };
+        let key = self.shmem_swapin(ctx, by, inode, index, swapped)?;
+        self.shmem_folio_put_refs(ctx, key, 1);
+        Some(key)
     }
 
     /// The first pass of `shmem_undo_range`: the folios lying wholly in

@@ -180,13 +180,14 @@ impl Vm {
         (index < first + (1 << order)).then_some((first, entry, order))
     }
 
-    /// `shmem_swapin_folio` for a fault at page `index` held by swap entry
-    /// `(first, entry, order)`: the folio back in the page cache, dirty,
-    /// with the fault's reference; its key. `None`: no memory (OOM).
+    /// `shmem_swapin_folio` for page `index` held by swap entry
+    /// `(first, entry, order)`, read by a fault or a truncation (`by`):
+    /// the folio back in the page cache, dirty, with the fault's
+    /// reference; its key. `None`: no memory (OOM).
     pub(crate) fn shmem_swapin(
         &mut self,
         ctx: &mut Ctx,
-        vmf: &super::super::fault::VmFault,
+        by: SwapinBy,
         inode: usize,
         index: u64,
         swapped: (u64, SwapEntry, u32),
@@ -199,7 +200,7 @@ impl Vm {
         // to the page cache whole, over every entry its slots are under.
         if let Some(akey) = self.swap_cache_folio(sub) {
             if order > self.folios[akey].order {
-                let memcg = self.mm_memcg(vmf.mm);
+                let memcg = by.memcg(self);
                 self.shmem_split_swap_entry(inode, first, entry, order);
                 self.shmem_xa_update(inode, memcg);
             }
@@ -218,7 +219,7 @@ impl Vm {
         let nr_entry = 1u64 << order;
         let any_cached = (0..nr_entry).any(|i| self.swap_cache_folio(entry.plus(i)).is_some());
         if order > 0 && (any_cached || !self.swap.synchronous(entry)) {
-            let memcg = self.mm_memcg(vmf.mm);
+            let memcg = by.memcg(self);
             self.shmem_split_swap_entry(inode, first, entry, order);
             self.shmem_xa_update(inode, memcg);
             (first, entry, order) = (index, sub, 0);
@@ -226,14 +227,14 @@ impl Vm {
         let (folio, memcg) = loop {
             if order == 0 || self.swap.zswap.never_enabled() {
                 let gfp = if order > 0 {
-                    self.thp_gfp_mask(vmf.vma)
+                    by.vma.map_or(self.thp_gfp_mask_unmadvised(), |v| self.thp_gfp_mask(v))
                 } else {
                     GFP_HIGHUSER_MOVABLE
                 };
                 if let Some(folio) = self.alloc_folio(ctx, gfp, order) {
                     // mem_cgroup_swapin_charge_folio with the allocation's
                     // gfp: a large folio's cannot reclaim.
-                    let memcg = self.swapin_memcg(entry, Some(vmf.mm));
+                    let memcg = self.swapin_memcg(entry, by.mm);
                     let charged = if order > 0 {
                         self.shmem_charge_large(ctx, folio, memcg, gfp)
                     } else {
@@ -250,7 +251,7 @@ impl Vm {
             }
             // shmem_split_large_entry: order-0 entries, the fault's read.
             self.shmem_split_swap_entry(inode, first, entry, order);
-            let memcg = self.mm_memcg(vmf.mm) as u16;
+            let memcg = by.memcg(self) as u16;
             self.shmem_xa_update(inode, memcg as usize);
             (first, entry, order) = (index, sub, 0);
         };
@@ -265,7 +266,10 @@ impl Vm {
         let shadow = self.swap_cache_shadow(entry);
         let (active, workingset) = self.workingset_refault(ctx, folio, memcg, shadow);
         self.swap_read_folio(ctx, folio, entry);
-        ctx.pa.events.count(VmEvent::Pgmajfault, 1);
+        if by.vma.is_some() {
+            // Only a fault counts (`fault_type`).
+            ctx.pa.events.count(VmEvent::Pgmajfault, 1);
+        }
         let i = &mut self.shmem.inodes[inode];
         i.swapped.remove(&first);
         i.xa_count_entry(first, order, -1);
@@ -378,5 +382,21 @@ impl Vm {
             i.xa_count_entry(index, order, -1);
             self.free_swap_and_cache_nr(ctx, entry, 1 << order);
         }
+    }
+}
+
+/// Who reads a swapped shmem folio back: a fault (its mm and VMA) or a
+/// truncation's partial folio (`shmem_get_partial_folio`: the truncating
+/// task's mm, no VMA, no major fault counted).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SwapinBy {
+    pub mm: Option<super::super::types::MmId>,
+    pub vma: Option<super::super::types::VmaId>,
+}
+
+impl SwapinBy {
+    /// The memcg new xarray nodes are charged to: the reading task's.
+    fn memcg(self, vm: &Vm) -> usize {
+        self.mm.map_or(0, |m| vm.mm_memcg(m))
     }
 }
