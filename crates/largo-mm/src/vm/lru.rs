@@ -600,7 +600,11 @@ impl Vm {
 
     /// A folio that is going away leaves the LRU or its batch.
     pub(crate) fn lru_forget(&mut self, pa: &mut PageAlloc, r: FolioRef) {
-        if self.lru_state(r).list.is_some() {
+        let (on_list, batched, lazyfree_batched) = {
+            let s = self.lru_state(r);
+            (s.list.is_some(), s.batched, s.lazyfree_batched)
+        };
+        if on_list {
             self.locks.lru_folios += 1;
             self.locks.lru_free_pending += 1;
             if self.locks.lru_free_pending == 1 {
@@ -610,16 +614,16 @@ impl Vm {
                 self.locks.lru_free_pending = 0;
             }
             self.lruvec_del(pa, r);
-        } else if self.lru_state(r).batched {
+        } else if batched {
             for b in &mut self.lru_batches {
                 b.retain(|&x| x != r);
             }
             self.lru_state_mut(r).batched = false;
         }
-        for b in &mut self.lru_deactivate_batches {
+        for b in self.lru_deactivate_batches.iter_mut().filter(|b| !b.is_empty()) {
             b.retain(|&x| x != r);
         }
-        if self.lru_state(r).lazyfree_batched {
+        if lazyfree_batched {
             for b in &mut self.lru_lazyfree_batches {
                 b.retain(|&x| x != r);
             }
