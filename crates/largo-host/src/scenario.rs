@@ -136,12 +136,15 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "memfd-cold-partial",
         include_str!("../scenarios/memfd-cold-partial.trace"),
     ),
-    ("memfd-split-kmem", include_str!("../scenarios/memfd-split-kmem.trace")),
     (
         "memfd-fault-around-whole",
         include_str!("../scenarios/memfd-fault-around-whole.trace"),
     ),
     ("memfd-fork", include_str!("../scenarios/memfd-fork.trace")),
+    (
+        "memfd-ftruncate-same-size",
+        include_str!("../scenarios/memfd-ftruncate-same-size.trace"),
+    ),
     ("memfd-pmd-split", include_str!("../scenarios/memfd-pmd-split.trace")),
     ("memfd-punch-hole", include_str!("../scenarios/memfd-punch-hole.trace")),
     (
@@ -149,9 +152,18 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/memfd-punch-partial.trace"),
     ),
     (
+        "memfd-punch-subpage-at-zero",
+        include_str!("../scenarios/memfd-punch-subpage-at-zero.trace"),
+    ),
+    (
+        "memfd-punch-swapped",
+        include_str!("../scenarios/memfd-punch-swapped.trace"),
+    ),
+    (
         "memfd-shared-anon-64k",
         include_str!("../scenarios/memfd-shared-anon-64k.trace"),
     ),
+    ("memfd-split-kmem", include_str!("../scenarios/memfd-split-kmem.trace")),
     ("memfd-truncate", include_str!("../scenarios/memfd-truncate.trace")),
     (
         "memfd-unaligned-offset",
