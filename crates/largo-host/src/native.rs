@@ -492,10 +492,11 @@ pub struct NativeRoot {
     pub counters: Option<HostCounters>,
     /// The host's counters read by this process just before the fork.
     pub before: Option<HostCounters>,
-    /// khugepaged's events read by this process after the layout, while
-    /// the child was still stopped (when a snapshot was asked for): a
-    /// pass that its timer started and that collapsed the child's memory
-    /// between the snapshot and the layout read shows here.
+    /// khugepaged's events read by this process right after the layout,
+    /// while the child was stopped (when a snapshot was asked for): a pass
+    /// that worked between the child's counter snapshot and the layout
+    /// read (in either order: in a memcg the child snapshots after the
+    /// layout is read) shows as a difference from the snapshot's.
     pub khugepaged_after_layout: Option<KhugepagedEvents>,
 }
 

@@ -126,7 +126,8 @@ pub const VALIDATION_PAGES_TO_SCAN: u64 = 1 << 22;
 const PAGES_TO_SCAN: &str = "transparent_hugepage/khugepaged/pages_to_scan";
 
 /// `scan_sleep_millisecs` in validation runs (an hour), unless a
-/// configuration sets it: khugepaged then scans only when a case wakes it.
+/// configuration sets it to something other than the default ten seconds:
+/// khugepaged then scans only when a case wakes it.
 /// At the default ten seconds its timer ends at a moment no trace controls
 /// (the host's phase is left from earlier work), and a pass landing while
 /// a run's child is stopped collapses memory between the counters and the

@@ -129,6 +129,26 @@ impl Vm {
                 ensure!(s.batched && s.list.is_none(), "{r:?} in an lru_add batch: {s:?}");
             }
         }
+        // lru_lazyfree: every entry a live folio flagged as queued (a
+        // repeat of an earlier entry included), every flagged folio queued.
+        let queued: std::collections::HashSet<FolioRef> = self.lru_lazyfree_batches.iter().flatten().copied().collect();
+        for &r in &queued {
+            let present = match r {
+                FolioRef::Anon(k) => self.folios.contains(k),
+                FolioRef::Shmem(k) => self.shmem.folios.contains(k),
+            };
+            ensure!(
+                present && self.lru_state(r).lazyfree_batched,
+                "{r:?} in an lru_lazyfree batch: not flagged"
+            );
+        }
+        for (k, f) in self.folios.iter() {
+            ensure!(
+                !f.lru.lazyfree_batched || queued.contains(&FolioRef::Anon(k)),
+                "folio {:#x} flagged as in an lru_lazyfree batch, in none",
+                f.pfn
+            );
+        }
         Ok(())
     }
 }

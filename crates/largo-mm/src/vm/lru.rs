@@ -11,7 +11,7 @@
 //! folio unmapped and put while it waits in `lru_add` or `lru_lazyfree` is *released*
 //! ([`LruState::released`]): still allocated and charged, its other
 //! state gone, until the batch drains and frees it. (munmap and exit do
-//! not drain in 6.18, so a memcg still counts up to 30 such pages after
+//! not drain in 6.18, so a memcg still counts up to 30 such pages a batch after
 //! an unmap.) Every kernel path whose decision would see the reference
 //! of a live folio drains the local batch first (reuse on a write fault,
 //! reclaim, madvise), and the model drains at the same places.
@@ -375,6 +375,15 @@ impl Vm {
         pa.memmap.page_mut(pfn).insert_flags(PageFlags::LRU);
     }
 
+    /// One `folio_batch_move_lru` of `nr` folios takes the LRU lock once
+    /// (none for an empty batch).
+    fn lru_lock_batch(&mut self, nr: usize) {
+        if nr > 0 {
+            self.locks.lru += 1;
+            self.locks.lru_folios += nr as u64;
+        }
+    }
+
     /// The folio towards the head of its list from `r` (younger).
     pub(crate) fn lru_prev(&self, r: FolioRef) -> Option<FolioRef> {
         self.lru_state(r).prev
@@ -390,8 +399,7 @@ impl Vm {
         let large = self.folio_pfn_order(r).1 > 0;
         if large && self.lru_batches[cpu].is_empty() {
             // The batch would hold this folio alone and move at once.
-            self.locks.lru += 1;
-            self.locks.lru_folios += 1;
+            self.lru_lock_batch(1);
             return self.lruvec_add(pa, r, false);
         }
         self.lru_state_mut(r).batched = true;
@@ -402,7 +410,8 @@ impl Vm {
     }
 
     /// `lru_add_drain_cpu`: the `lru_add` batch joins the LRU in the order
-    /// it was filled, then the `lru_deactivate` batch is applied.
+    /// it was filled, then the `lru_deactivate` and `lru_lazyfree` batches
+    /// are applied.
     pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let cpu = cpu % self.lru_batches.len();
         self.lru_add_batch_move(pa, cpu);
@@ -415,10 +424,7 @@ impl Vm {
     /// the batch held last are queued to be freed.
     fn lru_add_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let mut batch = std::mem::take(&mut self.lru_batches[cpu]);
-        if !batch.is_empty() {
-            self.locks.lru += 1;
-            self.locks.lru_folios += batch.len() as u64;
-        }
+        self.lru_lock_batch(batch.len());
         for &r in &batch {
             if self.lru_state(r).released {
                 // folios_put: the batch's reference was the last.
@@ -439,10 +445,7 @@ impl Vm {
     /// `folio_batch_move_lru` of the cpu's `lru_deactivate` batch.
     fn lru_deactivate_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let mut batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
-        if !batch.is_empty() {
-            self.locks.lru += 1;
-            self.locks.lru_folios += batch.len() as u64;
-        }
+        self.lru_lock_batch(batch.len());
         for &r in &batch {
             self.lru_deactivate(pa, r);
         }
@@ -453,7 +456,8 @@ impl Vm {
     }
 
     /// `folio_deactivate`: an active folio on the LRU is queued in the
-    /// cpu's `lru_deactivate` batch (a large one is moved at once).
+    /// cpu's `lru_deactivate` batch; the batch moves when full or when a
+    /// large folio joins it.
     pub(crate) fn folio_deactivate(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
         let s = self.lru_state(r);
         if s.list.is_none() || !s.active {
@@ -489,10 +493,7 @@ impl Vm {
     /// folio whose only reference it was is queued to be freed.
     fn lru_lazyfree_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let mut batch = std::mem::take(&mut self.lru_lazyfree_batches[cpu]);
-        if !batch.is_empty() {
-            self.locks.lru += 1;
-            self.locks.lru_folios += batch.len() as u64;
-        }
+        self.lru_lock_batch(batch.len());
         for &r in &batch {
             // A folio queued twice moves once (its flag is the first
             // entry's); one that went away left the batch (`lru_forget`).

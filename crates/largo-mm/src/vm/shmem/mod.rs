@@ -284,8 +284,8 @@ impl Vm {
     /// in part (zeroed, a large one split so its pieces inside can go:
     /// [`Vm::shmem_truncate_partial_folio`]), and what the splits left
     /// inside goes. A folio whose split failed stays, and the range
-    /// shrinks past it. A partial page swapped out stays swapped (the
-    /// kernel reads it back to zero its part: not modelled).
+    /// shrinks past it. An edge folio swapped out is read back first
+    /// ([`Vm::shmem_get_partial_folio`], by the task `mm`).
     pub(crate) fn shmem_undo_range(&mut self, ctx: &mut Ctx, mm: Option<MmId>, inode: usize, lstart: u64, lend: u64) {
         let shift = self.page_shift();
         let mut start = lstart.div_ceil(1 << shift);

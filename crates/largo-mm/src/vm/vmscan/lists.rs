@@ -32,6 +32,14 @@ impl Vm {
             let nr = self.folio_nr_pages(r);
             scanned += nr;
             self.lruvec_del(ctx.pa, r);
+            if self.lru_state(r).released {
+                // Unmapped and put while another cpu's lru_lazyfree batch
+                // holds it (the local batches were drained): the model
+                // leaves it to that batch's move, which frees it, and
+                // rotates it (the kernel could isolate and swap it).
+                self.lruvec_add(ctx.pa, r, false);
+                continue;
+            }
             self.folio_ref_get(ctx, r);
             taken.push_back(r);
         }
