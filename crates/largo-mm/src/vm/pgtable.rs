@@ -519,8 +519,20 @@ impl PageTables {
             .min(index.saturating_add((folio_end - pfn) as usize))
             .max(index + 1);
         let rest = &self.pages[table].entries[index + 1..end];
-        let same = |(e, p): &(&Pte, u64)| e.present() && !e.is_special() && e.pfn() == *p;
-        1 + rest.iter().zip(pfn + 1..).take_while(same).count()
+        // Present, not special, mapping the next pfn: one masked compare
+        // an entry (the other flag bits are ignored).
+        let step = 1u64 << Pte::VALUE_SHIFT;
+        let mask = !(step - 1) | Pte::PRESENT | Pte::SPECIAL;
+        let mut want = ((pfn + 1) << Pte::VALUE_SHIFT) | Pte::PRESENT;
+        let mut n = 1;
+        for e in rest {
+            if e.0 & mask != want {
+                break;
+            }
+            want += step;
+            n += 1;
+        }
+        n
     }
 
     /// Walks from `root` down to the table at `level` for `va` without
