@@ -100,6 +100,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/khugepaged-zero-pages.trace"),
     ),
     (
+        "madv-cold-batch-unmap",
+        include_str!("../scenarios/madv-cold-batch-unmap.trace"),
+    ),
+    (
         "madv-dontneed-holes",
         include_str!("../scenarios/madv-dontneed-holes.trace"),
     ),

@@ -228,9 +228,7 @@ impl Vm {
             let unmapped = FolioCount::default();
             let c = per_folio.get(&key);
             if meta.lru.released {
-                let held = meta.lru.batched
-                    || meta.lru.lazyfree_batched
-                    || self.lru_drained_dead.contains(&FolioRef::Anon(key));
+                let held = meta.lru.held_by_batch() || self.lru_drained_dead.contains(&FolioRef::Anon(key));
                 ensure!(
                     c.is_none() && meta.swap.is_none() && head.refcount() == 1 && held,
                     "released folio {:#x}: only an LRU batch may hold it",

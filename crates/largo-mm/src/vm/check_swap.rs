@@ -129,24 +129,37 @@ impl Vm {
                 ensure!(s.batched && s.list.is_none(), "{r:?} in an lru_add batch: {s:?}");
             }
         }
-        // lru_lazyfree: every entry a live folio flagged as queued (a
-        // repeat of an earlier entry included), every flagged folio queued.
-        let queued: std::collections::HashSet<FolioRef> = self.lru_lazyfree_batches.iter().flatten().copied().collect();
+        // lru_lazyfree and lru_deactivate: every entry a live folio flagged
+        // as queued there (a repeat of an earlier entry included), every
+        // flagged folio queued.
+        self.check_flagged_batch(&self.lru_lazyfree_batches, "lru_lazyfree", |s| s.lazyfree_batched)?;
+        self.check_flagged_batch(&self.lru_deactivate_batches, "lru_deactivate", |s| s.deactivate_batched)?;
+        Ok(())
+    }
+
+    fn check_flagged_batch(
+        &self,
+        batches: &[Vec<FolioRef>],
+        name: &str,
+        flagged: impl Fn(&super::lru::LruState) -> bool,
+    ) -> Result<(), VmInvariantError> {
+        let queued: std::collections::HashSet<FolioRef> = batches.iter().flatten().copied().collect();
         for &r in &queued {
             let present = match r {
                 FolioRef::Anon(k) => self.folios.contains(k),
                 FolioRef::Shmem(k) => self.shmem.folios.contains(k),
             };
             ensure!(
-                present && self.lru_state(r).lazyfree_batched,
-                "{r:?} in an lru_lazyfree batch: not flagged"
+                present && flagged(self.lru_state(r)),
+                "{r:?} in an {name} batch: not flagged"
             );
         }
-        for (k, f) in self.folios.iter() {
+        let anon = self.folios.iter().map(|(k, f)| (FolioRef::Anon(k), &f.lru));
+        let shmem = self.shmem.folios.iter().map(|(k, f)| (FolioRef::Shmem(k), &f.lru));
+        for (r, s) in anon.chain(shmem) {
             ensure!(
-                !f.lru.lazyfree_batched || queued.contains(&FolioRef::Anon(k)),
-                "folio {:#x} flagged as in an lru_lazyfree batch, in none",
-                f.pfn
+                !flagged(s) || queued.contains(&r),
+                "{r:?} flagged as in an {name} batch, in none"
             );
         }
         Ok(())

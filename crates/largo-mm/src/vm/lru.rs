@@ -8,7 +8,7 @@
 //! a list in the `lru_deactivate` and `lru_lazyfree` batches the same way.
 //!
 //! A batch holds a reference on its folios, as the kernel's does: a
-//! folio unmapped and put while it waits in `lru_add` or `lru_lazyfree` is *released*
+//! folio unmapped and put while it waits in any of them is *released*
 //! ([`LruState::released`]): still allocated and charged, its other
 //! state gone, until the batch drains and frees it. (munmap and exit do
 //! not drain in 6.18, so a memcg still counts up to 30 such pages a batch after
@@ -113,6 +113,17 @@ pub struct LruState {
     /// Waiting in a cpu's `lru_lazyfree` batch (still on its anon list,
     /// still swap-backed; the batch holds a reference).
     pub lazyfree_batched: bool,
+    /// Waiting in a cpu's `lru_deactivate` batch (still active on its
+    /// list; the batch holds a reference).
+    pub deactivate_batched: bool,
+}
+
+impl LruState {
+    /// A cpu batch holds a reference on the folio: its last put leaves it
+    /// to the batch ([`Vm::release_to_batch`]).
+    pub fn held_by_batch(&self) -> bool {
+        self.batched || self.lazyfree_batched || self.deactivate_batched
+    }
 }
 
 impl LruState {
@@ -447,7 +458,16 @@ impl Vm {
         let mut batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
         self.lru_lock_batch(batch.len());
         for &r in &batch {
+            // As the lazyfree batch: a repeat moves once, a folio that
+            // went away left the batch, a released one is freed after.
+            if !self.lru_is_present(r) || !self.lru_state(r).deactivate_batched {
+                continue;
+            }
+            self.lru_state_mut(r).deactivate_batched = false;
             self.lru_deactivate(pa, r);
+            if self.lru_state(r).released {
+                self.lru_drained_dead.push(r);
+            }
         }
         batch.clear();
         if self.lru_deactivate_batches[cpu].is_empty() {
@@ -465,6 +485,7 @@ impl Vm {
         }
         let cpu = cpu % self.lru_deactivate_batches.len();
         self.lru_deactivate_batches[cpu].push(r);
+        self.lru_state_mut(r).deactivate_batched = true;
         let large = self.folio_pfn_order(r).1 > 0;
         if large || self.lru_deactivate_batches[cpu].len() >= PAGEVEC_SIZE {
             self.lru_deactivate_batch_move(pa, cpu);
@@ -601,9 +622,9 @@ impl Vm {
 
     /// A folio that is going away leaves the LRU or its batch.
     pub(crate) fn lru_forget(&mut self, pa: &mut PageAlloc, r: FolioRef) {
-        let (on_list, batched, lazyfree_batched) = {
+        let (on_list, batched, lazyfree_batched, deactivate_batched) = {
             let s = self.lru_state(r);
-            (s.list.is_some(), s.batched, s.lazyfree_batched)
+            (s.list.is_some(), s.batched, s.lazyfree_batched, s.deactivate_batched)
         };
         if on_list {
             self.locks.lru_folios += 1;
@@ -621,8 +642,11 @@ impl Vm {
             }
             self.lru_state_mut(r).batched = false;
         }
-        for b in self.lru_deactivate_batches.iter_mut().filter(|b| !b.is_empty()) {
-            b.retain(|&x| x != r);
+        if deactivate_batched {
+            for b in &mut self.lru_deactivate_batches {
+                b.retain(|&x| x != r);
+            }
+            self.lru_state_mut(r).deactivate_batched = false;
         }
         if lazyfree_batched {
             for b in &mut self.lru_lazyfree_batches {

@@ -396,8 +396,7 @@ impl Vm {
             self.put_anon_vma_folio(anon_vma);
             self.folios[key].anon_vma = super::folio::NO_ANON_VMA;
         }
-        let s = self.lru_state(FolioRef::Anon(key));
-        if s.batched || s.lazyfree_batched {
+        if self.lru_state(FolioRef::Anon(key)).held_by_batch() {
             return self.release_to_batch(ctx.pa, FolioRef::Anon(key));
         }
         self.lru_forget(ctx.pa, FolioRef::Anon(key));

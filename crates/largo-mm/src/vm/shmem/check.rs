@@ -114,10 +114,11 @@ impl Vm {
         }
         for (key, f) in self.shmem.folios.iter() {
             if f.lru.released {
-                let held = f.lru.batched || self.lru_drained_dead.contains(&super::super::lru::FolioRef::Shmem(key));
+                let held =
+                    f.lru.held_by_batch() || self.lru_drained_dead.contains(&super::super::lru::FolioRef::Shmem(key));
                 ensure!(
                     pa.memmap.page(f.pfn).refcount() == 1 && held && f.entire_mapcount == 0,
-                    "released shmem folio {key}: only its lru_add batch may hold it"
+                    "released shmem folio {key}: only an LRU batch may hold it"
                 );
                 continue;
             }

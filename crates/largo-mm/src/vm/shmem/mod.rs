@@ -398,7 +398,7 @@ impl Vm {
     /// freed; one still in its `lru_add` batch waits there for the drain.
     pub(crate) fn free_shmem_folio(&mut self, ctx: &mut Ctx, key: usize) {
         let r = super::lru::FolioRef::Shmem(key);
-        if self.lru_state(r).batched {
+        if self.lru_state(r).held_by_batch() {
             return self.release_to_batch(ctx.pa, r);
         }
         let pfn = self.shmem.folios[key].pfn;
