@@ -118,6 +118,23 @@ pub struct LruState {
     pub deactivate_batched: bool,
 }
 
+/// The per-cpu batches of folios already on a list.
+#[derive(Clone, Copy, Debug)]
+enum HeldBatch {
+    Deactivate,
+    Lazyfree,
+}
+
+impl HeldBatch {
+    /// The folio's "queued here" flag.
+    fn flag(self, s: &mut LruState) -> &mut bool {
+        match self {
+            HeldBatch::Deactivate => &mut s.deactivate_batched,
+            HeldBatch::Lazyfree => &mut s.lazyfree_batched,
+        }
+    }
+}
+
 impl LruState {
     /// A cpu batch holds a reference on the folio: its last put leaves it
     /// to the batch ([`Vm::release_to_batch`]).
@@ -455,24 +472,7 @@ impl Vm {
 
     /// `folio_batch_move_lru` of the cpu's `lru_deactivate` batch.
     fn lru_deactivate_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
-        let mut batch = std::mem::take(&mut self.lru_deactivate_batches[cpu]);
-        self.lru_lock_batch(batch.len());
-        for &r in &batch {
-            // As the lazyfree batch: a repeat moves once, a folio that
-            // went away left the batch, a released one is freed after.
-            if !self.lru_is_present(r) || !self.lru_state(r).deactivate_batched {
-                continue;
-            }
-            self.lru_state_mut(r).deactivate_batched = false;
-            self.lru_deactivate(pa, r);
-            if self.lru_state(r).released {
-                self.lru_drained_dead.push(r);
-            }
-        }
-        batch.clear();
-        if self.lru_deactivate_batches[cpu].is_empty() {
-            self.lru_deactivate_batches[cpu] = batch;
-        }
+        self.held_batch_move(pa, cpu, HeldBatch::Deactivate);
     }
 
     /// `folio_deactivate`: an active folio on the LRU is queued in the
@@ -509,27 +509,43 @@ impl Vm {
         }
     }
 
-    /// `folio_batch_move_lru` of the cpu's `lru_lazyfree` batch: each
-    /// folio moves (`lru_lazyfree`), then the batch's references go; a
-    /// folio whose only reference it was is queued to be freed.
+    /// `folio_batch_move_lru` of the cpu's `lru_lazyfree` batch.
     fn lru_lazyfree_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
-        let mut batch = std::mem::take(&mut self.lru_lazyfree_batches[cpu]);
+        self.held_batch_move(pa, cpu, HeldBatch::Lazyfree);
+    }
+
+    /// `folio_batch_move_lru` of a batch of folios already on a list: each
+    /// moves (`lru_deactivate` or `lru_lazyfree`), then the batch's
+    /// references go, and a folio whose only reference it was is queued to
+    /// be freed. A folio queued twice moves once (its flag is the first
+    /// entry's); one that went away left the batch ([`Vm::lru_forget`]).
+    fn held_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize, which: HeldBatch) {
+        let mut batch = std::mem::take(&mut self.held_batches(which)[cpu]);
         self.lru_lock_batch(batch.len());
         for &r in &batch {
-            // A folio queued twice moves once (its flag is the first
-            // entry's); one that went away left the batch (`lru_forget`).
-            if !self.lru_is_present(r) || !self.lru_state(r).lazyfree_batched {
+            if !self.lru_is_present(r) || !*which.flag(self.lru_state_mut(r)) {
                 continue;
             }
-            self.lru_state_mut(r).lazyfree_batched = false;
-            self.lru_lazyfree(pa, r);
+            *which.flag(self.lru_state_mut(r)) = false;
+            match which {
+                HeldBatch::Deactivate => self.lru_deactivate(pa, r),
+                HeldBatch::Lazyfree => self.lru_lazyfree(pa, r),
+            }
             if self.lru_state(r).released {
                 self.lru_drained_dead.push(r);
             }
         }
         batch.clear();
-        if self.lru_lazyfree_batches[cpu].is_empty() {
-            self.lru_lazyfree_batches[cpu] = batch;
+        let batches = self.held_batches(which);
+        if batches[cpu].is_empty() {
+            batches[cpu] = batch;
+        }
+    }
+
+    fn held_batches(&mut self, which: HeldBatch) -> &mut Vec<Vec<FolioRef>> {
+        match which {
+            HeldBatch::Deactivate => &mut self.lru_deactivate_batches,
+            HeldBatch::Lazyfree => &mut self.lru_lazyfree_batches,
         }
     }
 
