@@ -129,37 +129,37 @@ impl Vm {
                 ensure!(s.batched && s.list.is_none(), "{r:?} in an lru_add batch: {s:?}");
             }
         }
-        // lru_lazyfree and lru_deactivate: every entry a live folio flagged
-        // as queued there (a repeat of an earlier entry included), every
-        // flagged folio queued.
-        self.check_flagged_batch(&self.lru_lazyfree_batches, "lru_lazyfree", |s| s.lazyfree_batched)?;
-        self.check_flagged_batch(&self.lru_deactivate_batches, "lru_deactivate", |s| s.deactivate_batched)?;
+        // lru_lazyfree and lru_deactivate: each folio counts its entries.
+        self.check_counted_batch(&self.lru_lazyfree_batches, "lru_lazyfree", |s| s.lazyfree_batched)?;
+        self.check_counted_batch(&self.lru_deactivate_batches, "lru_deactivate", |s| s.deactivate_batched)?;
         Ok(())
     }
 
-    fn check_flagged_batch(
+    fn check_counted_batch(
         &self,
         batches: &[Vec<FolioRef>],
         name: &str,
-        flagged: impl Fn(&super::lru::LruState) -> bool,
+        counted: impl Fn(&super::lru::LruState) -> u16,
     ) -> Result<(), VmInvariantError> {
-        let queued: std::collections::HashSet<FolioRef> = batches.iter().flatten().copied().collect();
-        for &r in &queued {
+        let mut entries: HashMap<FolioRef, usize> = HashMap::default();
+        for &r in batches.iter().flatten() {
+            *entries.entry(r).or_default() += 1;
+        }
+        for &r in entries.keys() {
             let present = match r {
                 FolioRef::Anon(k) => self.folios.contains(k),
                 FolioRef::Shmem(k) => self.shmem.folios.contains(k),
             };
-            ensure!(
-                present && flagged(self.lru_state(r)),
-                "{r:?} in an {name} batch: not flagged"
-            );
+            ensure!(present, "{r:?} in an {name} batch: gone");
         }
         let anon = self.folios.iter().map(|(k, f)| (FolioRef::Anon(k), &f.lru));
         let shmem = self.shmem.folios.iter().map(|(k, f)| (FolioRef::Shmem(k), &f.lru));
         for (r, s) in anon.chain(shmem) {
+            let n = entries.get(&r).copied().unwrap_or(0);
             ensure!(
-                !flagged(s) || queued.contains(&r),
-                "{r:?} flagged as in an {name} batch, in none"
+                counted(s) as usize == n,
+                "{r:?} counts {} {name} entries, the batches hold {n}",
+                counted(s)
             );
         }
         Ok(())

@@ -110,12 +110,13 @@ pub struct LruState {
     /// Batched, and the batch's reference is the only one left: freed
     /// when the batch drains.
     pub released: bool,
-    /// Waiting in a cpu's `lru_lazyfree` batch (still on its anon list,
-    /// still swap-backed; the batch holds a reference).
-    pub lazyfree_batched: bool,
-    /// Waiting in a cpu's `lru_deactivate` batch (still active on its
-    /// list; the batch holds a reference).
-    pub deactivate_batched: bool,
+    /// Entries for it waiting in the cpus' `lru_lazyfree` batches (it is
+    /// still on its anon list, still swap-backed; each entry holds a
+    /// reference: two tasks on two cpus may queue it both).
+    pub lazyfree_batched: u16,
+    /// Entries for it waiting in the cpus' `lru_deactivate` batches (it
+    /// is still active on its list; each entry holds a reference).
+    pub deactivate_batched: u16,
 }
 
 /// The per-cpu batches of folios already on a list.
@@ -126,8 +127,8 @@ enum HeldBatch {
 }
 
 impl HeldBatch {
-    /// The folio's "queued here" flag.
-    fn flag(self, s: &mut LruState) -> &mut bool {
+    /// The folio's count of entries in these batches.
+    fn flag(self, s: &mut LruState) -> &mut u16 {
         match self {
             HeldBatch::Deactivate => &mut s.deactivate_batched,
             HeldBatch::Lazyfree => &mut s.lazyfree_batched,
@@ -139,7 +140,7 @@ impl LruState {
     /// A cpu batch holds a reference on the folio: its last put leaves it
     /// to the batch ([`Vm::release_to_batch`]).
     pub fn held_by_batch(&self) -> bool {
-        self.batched || self.lazyfree_batched || self.deactivate_batched
+        self.batched || self.lazyfree_batched > 0 || self.deactivate_batched > 0
     }
 }
 
@@ -443,8 +444,8 @@ impl Vm {
     pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let cpu = cpu % self.lru_batches.len();
         self.lru_add_batch_move(pa, cpu);
-        self.lru_deactivate_batch_move(pa, cpu);
-        self.lru_lazyfree_batch_move(pa, cpu);
+        self.held_batch_move(pa, cpu, HeldBatch::Deactivate);
+        self.held_batch_move(pa, cpu, HeldBatch::Lazyfree);
     }
 
     /// `folio_batch_move_lru` of the cpu's `lru_add` batch: its folios join
@@ -470,11 +471,6 @@ impl Vm {
         }
     }
 
-    /// `folio_batch_move_lru` of the cpu's `lru_deactivate` batch.
-    fn lru_deactivate_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
-        self.held_batch_move(pa, cpu, HeldBatch::Deactivate);
-    }
-
     /// `folio_deactivate`: an active folio on the LRU is queued in the
     /// cpu's `lru_deactivate` batch; the batch moves when full or when a
     /// large folio joins it.
@@ -483,13 +479,7 @@ impl Vm {
         if s.list.is_none() || !s.active {
             return;
         }
-        let cpu = cpu % self.lru_deactivate_batches.len();
-        self.lru_deactivate_batches[cpu].push(r);
-        self.lru_state_mut(r).deactivate_batched = true;
-        let large = self.folio_pfn_order(r).1 > 0;
-        if large || self.lru_deactivate_batches[cpu].len() >= PAGEVEC_SIZE {
-            self.lru_deactivate_batch_move(pa, cpu);
-        }
+        self.held_batch_add(pa, cpu, r, HeldBatch::Deactivate);
     }
 
     /// `folio_mark_lazyfree` (mm/swap.c): a swap-backed anonymous folio on
@@ -500,38 +490,42 @@ impl Vm {
         if self.lru_state(r).list.is_none() {
             return;
         }
-        let cpu = cpu % self.lru_lazyfree_batches.len();
-        self.lru_lazyfree_batches[cpu].push(r);
-        self.lru_state_mut(r).lazyfree_batched = true;
-        let large = self.folio_pfn_order(r).1 > 0;
-        if large || self.lru_lazyfree_batches[cpu].len() >= PAGEVEC_SIZE {
-            self.lru_lazyfree_batch_move(pa, cpu);
-        }
+        self.held_batch_add(pa, cpu, r, HeldBatch::Lazyfree);
     }
 
-    /// `folio_batch_move_lru` of the cpu's `lru_lazyfree` batch.
-    fn lru_lazyfree_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
-        self.held_batch_move(pa, cpu, HeldBatch::Lazyfree);
+    /// `folio_batch_add_and_move` for a folio already on a list: queued
+    /// (counted, the entry's reference); the whole batch moves when it is
+    /// full or the folio is large.
+    fn held_batch_add(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef, which: HeldBatch) {
+        let cpu = cpu % self.held_batches(which).len();
+        self.held_batches(which)[cpu].push(r);
+        *which.flag(self.lru_state_mut(r)) += 1;
+        let large = self.folio_pfn_order(r).1 > 0;
+        if large || self.held_batches(which)[cpu].len() >= PAGEVEC_SIZE {
+            self.held_batch_move(pa, cpu, which);
+        }
     }
 
     /// `folio_batch_move_lru` of a batch of folios already on a list: each
     /// moves (`lru_deactivate` or `lru_lazyfree`), then the batch's
-    /// references go, and a folio whose only reference it was is queued to
-    /// be freed. A folio queued twice moves once (its flag is the first
-    /// entry's); one that went away left the batch ([`Vm::lru_forget`]).
+    /// references go, and a folio whose last reference was a batch's is
+    /// queued to be freed. A folio queued twice is moved twice, the second
+    /// time to no effect, as in the kernel; one that went away left every
+    /// batch ([`Vm::lru_forget`]).
     fn held_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize, which: HeldBatch) {
         let mut batch = std::mem::take(&mut self.held_batches(which)[cpu]);
         self.lru_lock_batch(batch.len());
         for &r in &batch {
-            if !self.lru_is_present(r) || !*which.flag(self.lru_state_mut(r)) {
+            if !self.lru_is_present(r) || *which.flag(self.lru_state_mut(r)) == 0 {
                 continue;
             }
-            *which.flag(self.lru_state_mut(r)) = false;
+            *which.flag(self.lru_state_mut(r)) -= 1;
             match which {
                 HeldBatch::Deactivate => self.lru_deactivate(pa, r),
                 HeldBatch::Lazyfree => self.lru_lazyfree(pa, r),
             }
-            if self.lru_state(r).released {
+            let s = self.lru_state(r);
+            if s.released && !s.held_by_batch() {
                 self.lru_drained_dead.push(r);
             }
         }
@@ -658,17 +652,17 @@ impl Vm {
             }
             self.lru_state_mut(r).batched = false;
         }
-        if deactivate_batched {
+        if deactivate_batched > 0 {
             for b in &mut self.lru_deactivate_batches {
                 b.retain(|&x| x != r);
             }
-            self.lru_state_mut(r).deactivate_batched = false;
+            self.lru_state_mut(r).deactivate_batched = 0;
         }
-        if lazyfree_batched {
+        if lazyfree_batched > 0 {
             for b in &mut self.lru_lazyfree_batches {
                 b.retain(|&x| x != r);
             }
-            self.lru_state_mut(r).lazyfree_batched = false;
+            self.lru_state_mut(r).lazyfree_batched = 0;
         }
     }
 

@@ -94,7 +94,7 @@ impl Vm {
             let got = match self.shmem_swapped_at(inode, index) {
                 Some(swapped) => {
                     let by = super::swap::SwapinBy {
-                        mm: Some(vmf.mm),
+                        mm: vmf.mm,
                         vma: Some(vmf.vma),
                     };
                     self.shmem_swapin(ctx, by, inode, index, swapped).into()

@@ -194,7 +194,7 @@ impl Vm {
                 self.unmap_mapping_range(ctx, inode, first, u64::MAX);
             }
             if !self.shmem.inodes[inode].cache.is_empty() || !self.shmem.inodes[inode].swapped.is_empty() {
-                self.shmem_undo_range(ctx, Some(mm), inode, len, u64::MAX);
+                self.shmem_undo_range(ctx, mm, inode, len, u64::MAX);
             }
         }
         Ok(())
@@ -212,7 +212,7 @@ impl Vm {
         if let Some((first, end)) = punch_unmap_pages(offset, len, self.page_size()) {
             self.unmap_mapping_range(ctx, inode, first, end);
         }
-        self.shmem_undo_range(ctx, Some(mm), inode, offset, offset.saturating_add(len - 1));
+        self.shmem_undo_range(ctx, mm, inode, offset, offset.saturating_add(len - 1));
         Ok(())
     }
 
@@ -286,7 +286,7 @@ impl Vm {
     /// inside goes. A folio whose split failed stays, and the range
     /// shrinks past it. An edge folio swapped out is read back first
     /// ([`Vm::shmem_get_partial_folio`], by the task `mm`).
-    pub(crate) fn shmem_undo_range(&mut self, ctx: &mut Ctx, mm: Option<MmId>, inode: usize, lstart: u64, lend: u64) {
+    pub(crate) fn shmem_undo_range(&mut self, ctx: &mut Ctx, mm: MmId, inode: usize, lstart: u64, lend: u64) {
         let shift = self.page_shift();
         let mut start = lstart.div_ceil(1 << shift);
         let mut end = if lend == u64::MAX {
@@ -329,7 +329,7 @@ impl Vm {
     /// charged to the swap entry's memcg, no fault counted); the read's
     /// reference is put at once (the kernel's after the truncation).
     /// `None`: a hole, beyond EOF, or no memory.
-    fn shmem_get_partial_folio(&mut self, ctx: &mut Ctx, mm: Option<MmId>, inode: usize, index: u64) -> Option<usize> {
+    fn shmem_get_partial_folio(&mut self, ctx: &mut Ctx, mm: MmId, inode: usize, index: u64) -> Option<usize> {
         if let Some(key) = self.shmem_lookup(inode, index) {
             return Some(key);
         }

@@ -234,7 +234,7 @@ impl Vm {
                 if let Some(folio) = self.alloc_folio(ctx, gfp, order) {
                     // mem_cgroup_swapin_charge_folio with the allocation's
                     // gfp: a large folio's cannot reclaim.
-                    let memcg = self.swapin_memcg(entry, by.mm);
+                    let memcg = self.swapin_memcg(entry, Some(by.mm));
                     let charged = if order > 0 {
                         self.shmem_charge_large(ctx, folio, memcg, gfp)
                     } else {
@@ -390,13 +390,13 @@ impl Vm {
 /// task's mm, no VMA, no major fault counted).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SwapinBy {
-    pub mm: Option<super::super::types::MmId>,
+    pub mm: super::super::types::MmId,
     pub vma: Option<super::super::types::VmaId>,
 }
 
 impl SwapinBy {
     /// The memcg new xarray nodes are charged to: the reading task's.
     fn memcg(self, vm: &Vm) -> usize {
-        self.mm.map_or(0, |m| vm.mm_memcg(m))
+        vm.mm_memcg(self.mm)
     }
 }

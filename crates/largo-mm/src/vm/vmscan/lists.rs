@@ -32,11 +32,12 @@ impl Vm {
             let nr = self.folio_nr_pages(r);
             scanned += nr;
             self.lruvec_del(ctx.pa, r);
-            if self.lru_state(r).released {
-                // Unmapped and put while another cpu's lru_lazyfree batch
-                // holds it (the local batches were drained): the model
-                // leaves it to that batch's move, which frees it, and
-                // rotates it (the kernel could isolate and swap it).
+            if self.lru_state(r).held_by_batch() {
+                // Queued in another cpu's deactivate or lazyfree batch (the
+                // local batches were drained): that batch's reference would
+                // keep the kernel from freeing it (a released one it could
+                // still swap), so the model leaves it to the batch's move
+                // and rotates it.
                 self.lruvec_add(ctx.pa, r, false);
                 continue;
             }
