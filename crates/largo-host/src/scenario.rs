@@ -164,6 +164,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/memfd-punch-swapped.trace"),
     ),
     (
+        "memfd-punch-swapped-trunc",
+        include_str!("../scenarios/memfd-punch-swapped-trunc.trace"),
+    ),
+    (
         "memfd-shared-anon-64k",
         include_str!("../scenarios/memfd-shared-anon-64k.trace"),
     ),

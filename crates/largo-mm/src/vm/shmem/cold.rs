@@ -51,7 +51,8 @@ impl Vm {
             return;
         }
         if next - addr != self.pmd_size() {
-            let _ = self.shmem_split_folio(ctx, key, None);
+            // Uniform: its nodes are charged to no memcg (any task's will do).
+            let _ = self.shmem_split_folio(ctx, key, None, 0);
             return;
         }
         if !pageout && entry.has(Pte::YOUNG) {
@@ -87,7 +88,7 @@ impl Vm {
             let nr = self.pt.folio_pte_batch(table, i, limit, pte.pfn(), pfn + nr_pages);
             if (nr as u64) < nr_pages {
                 // Split, the entries are none now: look at them again.
-                if self.shmem_maybe_mapped_shared(ctx, key) || self.shmem_split_folio(ctx, key, None).is_none() {
+                if self.shmem_maybe_mapped_shared(ctx, key) || self.shmem_split_folio(ctx, key, None, 0).is_none() {
                     i += nr;
                 }
                 continue;

@@ -298,11 +298,12 @@ impl Vm {
             self.shmem_truncate_range(ctx, inode, start, end);
         }
         let mut same_folio = (lstart >> shift) == (lend >> shift);
+        let memcg = self.mm_memcg(mm);
         if let Some(key) = self.shmem_get_partial_folio(ctx, mm, inode, lstart >> shift) {
             let (index, nr) = (self.shmem.folios[key].index, self.shmem.folios[key].nr_pages());
             same_folio = lend < (index + nr) << shift;
             self.shmem_mark_dirty(ctx.pa, key);
-            if !self.shmem_truncate_partial_folio(ctx, key, lstart, lend) {
+            if !self.shmem_truncate_partial_folio(ctx, key, lstart, lend, memcg) {
                 start = index + nr;
                 if same_folio {
                     end = index;
@@ -313,7 +314,7 @@ impl Vm {
             if let Some(key) = self.shmem_get_partial_folio(ctx, mm, inode, lend >> shift) {
                 let index = self.shmem.folios[key].index;
                 self.shmem_mark_dirty(ctx.pa, key);
-                if !self.shmem_truncate_partial_folio(ctx, key, lstart, lend) {
+                if !self.shmem_truncate_partial_folio(ctx, key, lstart, lend, memcg) {
                     end = index;
                 }
             }

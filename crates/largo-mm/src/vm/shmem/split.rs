@@ -70,10 +70,18 @@ impl Vm {
     }
 
     /// `split_folio` (`at` `None`) or `folio_split` at page `at` of the
-    /// large shmem folio `key`. Returns the keys of the pieces in page
-    /// order (`key` stays the first piece's), or `None` when the folio
-    /// cannot be split (counted in `split_failed`).
-    pub(crate) fn shmem_split_folio(&mut self, ctx: &mut Ctx, key: usize, at: Option<u64>) -> Option<Vec<usize>> {
+    /// large shmem folio `key`, by a task of `task_memcg` (the memcg a
+    /// non-uniform split's new xarray node is charged to). Returns the
+    /// keys of the pieces in page order (`key` stays the first piece's),
+    /// or `None` when the folio cannot be split (counted in
+    /// `split_failed`).
+    pub(crate) fn shmem_split_folio(
+        &mut self,
+        ctx: &mut Ctx,
+        key: usize,
+        at: Option<u64>,
+        task_memcg: usize,
+    ) -> Option<Vec<usize>> {
         let ShmemFolio {
             pfn,
             order,
@@ -141,13 +149,18 @@ impl Vm {
             i.xa_count_entry(index + page, o, 1);
             keys.push(k);
         }
-        // The split's new xarray nodes are charged to no memcg: 6.18's
-        // `__folio_split` asks for them with the mapping's gfp masked by
-        // GFP_RECLAIM_MASK (no __GFP_ACCOUNT), and neither
-        // `xas_split_alloc` nor `xas_try_split` adds it for an accounted
-        // xarray (measured: a 2M memfd folio split by MADV_COLD leaves the
-        // memcg's kmem as it was).
-        self.shmem_xa_update(inode, 0);
+        // The split's new xarray nodes: a uniform split's are charged to
+        // no memcg (6.18's `__folio_split` preallocates them with
+        // `xas_split_alloc` and the mapping's gfp masked by
+        // GFP_RECLAIM_MASK, no __GFP_ACCOUNT, which `xas_split_alloc` does
+        // not add; measured: a 2M memfd folio split by MADV_COLD leaves
+        // the memcg's kmem as it was). A non-uniform split preallocates
+        // nothing: `xas_try_split` allocates the one node it needs itself,
+        // GFP_NOWAIT with __GFP_ACCOUNT for an accounted xarray such as
+        // `i_pages`, so it is charged to the splitting task's memcg
+        // (measured: memfd-punch-swapped-trunc, four such nodes).
+        let node_memcg = if at.is_some() { task_memcg } else { 0 };
+        self.shmem_xa_update(inode, node_memcg);
         if on_list {
             // The origin back in its place, each new piece just younger
             // than it, in page order.
@@ -227,7 +240,15 @@ impl Vm {
     /// non-uniformly at the range's first page, then (the piece holding
     /// it) at the page after the range, so the pieces inside can go.
     /// Returns false when the split failed (the folio stays whole).
-    pub(crate) fn shmem_truncate_partial_folio(&mut self, ctx: &mut Ctx, key: usize, lstart: u64, lend: u64) -> bool {
+    /// `memcg`: the truncating task's (charged for the splits' nodes).
+    pub(crate) fn shmem_truncate_partial_folio(
+        &mut self,
+        ctx: &mut Ctx,
+        key: usize,
+        lstart: u64,
+        lend: u64,
+        memcg: usize,
+    ) -> bool {
         let shift = self.page_shift();
         let (pfn, index, size) = {
             let f = &self.shmem.folios[key];
@@ -248,7 +269,7 @@ impl Vm {
         if self.shmem.folios[key].order == 0 {
             return true;
         }
-        let Some(pieces) = self.shmem_split_folio(ctx, key, Some(offset >> shift)) else {
+        let Some(pieces) = self.shmem_split_folio(ctx, key, Some(offset >> shift), memcg) else {
             // Shmem folios are dirty here: the caller keeps this one.
             return false;
         };
@@ -262,7 +283,7 @@ impl Vm {
         });
         if let Some(k) = holder.filter(|&k| self.shmem.folios[k].order > 0) {
             let at = at2 - self.shmem.folios[k].index;
-            let _ = self.shmem_split_folio(ctx, k, Some(at));
+            let _ = self.shmem_split_folio(ctx, k, Some(at), memcg);
         }
         true
     }
