@@ -14,7 +14,7 @@ use largo_physmem::host::{host_page_size, ChildExit, Forked, HostAdvice, HostErr
 use largo_physmem::native::{self, FileSnapshot};
 use largo_trace::{
     CloneKind, Event, EventHandler, MapFlags, Prot, ThpDisableMode, VmaKind, MADV_COLD, MADV_COLLAPSE, MADV_DONTNEED,
-    MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_PAGEOUT,
+    MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_PAGEOUT, MADV_REMOVE,
 };
 
 use crate::counters::{HostCounters, KhugepagedEvents, RawCapture};
@@ -297,6 +297,7 @@ impl EventHandler for Planner {
             MADV_COLLAPSE => HostAdvice::Collapse,
             MADV_COLD => HostAdvice::Cold,
             MADV_PAGEOUT => HostAdvice::PageOut,
+            MADV_REMOVE => HostAdvice::Remove,
             other => return Err(Unsupported::Advice(other)),
         };
         self.push(Step::Advise { addr, len, advice })

@@ -149,6 +149,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "memfd-ftruncate-same-size",
         include_str!("../scenarios/memfd-ftruncate-same-size.trace"),
     ),
+    (
+        "memfd-madv-remove",
+        include_str!("../scenarios/memfd-madv-remove.trace"),
+    ),
     ("memfd-pmd-split", include_str!("../scenarios/memfd-pmd-split.trace")),
     ("memfd-punch-hole", include_str!("../scenarios/memfd-punch-hole.trace")),
     (

@@ -923,6 +923,62 @@ fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
     p.check();
 }
 
+/// MADV_REMOVE (`madvise_remove`) punches the range's file offset out of
+/// the shmem file: through a second mapping at another offset, the pages
+/// leave the first mapping too; a private mapping of the memfd, a
+/// read-only SysV attach and private anonymous memory are refused
+/// (EACCES, EACCES, EINVAL) and keep their pages (scenario
+/// `memfd-madv-remove`).
+#[test]
+fn madv_remove_punches_the_shared_file_through_any_of_its_mappings() {
+    let mut m = machine(&[]);
+    let (pid, base) = memfd_mapped(&mut m, 2 * MIB);
+    let second = base + 8 * MIB;
+    let rw = Prot::READ | Prot::WRITE;
+    let (shared, private) = (MapFlags::SHARED | MapFlags::FIXED, MapFlags::PRIVATE | MapFlags::FIXED);
+    m.with_vm(0, |vm, ctx| vm.mmap_fd(ctx, pid, second, MIB, rw, shared, 3, MIB))
+        .unwrap();
+    let mut p = Proc { m: &mut m, pid };
+    p.write(base, 2 * MIB);
+    assert_eq!(p.stat("nr_shmem"), 512);
+    // File pages [0x110, 0x118): 8 pages, at second + 0x10 pages.
+    let advise = |p: &mut Proc, addr: u64, len: u64| {
+        p.m.with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, Advice::Remove))
+    };
+    advise(&mut p, second + 0x10 * PAGE, 8 * PAGE).unwrap();
+    assert_eq!(p.stat("nr_shmem"), 504);
+    assert_eq!(p.stat("nr_mapped"), 504, "gone from the first mapping too");
+    let private_at = base + 16 * MIB;
+    p.m.with_vm(0, |vm, ctx| vm.mmap_fd(ctx, pid, private_at, MIB, rw, private, 3, 0))
+        .unwrap();
+    assert_eq!(advise(&mut p, private_at, MIB).map_err(|e| e.errno()), Err(-13));
+    let anon = base + 32 * MIB;
+    p.m.with_vm(0, |vm, ctx| {
+        vm.mmap(
+            ctx,
+            pid,
+            anon,
+            MIB,
+            rw,
+            MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
+        )
+    })
+    .unwrap();
+    p.write(anon, MIB);
+    assert_eq!(advise(&mut p, anon, MIB).map_err(|e| e.errno()), Err(-22));
+    p.m.with_vm(0, |vm, _| vm.shmget(5, MIB)).unwrap();
+    let attach = base + 48 * MIB;
+    p.m.with_vm(0, |vm, ctx| vm.shmat(ctx, pid, 5, attach, false)).unwrap();
+    assert_eq!(
+        advise(&mut p, attach, MIB).map_err(|e| e.errno()),
+        Err(-13),
+        "SHM_RDONLY"
+    );
+    assert_eq!(p.stat("nr_shmem"), 504, "refused advice frees nothing");
+    assert_eq!(p.stat("nr_anon_pages"), 256);
+    p.check();
+}
+
 /// A read fault in a second mapping of cached 256K memfd folios: 6.18
 /// fault-around maps each large folio it finds in the 64K window whole
 /// (scenario `memfd-fault-around-whole`).

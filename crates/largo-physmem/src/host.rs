@@ -24,6 +24,8 @@ pub enum HostAdvice {
     Cold,
     /// MADV_PAGEOUT (Linux 5.4).
     PageOut,
+    /// MADV_REMOVE: a hole punched in the shmem file a shared mapping maps.
+    Remove,
 }
 
 /// What a [`Window::map_with`] mapping maps.
@@ -103,6 +105,7 @@ impl HostAdvice {
             HostAdvice::Collapse => MADV_COLLAPSE,
             HostAdvice::Cold => libc::MADV_COLD,
             HostAdvice::PageOut => libc::MADV_PAGEOUT,
+            HostAdvice::Remove => libc::MADV_REMOVE,
         }
     }
 }

@@ -163,6 +163,7 @@ pub const ADVICE_NAMES: &[(&str, u32)] = &[
 
 pub const MADV_DONTNEED: u32 = 4;
 pub const MADV_FREE: u32 = 8;
+pub const MADV_REMOVE: u32 = 9;
 pub const MADV_HUGEPAGE: u32 = 14;
 pub const MADV_NOHUGEPAGE: u32 = 15;
 pub const MADV_COLLAPSE: u32 = 25;

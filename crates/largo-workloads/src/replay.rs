@@ -20,7 +20,7 @@ use largo_mm::vm::{Access, Advice, MapFlags, MremapFlags, Prot, SegvCode, VmErro
 use largo_mm::Machine;
 use largo_trace::{
     CloneKind, Event, EventHandler, MapFlags as TraceMapFlags, Prot as TraceProt, ThpDisableMode, TracePid, VmaKind,
-    MADV_COLD, MADV_COLLAPSE, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_PAGEOUT,
+    MADV_COLD, MADV_COLLAPSE, MADV_DONTNEED, MADV_FREE, MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_PAGEOUT, MADV_REMOVE,
 };
 use serde::Serialize;
 
@@ -449,6 +449,7 @@ impl EventHandler for Replayer<'_> {
             MADV_COLLAPSE => Advice::Collapse,
             MADV_COLD => Advice::Cold,
             MADV_PAGEOUT => Advice::PageOut,
+            MADV_REMOVE => Advice::Remove,
             _ => {
                 self.stats.ignored_advice += 1;
                 return Ok(());

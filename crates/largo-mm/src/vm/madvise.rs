@@ -2,7 +2,7 @@
 
 use super::lru::FolioRef;
 use super::pgtable::Pte;
-use super::types::{Advice, Pid, VmError, VmFlags, VmaId};
+use super::types::{Advice, Pid, VmError, VmFlags, VmaBacking, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
 
@@ -61,6 +61,7 @@ impl Vm {
                 Advice::Collapse => self.madvise_collapse(ctx, id, s, e)?,
                 Advice::Cold => self.madvise_cold_or_pageout(ctx, id, s, e, false),
                 Advice::PageOut => self.madvise_cold_or_pageout(ctx, id, s, e, true),
+                Advice::Remove => self.madvise_remove(ctx, id, s, e)?,
             }
         }
         if matches!(advice, Advice::HugePage | Advice::NoHugePage) {
@@ -78,6 +79,33 @@ impl Vm {
             return Err(VmError::NoMem("range not fully mapped"));
         }
         Ok(())
+    }
+
+    /// `madvise_remove` of `[start, end)` inside `vma`: a hole punched in
+    /// the shmem file a shared, writable-at-will mapping maps
+    /// (`vfs_fallocate` with `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`
+    /// at the range's file offset); EINVAL for a locked or fileless
+    /// mapping (private anonymous memory), EACCES for a private one or
+    /// one that may not be written (`vma_is_shared_maywrite`). Every
+    /// mapping of the punched pages is zapped, in every process.
+    fn madvise_remove(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) -> Result<(), VmError> {
+        let v = &self.vmas[vma];
+        if v.flags.contains(VmFlags::LOCKED) {
+            return Err(VmError::Invalid("MADV_REMOVE of a locked mapping"));
+        }
+        if matches!(v.backing, VmaBacking::Anon | VmaBacking::Special) {
+            return Err(VmError::Invalid("MADV_REMOVE of a mapping without a file"));
+        }
+        if !v.flags.contains(VmFlags::SHARED | VmFlags::MAYWRITE) {
+            return Err(VmError::Access("MADV_REMOVE of a private or read-only-opened mapping"));
+        }
+        // Another file's page cache is not modelled: its punch changes nothing here.
+        let Some(inode) = v.shmem else {
+            return Ok(());
+        };
+        let offset = (start - v.start) + (v.pgoff << self.page_shift());
+        let mm = v.mm;
+        self.shmem_punch_hole(ctx, mm, inode, offset, end - start)
     }
 
     /// `hugepage_madvise`: set one of VM_HUGEPAGE/VM_NOHUGEPAGE, clear the

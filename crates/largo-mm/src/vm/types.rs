@@ -100,6 +100,9 @@ pub enum Advice {
     Cold,
     /// MADV_PAGEOUT: reclaim the range's folios now.
     PageOut,
+    /// MADV_REMOVE: punch the range out of the shmem file a shared
+    /// mapping maps (its pages and swap entries freed, the file size kept).
+    Remove,
 }
 
 impl Advice {
@@ -112,6 +115,7 @@ impl Advice {
             Advice::Collapse => "MADV_COLLAPSE",
             Advice::Cold => "MADV_COLD",
             Advice::PageOut => "MADV_PAGEOUT",
+            Advice::Remove => "MADV_REMOVE",
         }
     }
 }
@@ -220,6 +224,8 @@ pub enum VmError {
     BadFd(u32),
     #[error("EBUSY: {0}")]
     Busy(&'static str),
+    #[error("EACCES: {0}")]
+    Access(&'static str),
 }
 
 impl VmError {
@@ -236,6 +242,7 @@ impl VmError {
             VmError::NoNode(_) => -19,
             VmError::BadFd(_) => -9,
             VmError::Busy(_) => -16,
+            VmError::Access(_) => -13,
         }
     }
 }

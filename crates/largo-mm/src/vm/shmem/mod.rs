@@ -206,6 +206,20 @@ impl Vm {
     pub fn punch_hole(&mut self, ctx: &mut Ctx, pid: Pid, fd: u32, offset: u64, len: u64) -> Result<(), VmError> {
         let inode = self.fd_inode(pid, fd)?;
         let mm = self.task_mm(pid)?;
+        self.shmem_punch_hole(ctx, mm, inode, offset, len)
+    }
+
+    /// `shmem_fallocate` with `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`
+    /// on `inode`, by a task of `mm` (the one a swapped edge folio is read
+    /// back for): a hole punch and MADV_REMOVE.
+    pub(crate) fn shmem_punch_hole(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        inode: usize,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), VmError> {
         if len == 0 {
             return Err(VmError::Invalid("fallocate of zero bytes"));
         }

@@ -9,7 +9,7 @@
 //! from the per-size knobs ([`super::ShmemInode::sysv`]). A segment lives
 //! on after its creator exits, until removed.
 
-use super::super::types::{MapFlags, Pid, Prot, VmError};
+use super::super::types::{MapFlags, Pid, Prot, VmError, VmFlags};
 use super::super::{Ctx, Vm};
 
 impl Vm {
@@ -49,7 +49,17 @@ impl Vm {
         } else {
             MapFlags::SHARED | MapFlags::FIXED
         };
-        self.mmap_file(ctx, pid, addr, len, prot, flags, Some((inode, 0)))
+        let at = self.mmap_file(ctx, pid, addr, len, prot, flags, Some((inode, 0)))?;
+        if !write {
+            // SHM_RDONLY opens the segment's file read-only: the mapping
+            // may never be written (no VM_MAYWRITE). Two attaches never
+            // merge (each maps the segment from offset 0).
+            let mm = self.task_mm(pid)?;
+            if let Some(id) = self.find_vma(mm, at) {
+                self.vmas[id].flags -= VmFlags::MAYWRITE;
+            }
+        }
+        Ok(at)
     }
 
     /// The SysV segments that exist (not removed), by identifier.
