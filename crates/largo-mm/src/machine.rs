@@ -367,7 +367,19 @@ impl Machine {
         // and folios a batch drain released are freed.
         self.vm.flush_slab_ops(&mut ctx);
         self.vm.free_drained(&mut ctx);
+        // With no task left the cpus idle: queued RCU callbacks run.
+        if self.vm.rcu_callbacks_pending() && !self.vm.tasks.values().any(|t| t.alive) {
+            self.vm.rcu_callbacks(&mut ctx);
+        }
         out
+    }
+
+    /// The RCU callbacks queued so far run (`Vm::rcu_callbacks`), as they
+    /// do once the cpus idle after a grace period.
+    pub fn run_rcu_callbacks(&mut self) {
+        if self.vm.rcu_callbacks_pending() {
+            self.with_vm(0, |vm, ctx| vm.rcu_callbacks(ctx));
+        }
     }
 
     /// Runs khugepaged now if a registration woke it and it has not run

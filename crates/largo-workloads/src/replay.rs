@@ -636,6 +636,11 @@ pub struct ReplayOutcome {
 /// The task's stop by its parent before a snapshot (see
 /// [`ReplayOptions::roots_join_memcg`]).
 fn stopped_by_parent(m: &mut Machine, opts: &ReplayOptions) {
+    if opts.roots_join_memcg {
+        // The task waits (`rcu_settle`) before its parent stops it: the
+        // RCU callbacks it queued run meanwhile.
+        m.run_rcu_callbacks();
+    }
     if let (true, Some(cpu)) = (opts.roots_join_memcg, opts.cpu) {
         let cpu = cpu.min(m.config().nr_cpus.max(1) - 1);
         m.with_vm(cpu, |vm, ctx| vm.foreign_obj_free(ctx));

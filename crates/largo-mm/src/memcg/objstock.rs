@@ -24,6 +24,16 @@ pub enum SlabCache {
 }
 
 impl SlabCache {
+    /// Freed through RCU: the kernel's free (and so its memcg free hook,
+    /// `refill_obj_stock`) runs in a callback once a grace period has
+    /// passed, on the cpu that queued it. `xa_node_free` and a shmem
+    /// inode's `destroy_inode` use `call_rcu`; the other caches free at
+    /// once (`vm_area_struct`, `anon_vma`, `filp` are
+    /// `SLAB_TYPESAFE_BY_RCU`, a memfd's dentry is `DCACHE_NORCU`).
+    pub fn freed_by_rcu(self) -> bool {
+        matches!(self, SlabCache::RadixTreeNode | SlabCache::ShmemInode)
+    }
+
     /// `obj_full_size`: the slab object size plus the `obj_cgroup`
     /// pointer kept beside it. Object sizes of x86_64 v6.18 SLUB
     /// (`/sys/kernel/slab/<cache>/slab_size` on the validation host).

@@ -27,6 +27,10 @@ impl Machine {
     /// flush) runs at its time, in order (a flush first on a tie, then
     /// khugepaged, reporting, kcompactd).
     pub fn advance_time(&mut self, ns: u64) {
+        if ns > 0 {
+            // The cpus idle: queued RCU callbacks run.
+            self.run_rcu_callbacks();
+        }
         let now = self.now_ns();
         let target = now.saturating_add(ns);
         if self.vm.khugepaged.wake_now {

@@ -65,10 +65,40 @@ impl Vm {
             let bytes = op.cache.charged_bytes();
             if op.alloc {
                 self.obj_cgroup_charge(ctx, op.memcg as usize, bytes);
+            } else if op.cache.freed_by_rcu() {
+                // call_rcu: the free hook runs in the callback.
+                self.rcu_pending.push((ctx.cpu, op));
             } else {
                 self.refill_obj_stock(ctx, op.memcg as usize, bytes, true);
             }
         }
+    }
+
+    /// The RCU callbacks queued so far run (`rcu_do_batch`), each on the
+    /// cpu that queued it: the objects' bytes go back to that cpu's
+    /// object stock. A cpu busy with a task's faults and reclaim runs
+    /// them only once it idles (measured on this host: the page-cache
+    /// nodes that memcg reclaim of clean shmem folios frees come back in
+    /// the softirq of the idle cpu after the task's last step, not during
+    /// its faults), so the callers are the points where the task's cpu
+    /// goes idle: time passing, the task's stop before a snapshot, no
+    /// task left.
+    pub fn rcu_callbacks(&mut self, ctx: &mut Ctx) {
+        self.flush_slab_ops(ctx);
+        if self.rcu_pending.is_empty() {
+            return;
+        }
+        let cpu = ctx.cpu;
+        for (queued_on, op) in std::mem::take(&mut self.rcu_pending) {
+            ctx.cpu = queued_on;
+            self.refill_obj_stock(ctx, op.memcg as usize, op.cache.charged_bytes(), true);
+        }
+        ctx.cpu = cpu;
+    }
+
+    /// Whether RCU callbacks of accounted objects wait to run.
+    pub fn rcu_callbacks_pending(&self) -> bool {
+        !self.rcu_pending.is_empty()
     }
 
     /// `obj_cgroup_charge_account`: from the cpu's object stock, else

@@ -183,6 +183,9 @@ pub struct Vm {
     /// Accounted slab objects made or freed since the charge path last
     /// ran, in order (`vm/kmem.rs`).
     pub(crate) slab_pending: Vec<crate::memcg::SlabOp>,
+    /// Accounted slab objects freed through RCU whose callbacks have not
+    /// run, with the cpu that queued them (`vm/kmem.rs`).
+    pub(crate) rcu_pending: Vec<(usize, crate::memcg::SlabOp)>,
     /// File pages outside the model in node 0 ([`crate::MachineConfig::page_cache_bytes`]).
     pub page_cache_pages: u64,
     /// Every task. Change a task only through [`Vm::task_mut`] and add one
@@ -276,6 +279,7 @@ impl Vm {
             khugepaged: khugepaged::Khugepaged::default(),
             stats_flush_due_ns: lru::STATS_FLUSH_NS,
             slab_pending: Vec::new(),
+            rcu_pending: Vec::new(),
             page_cache_pages: 0,
             tasks: BTreeMap::new(),
             last_task: std::cell::Cell::new(None),
