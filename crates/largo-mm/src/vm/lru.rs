@@ -184,6 +184,14 @@ pub struct Lruvec {
     /// The list sizes and activations as the memcg statistics show them:
     /// copied at the last rstat flush (`lruvec_page_state` reads these).
     pub flushed: FlushedStats,
+    /// The "thp-deferred_split" shrinker's bit in this (memcg, node)'s
+    /// `shrinker_info` map (`set_shrinker_bit` when `deferred_split_folio`
+    /// queues a folio of the memcg on the node; `deferred_split_count`
+    /// never reports `SHRINK_EMPTY`, so nothing clears it).
+    pub deferred_split_shrinker_bit: bool,
+    /// That shrinker's `nr_deferred` for this (memcg, node)
+    /// (`xchg_nr_deferred_memcg` / `add_nr_deferred_memcg`).
+    pub deferred_split_nr_deferred: u64,
 }
 
 /// A lruvec's statistics as of the last `mem_cgroup_flush_stats`: the

@@ -7,7 +7,9 @@
 //! anonymous folios are swapped out when there is swap), then asks the
 //! deferred split shrinker to scan one batch (`SHRINK_BATCH`) and drops
 //! the unused huge zero folio; the kernel's priority-scaled slab pressure
-//! is not modelled.
+//! is not modelled for global reclaim. Memcg limit reclaim runs the
+//! memcg-aware deferred split shrinker per priority, scaled as
+//! `do_shrink_slab` does (`vmscan/node.rs` `shrink_slab_memcg`).
 
 use largo_physmem::copy::Vanilla;
 use largo_physmem::Backing;

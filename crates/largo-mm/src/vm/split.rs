@@ -42,6 +42,16 @@ impl Vm {
     }
 
     pub(super) fn deferred_push_tail(&mut self, nid: usize, key: usize) {
+        // set_shrinker_bit(memcg, nid, deferred_split_shrinker): a folio
+        // charged to a memcg other than the root makes memcg reclaim's
+        // shrink_slab_memcg call the shrinker for that (memcg, node).
+        let memcg = usize::from(self.folios[key].memcg);
+        if memcg != 0 {
+            let lv = self.lruvec_index(nid, memcg);
+            if let Some(l) = self.lruvecs.get_mut(lv) {
+                l.deferred_split_shrinker_bit = true;
+            }
+        }
         let q = &mut self.deferred[nid];
         let tail = q.tail;
         self.folios[key].deferred = Some((tail, NO_LINK));
@@ -97,6 +107,52 @@ impl Vm {
             batch.push(cur);
             cur = next;
         }
+        self.deferred_split_batch(ctx, batch)
+    }
+
+    /// The queued folios charged to `memcg`, oldest first: the memcg's
+    /// own `deferred_split_queue` (one for all nodes; the model keeps one
+    /// queue per node, so a memcg's folios are taken node by node).
+    fn deferred_memcg_folios(&self, memcg: usize, limit: u64) -> Vec<usize> {
+        let mut out = Vec::new();
+        for q in &self.deferred {
+            let mut cur = q.head;
+            while cur != NO_LINK && (out.len() as u64) < limit {
+                let f = &self.folios[cur];
+                if usize::from(f.memcg) == memcg {
+                    out.push(cur);
+                }
+                cur = f.deferred.expect("queued").1;
+            }
+        }
+        out
+    }
+
+    /// `deferred_split_count` with `sc->memcg` set: the length of the
+    /// memcg's queue, whatever the node asked about.
+    pub(crate) fn deferred_split_count_memcg(&self, memcg: usize) -> u64 {
+        if self.deferred.iter().all(|q| q.len == 0) {
+            return 0;
+        }
+        self.deferred_memcg_folios(memcg, u64::MAX).len() as u64
+    }
+
+    /// `deferred_split_scan` with `sc->memcg` set: up to `nr_to_scan` of
+    /// the memcg's queue. `None` is `SHRINK_STOP` (nothing split and the
+    /// queue empty).
+    pub(crate) fn deferred_split_scan_memcg(&mut self, ctx: &mut Ctx, memcg: usize, nr_to_scan: u64) -> Option<u64> {
+        self.locks.deferred_split += 1;
+        let batch = self.deferred_memcg_folios(memcg, nr_to_scan);
+        let split = self.deferred_split_batch(ctx, batch);
+        if split == 0 && self.deferred_split_count_memcg(memcg) == 0 {
+            return None;
+        }
+        Some(split)
+    }
+
+    /// The second half of `deferred_split_scan`: the folios taken off the
+    /// queue are split, dropped or queued again. Returns folios split.
+    fn deferred_split_batch(&mut self, ctx: &mut Ctx, batch: Vec<usize>) -> u64 {
         let mut split = 0;
         for key in batch {
             let pfn = self.folios[key].pfn;

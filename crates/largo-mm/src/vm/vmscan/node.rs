@@ -76,9 +76,59 @@ impl Vm {
         for memcg in memcgs {
             let lv = self.lruvec_index(nid, memcg);
             self.shrink_lruvec(ctx, lv, sc);
+            // shrink_slab(sc->gfp_mask, nid, memcg, sc->priority); global
+            // reclaim's shrinkers run once per pass in reclaim.rs.
+            if sc.cgroup_reclaim() && memcg != 0 {
+                self.shrink_slab_memcg(ctx, nid, memcg, sc.priority);
+            }
             if sc.cgroup_reclaim() && sc.nr_reclaimed >= sc.nr_to_reclaim {
                 break;
             }
         }
+    }
+
+    /// `shrink_slab` of a memcg other than the root -> `shrink_slab_memcg`:
+    /// the memcg-aware shrinkers whose bit is set in the (memcg, node)
+    /// map; of the model's shrinkers only "thp-deferred_split" is
+    /// memcg-aware (`SHRINKER_NUMA_AWARE | SHRINKER_MEMCG_AWARE |
+    /// SHRINKER_NONSLAB`). Returns the folios split.
+    fn shrink_slab_memcg(&mut self, ctx: &mut Ctx, nid: usize, memcg: usize, priority: u32) -> u64 {
+        let lv = self.lruvec_index(nid, memcg);
+        if !self.lruvecs[lv].deferred_split_shrinker_bit {
+            return 0;
+        }
+        self.do_shrink_slab_deferred_split_memcg(ctx, lv, memcg, priority)
+    }
+
+    /// `do_shrink_slab` of the deferred split shrinker for a memcg:
+    /// `freeable` is the memcg's queue length (`deferred_split_count`);
+    /// the scan target is the (memcg, node)'s `nr_deferred` plus
+    /// `delta = (freeable >> priority) * 4 / seeks` (`DEFAULT_SEEKS` 2),
+    /// at most twice `freeable`; it scans in `SHRINK_BATCH`es while the
+    /// target is a batch or at least `freeable`, and defers what it left
+    /// (at most twice `freeable`).
+    fn do_shrink_slab_deferred_split_memcg(&mut self, ctx: &mut Ctx, lv: usize, memcg: usize, priority: u32) -> u64 {
+        const SHRINK_BATCH: u64 = 128;
+        const DEFAULT_SEEKS: u64 = 2;
+        let freeable = self.deferred_split_count_memcg(memcg);
+        if freeable == 0 {
+            return 0;
+        }
+        let nr = std::mem::take(&mut self.lruvecs[lv].deferred_split_nr_deferred);
+        let delta = (freeable >> priority) * 4 / DEFAULT_SEEKS;
+        let mut total_scan = ((nr >> priority) + delta).min(2 * freeable);
+        let (mut freed, mut scanned) = (0, 0);
+        while total_scan >= SHRINK_BATCH || total_scan >= freeable {
+            let nr_to_scan = SHRINK_BATCH.min(total_scan);
+            match self.deferred_split_scan_memcg(ctx, memcg, nr_to_scan) {
+                None => break,
+                Some(split) => freed += split,
+            }
+            total_scan -= nr_to_scan;
+            scanned += nr_to_scan;
+        }
+        let next_deferred = (nr + delta).saturating_sub(scanned).min(2 * freeable);
+        self.lruvecs[lv].deferred_split_nr_deferred += next_deferred;
+        freed
     }
 }
