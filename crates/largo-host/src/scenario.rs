@@ -135,7 +135,15 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "madv-nohugepage-middle",
         include_str!("../scenarios/madv-nohugepage-middle.trace"),
     ),
+    (
+        "memcg-deferred-split-shrinker",
+        include_str!("../scenarios/memcg-deferred-split-shrinker.trace"),
+    ),
     ("memcg-munmap-all", include_str!("../scenarios/memcg-munmap-all.trace")),
+    (
+        "memcg-rcu-freed-nodes",
+        include_str!("../scenarios/memcg-rcu-freed-nodes.trace"),
+    ),
     (
         "memfd-cold-partial",
         include_str!("../scenarios/memfd-cold-partial.trace"),
