@@ -171,7 +171,7 @@ struct Range {
     pages: u64,
 }
 
-const ADVICE: [Advice; 7] = [
+const ADVICE: [Advice; 8] = [
     Advice::DontNeed,
     Advice::Free,
     Advice::HugePage,
@@ -179,6 +179,7 @@ const ADVICE: [Advice; 7] = [
     Advice::Collapse,
     Advice::Cold,
     Advice::PageOut,
+    Advice::Remove,
 ];
 const PRCTL: [ThpDisable; 3] = [ThpDisable::Off, ThpDisable::Completely, ThpDisable::ExceptAdvised];
 const MODES: [&str; 4] = ["always", "inherit", "madvise", "never"];

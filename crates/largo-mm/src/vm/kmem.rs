@@ -7,7 +7,9 @@
 //! the charges run at the next charge of pages or when the operation
 //! ends, in order. An object freed in the operation that made it (a VMA
 //! inserted and merged away at once, where the kernel would have grown
-//! its neighbour) was never allocated by the kernel: the two cancel.
+//! its neighbour) was never allocated by the kernel: the two cancel,
+//! except for caches freed through RCU (`SlabCache::freed_by_rcu`), whose
+//! frees wait for their callback (`Vm::rcu_callbacks`).
 
 use super::{Ctx, MmId, Vm};
 use crate::memcg::{SlabCache, SlabOp, Unchargeable};
@@ -39,10 +41,15 @@ impl Vm {
             return;
         }
         for _ in 0..count {
-            let made_now = self
-                .slab_pending
-                .iter()
-                .rposition(|op| op.alloc && op.memcg == memcg && op.cache == cache);
+            // An object freed through RCU was allocated all the same: its
+            // charge stands until the callback runs.
+            let made_now = match cache.freed_by_rcu() {
+                true => None,
+                false => self
+                    .slab_pending
+                    .iter()
+                    .rposition(|op| op.alloc && op.memcg == memcg && op.cache == cache),
+            };
             match made_now {
                 Some(i) => {
                     self.slab_pending.remove(i);
