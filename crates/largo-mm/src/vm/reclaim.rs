@@ -21,7 +21,7 @@ use crate::page_alloc::{MigrationTarget, PageAlloc, Reclaim};
 use crate::stats::VmEvent;
 
 /// `SHRINK_BATCH`.
-const SHRINK_BATCH: u64 = 128;
+pub(crate) const SHRINK_BATCH: u64 = 128;
 
 /// An OOM kill: who was killed, for whose allocation, and how big it was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! met; a pass that reclaimed nothing because it skipped deactivation is
 //! tried again with deactivation forced.
 
+use super::super::reclaim::SHRINK_BATCH;
 use super::super::{Ctx, Vm};
 use super::{Reclaimer, ScanControl, DEF_PRIORITY, SWAP_CLUSTER_MAX};
 
@@ -108,7 +109,6 @@ impl Vm {
     /// target is a batch or at least `freeable`, and defers what it left
     /// (at most twice `freeable`).
     fn do_shrink_slab_deferred_split_memcg(&mut self, ctx: &mut Ctx, lv: usize, memcg: usize, priority: u32) -> u64 {
-        const SHRINK_BATCH: u64 = 128;
         const DEFAULT_SEEKS: u64 = 2;
         let freeable = self.deferred_split_count_memcg(memcg);
         if freeable == 0 {
