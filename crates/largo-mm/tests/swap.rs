@@ -394,3 +394,38 @@ fn small_folios_freed_lazily_stay_allocated_after_munmap_until_their_batch_moves
     assert_eq!(free_kb(p.m), before + 64, "and then freed them");
     p.m.check().unwrap();
 }
+
+/// A 64K folio left partially mapped by munmap waits on its memcg's
+/// deferred split queue. Memcg limit reclaim runs the memcg-aware deferred
+/// split shrinker after each priority's LRU pass, priority-scaled
+/// (`do_shrink_slab`); a 24M write into the 24M memcg reclaims hard enough
+/// that it splits the folio: its 6 unmapped pages are freed, its mapped
+/// ones stay. The host scenario `memcg-deferred-split-shrinker` checks the
+/// same against the kernel.
+#[test]
+fn memcg_reclaim_splits_a_partially_mapped_folio_through_its_shrinker() {
+    let cfg = MachineConfig {
+        memcg_max_bytes: Some(24 * MIB),
+        ..config("256M:zram")
+    };
+    let mut m = machine(cfg, &[(SIZE_64K, "always")]);
+    let mut p = Proc::spawn(&mut m);
+    let pid = p.pid;
+    let fixed = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED;
+    let rw = Prot::READ | Prot::WRITE;
+    let (region, pressure) = (0x7f00_0400_0000u64, 0x7e00_0000_0000u64);
+    p.m.with_vm(0, |vm, ctx| vm.mmap(ctx, pid, region, 6 * MIB, rw, fixed))
+        .unwrap();
+    p.touch(region + 0x51d000, 929792, true);
+    p.m.with_vm(0, |vm, ctx| vm.munmap(ctx, pid, region + 0x554000, 6 * PAGE))
+        .unwrap();
+    assert_eq!(p.mthp(64, MthpStat::NrAnonPartiallyMapped), 1);
+    assert_eq!(p.mthp(64, MthpStat::Split), 0);
+    p.m.with_vm(0, |vm, ctx| vm.mmap(ctx, pid, pressure, 24 * MIB, rw, fixed))
+        .unwrap();
+    p.touch(pressure, 24 * MIB, true);
+    assert!(p.vmstat("pswpout") > 0, "the memcg reclaimed");
+    assert_eq!(p.mthp(64, MthpStat::Split), 1, "the shrinker split it");
+    assert_eq!(p.mthp(64, MthpStat::NrAnonPartiallyMapped), 0);
+    p.m.check().unwrap();
+}
