@@ -113,28 +113,20 @@ impl Vm {
     /// The queued folios charged to `memcg`, oldest first: the memcg's
     /// own `deferred_split_queue` (one for all nodes; the model keeps one
     /// queue per node, so a memcg's folios are taken node by node).
-    fn deferred_memcg_folios(&self, memcg: usize, limit: u64) -> Vec<usize> {
-        let mut out = Vec::new();
-        for q in &self.deferred {
-            let mut cur = q.head;
-            while cur != NO_LINK && (out.len() as u64) < limit {
-                let f = &self.folios[cur];
-                if usize::from(f.memcg) == memcg {
-                    out.push(cur);
-                }
-                cur = f.deferred.expect("queued").1;
-            }
-        }
-        out
+    fn deferred_memcg_folios(&self, memcg: usize) -> impl Iterator<Item = usize> + '_ {
+        self.deferred.iter().flat_map(move |q| {
+            std::iter::successors(Some(q.head), |&cur| {
+                (cur != NO_LINK).then(|| self.folios[cur].deferred.expect("queued").1)
+            })
+            .take_while(|&cur| cur != NO_LINK)
+            .filter(move |&cur| usize::from(self.folios[cur].memcg) == memcg)
+        })
     }
 
     /// `deferred_split_count` with `sc->memcg` set: the length of the
     /// memcg's queue, whatever the node asked about.
     pub(crate) fn deferred_split_count_memcg(&self, memcg: usize) -> u64 {
-        if self.deferred.iter().all(|q| q.len == 0) {
-            return 0;
-        }
-        self.deferred_memcg_folios(memcg, u64::MAX).len() as u64
+        self.deferred_memcg_folios(memcg).count() as u64
     }
 
     /// `deferred_split_scan` with `sc->memcg` set: up to `nr_to_scan` of
@@ -142,7 +134,7 @@ impl Vm {
     /// queue empty).
     pub(crate) fn deferred_split_scan_memcg(&mut self, ctx: &mut Ctx, memcg: usize, nr_to_scan: u64) -> Option<u64> {
         self.locks.deferred_split += 1;
-        let batch = self.deferred_memcg_folios(memcg, nr_to_scan);
+        let batch = self.deferred_memcg_folios(memcg).take(nr_to_scan as usize).collect();
         let split = self.deferred_split_batch(ctx, batch);
         if split == 0 && self.deferred_split_count_memcg(memcg) == 0 {
             return None;
