@@ -215,6 +215,44 @@ pub fn settle_khugepaged(timeout: std::time::Duration) -> bool {
     false
 }
 
+/// Waits up to `timeout` for khugepaged (pid `pid`) to sleep between
+/// passes: state `S` with its wait channel in the thread's own function
+/// (`khugepaged_wait_work` is inlined there), not preempted (`R`) or
+/// blocked on a lock or in reclaim. With a process on its list it then
+/// sleeps out `scan_sleep_millisecs` (an hour in validation) and only a
+/// write of that file starts a pass: a case's own wake then starts one
+/// pass that scans the case's mm. A pass still in flight at the wake (one
+/// a registration on an empty list started, at nice 19 behind busy tasks)
+/// would swallow it (mm/khugepaged.c `khugepaged_wait_work` rearms the
+/// sleep after the pass). Returns whether it was seen asleep.
+pub fn wait_khugepaged_asleep(pid: u32, timeout: std::time::Duration) -> bool {
+    let asleep = || {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let wchan = fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+        Some(khugepaged_between_passes(&stat, &wchan))
+    };
+    let start = std::time::Instant::now();
+    loop {
+        match asleep() {
+            Some(true) => return true,
+            // Gone (THP turned off meanwhile): nothing to wait for.
+            None => return true,
+            Some(false) if start.elapsed() >= timeout => return false,
+            Some(false) => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    }
+}
+
+/// Whether khugepaged's `/proc/PID/stat` and `wchan` show it asleep in
+/// its own function (between passes).
+fn khugepaged_between_passes(stat: &str, wchan: &str) -> bool {
+    // `PID (comm) STATE ...`: the state follows the last ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    state == Some("S") && wchan.trim() == "khugepaged"
+}
+
 /// This process bound to one cpu while it lives; its former cpus come
 /// back on drop. A validation whose tasks run on another cpu keeps the
 /// validator (and the tools it starts) off theirs: folios it faults or
@@ -240,5 +278,23 @@ impl Drop for CpuPin {
         if let Some(set) = self.saved.take() {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::khugepaged_between_passes;
+
+    #[test]
+    fn khugepaged_is_between_passes_only_asleep_in_its_own_function() {
+        let stat = |state: &str| format!("15523 (khugepaged) {state} 2 0 0 0 -1 2129984 0 0");
+        assert!(khugepaged_between_passes(&stat("S"), "khugepaged\n"));
+        // Preempted inside a pass, or blocked on an mm's lock.
+        assert!(!khugepaged_between_passes(&stat("R"), "0"));
+        assert!(!khugepaged_between_passes(&stat("D"), "rwsem_down_read_slowpath"));
+        assert!(!khugepaged_between_passes(&stat("S"), "rwsem_down_read_slowpath"));
+        // A ')' in the name does not move the state field.
+        assert!(khugepaged_between_passes("7 (a) b) S 2", "khugepaged"));
+        assert!(!khugepaged_between_passes("", "khugepaged"));
     }
 }

@@ -483,6 +483,9 @@ pub fn place_with(plan: &Plan, page_size: u64, own_tables: bool) -> Result<Place
     })
 }
 
+/// The longest a run waits for khugepaged to go to sleep before it forks.
+const KHUGEPAGED_ASLEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// What the native run of each root process gave.
 #[derive(Clone, Debug)]
 pub struct NativeRoot {
@@ -510,7 +513,13 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         placement.window.base(),
         placement.window.base() + placement.window.size(),
     );
+    // Started and stopped by the THP settings, which are set by now.
+    let khugepaged = crate::hostswap::kthread_pid("khugepaged");
+    let khugepaged_runs = khugepaged.is_some();
     for (r, steps) in plan.roots.iter().enumerate() {
+        if let Some(pid) = khugepaged {
+            crate::hostswap::wait_khugepaged_asleep(pid, KHUGEPAGED_ASLEEP_TIMEOUT);
+        }
         let result_file = std::env::temp_dir().join(format!("largo-counters-{}-{r}", std::process::id()));
         let mut capture = RawCapture::prepare_with(plan.shmem || placement.exact_gauges);
         // The page the child's stop is arranged through is shmem: made
@@ -541,6 +550,7 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
             cgroup: cgroup_files
                 .as_ref()
                 .map(|(join, leave)| native::CgroupStay { join, leave }),
+            khugepaged_runs,
         };
         let end = if snapshot {
             native::End::SnapshotAndStop {

@@ -128,6 +128,9 @@ pub struct Placement<'a> {
     pub work: Option<&'a UserWork>,
     pub cpu: Option<usize>,
     pub cgroup: Option<CgroupStay<'a>>,
+    /// khugepaged runs on the host: a sleep that follows a wake lasts
+    /// until the pass the wake started has ended (see [`settle_pass`]).
+    pub khugepaged_runs: bool,
 }
 
 /// The cgroup a program's steps run in: the child writes its pid to
@@ -415,6 +418,34 @@ pub fn run_to_exit(window: &mut Window, steps: &[Step], place: Placement) -> Res
 const DROP_CACHES: &CStr = c"/proc/sys/vm/drop_caches";
 const SCAN_SLEEP: &CStr = c"/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs";
 
+/// The longest a sleep waits, beyond its own length, for the khugepaged
+/// pass a wake started.
+const KHUGEPAGED_PASS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// khugepaged's `full_scans`, read without allocating (from a forked
+/// child).
+fn khugepaged_full_scans() -> Option<u64> {
+    let mut buf = [0u8; 32];
+    let path = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/khugepaged/full_scans");
+    let n = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+}
+
+/// Waits until khugepaged's `full_scans` passes `before`, or
+/// [`KHUGEPAGED_PASS_TIMEOUT`]. A woken pass starts at the head of its
+/// list and ends with `full_scans` counted once it has scanned every mm
+/// on it (mm/khugepaged.c `khugepaged_do_scan`, `khugepaged_scan_mm_slot`),
+/// so every mm registered before the wake has then been scanned. The
+/// kernel thread runs at nice 19: on a busy machine a pass can take far
+/// longer than the sleep a trace asks for, and the model always finishes
+/// it inside that sleep.
+fn settle_pass(before: u64) {
+    let start = std::time::Instant::now();
+    while khugepaged_full_scans().is_some_and(|n| n <= before) && start.elapsed() < KHUGEPAGED_PASS_TIMEOUT {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Reads `scan_sleep_millisecs` and writes it back (no allocation: from
 /// a forked child): the store wakes khugepaged at once.
 pub fn khugepaged_wake() -> bool {
@@ -433,6 +464,8 @@ pub fn khugepaged_wake() -> bool {
 /// of the failing step.
 fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, ids: &mut Ids) -> Result<(), usize> {
     let at = |a: u64| a.wrapping_add(place.delta);
+    // khugepaged's `full_scans` at the first wake no sleep has waited for.
+    let mut woken_at: Option<u64> = None;
     for (i, step) in steps.iter().enumerate() {
         let ok = match *step {
             Step::Map {
@@ -473,9 +506,17 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, ids: &mut I
                 .is_some_and(|id| w.attach_shm(id, at(addr), len, write).is_ok()),
             Step::ShmDt { addr, len } => w.detach_shm(at(addr), len).is_ok(),
             Step::ShmRmid { index } => ids.shm_id(index).is_some_and(|id| crate::sysv::remove(id).is_ok()),
-            Step::KhugepagedWake => khugepaged_wake(),
+            Step::KhugepagedWake => {
+                if place.khugepaged_runs {
+                    woken_at = woken_at.or(khugepaged_full_scans());
+                }
+                khugepaged_wake()
+            }
             Step::Sleep { ns } => {
                 std::thread::sleep(std::time::Duration::from_nanos(ns));
+                if let Some(before) = woken_at.take() {
+                    settle_pass(before);
+                }
                 true
             }
             Step::Unmap { addr, len } => w.unmap(at(addr), len).is_ok(),
@@ -558,6 +599,7 @@ mod tests {
             work: None,
             cpu: None,
             cgroup: None,
+            khugepaged_runs: false,
         };
         let end = End::SnapshotAndStop {
             snapshot: &mut snap,
