@@ -141,6 +141,21 @@ pub fn kthread_pid(name: &str) -> Option<u32> {
     })
 }
 
+/// khugepaged's pid, remembered between calls: a scan of /proc costs
+/// about half a millisecond, inside the timed host runs of `largo bench`.
+/// The thread keeps its pid until THP is turned off; a remembered pid is
+/// checked by its `comm` before it is used.
+pub fn khugepaged_pid() -> Option<u32> {
+    static REMEMBERED: std::sync::Mutex<Option<u32>> = std::sync::Mutex::new(None);
+    let mut remembered = REMEMBERED.lock().unwrap_or_else(|e| e.into_inner());
+    let alive = |pid: u32| fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "khugepaged");
+    if let Some(pid) = remembered.filter(|&pid| alive(pid)) {
+        return Some(pid);
+    }
+    *remembered = kthread_pid("khugepaged");
+    *remembered
+}
+
 /// The cpus `pid` may run on (`Cpus_allowed_list`).
 pub fn cpus_allowed(pid: u32) -> Option<String> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

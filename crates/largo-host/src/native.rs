@@ -514,7 +514,7 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         placement.window.base() + placement.window.size(),
     );
     // Started and stopped by the THP settings, which are set by now.
-    let khugepaged = crate::hostswap::kthread_pid("khugepaged");
+    let khugepaged = crate::hostswap::khugepaged_pid();
     let khugepaged_runs = khugepaged.is_some();
     for (r, steps) in plan.roots.iter().enumerate() {
         if let Some(pid) = khugepaged {
