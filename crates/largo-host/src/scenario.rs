@@ -139,6 +139,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "memcg-deferred-split-shrinker",
         include_str!("../scenarios/memcg-deferred-split-shrinker.trace"),
     ),
+    (
+        "memcg-leave-at-limit",
+        include_str!("../scenarios/memcg-leave-at-limit.trace"),
+    ),
     ("memcg-munmap-all", include_str!("../scenarios/memcg-munmap-all.trace")),
     (
         "memcg-rcu-freed-nodes",

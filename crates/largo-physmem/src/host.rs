@@ -948,6 +948,43 @@ pub fn pin_to_cpu(cpu: usize) -> bool {
 /// Writes this process's id to `procs` (a cgroup's `cgroup.procs`):
 /// the process joins the cgroup. Allocation-free: from a forked child.
 pub fn join_cgroup(procs: &std::ffi::CStr) -> bool {
+    let (buf, at) = pid_digits();
+    write_file_no_alloc(procs, &buf[at..])
+}
+
+/// A cgroup's `cgroup.procs` opened for writing ahead of the move, so the
+/// move itself opens nothing: opening allocates a `struct file`, charged
+/// (`SLAB_ACCOUNT`) to the cgroup the process is in at the open. A process
+/// leaving a memory cgroup at its limit would otherwise charge it one more
+/// page and make it reclaim after the program's last step.
+pub struct ProcsFile(libc::c_int);
+
+impl ProcsFile {
+    /// Opens `procs` (allocation-free: from a forked child).
+    pub fn open(procs: &std::ffi::CStr) -> Option<ProcsFile> {
+        // SAFETY: `procs` is a valid NUL-terminated string; the result is
+        // checked.
+        let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        (fd >= 0).then_some(ProcsFile(fd))
+    }
+
+    /// Moves this process into the cgroup, then closes the file.
+    pub fn join(self) -> bool {
+        let (buf, at) = pid_digits();
+        let value = &buf[at..];
+        // SAFETY: writes from a live stack buffer of `value.len()` bytes to
+        // a descriptor this value owns, which is closed once, here.
+        unsafe {
+            let n = libc::write(self.0, value.as_ptr().cast(), value.len());
+            libc::close(self.0);
+            n == value.len() as isize
+        }
+    }
+}
+
+/// This process's id in decimal, at the end of a stack buffer: the digits
+/// are `buf[at..]`.
+fn pid_digits() -> ([u8; 20], usize) {
     let mut buf = [0u8; 20];
     let mut n = std::process::id();
     let mut at = buf.len();
@@ -959,7 +996,7 @@ pub fn join_cgroup(procs: &std::ffi::CStr) -> bool {
             break;
         }
     }
-    write_file_no_alloc(procs, &buf[at..])
+    (buf, at)
 }
 
 /// Waits for an exclusive `flock` on an open descriptor (retrying on

@@ -317,6 +317,9 @@ pub fn run_forked_with(
     let handshake = handshake.filter(|_| stop && place.cgroup.is_some());
     let handshake_end = handshake.as_ref().map(|h| h.child_end());
     let body = move || {
+        // The root cgroup's `cgroup.procs`, open while the program runs
+        // in its cgroup.
+        let mut leave_procs = None;
         // THP may be off in the parent (`ThpOffGuard`): a program starts
         // with the default, as a process forked by a shell does.
         let _ = crate::host::prctl_thp_disable(0);
@@ -351,6 +354,11 @@ pub fn run_forked_with(
             if window.release().is_err() {
                 return SETUP_FAILED;
             }
+            // Opened outside the cgroup: leaving it then charges nothing.
+            let Some(leave) = crate::host::ProcsFile::open(cg.leave) else {
+                return SETUP_FAILED;
+            };
+            leave_procs = Some(leave);
             if !crate::host::join_cgroup(cg.join) {
                 return SETUP_FAILED;
             }
@@ -358,7 +366,7 @@ pub fn run_forked_with(
         if let Err(index) = exec(steps, window, place, page, &mut { Ids::NONE }) {
             return STEP_FAILED + index.min(100) as i32;
         }
-        if let Some(cg) = place.cgroup {
+        if let Some(leave) = leave_procs {
             if let Some(h) = handshake_end {
                 // The parent stops it and reads the cgroup (and the
                 // layout) now, while everything is still charged as the
@@ -366,7 +374,7 @@ pub fn run_forked_with(
                 crate::host::rcu_settle();
                 h.arrive_and_wait();
             }
-            if !crate::host::join_cgroup(cg.leave) {
+            if !leave.join() {
                 return SETUP_FAILED;
             }
         }
