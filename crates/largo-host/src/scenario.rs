@@ -145,6 +145,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ),
     ("memcg-munmap-all", include_str!("../scenarios/memcg-munmap-all.trace")),
     (
+        "memcg-pgtable-rcu-free",
+        include_str!("../scenarios/memcg-pgtable-rcu-free.trace"),
+    ),
+    (
         "memcg-rcu-freed-nodes",
         include_str!("../scenarios/memcg-rcu-freed-nodes.trace"),
     ),

@@ -373,9 +373,15 @@ impl Vm {
             );
         }
         let pagetables: i64 = self.node_stat.iter().map(|s| s.pagetable).sum();
+        // Tables freed through RCU count until their callback runs.
+        let awaiting_rcu = self
+            .rcu_pending
+            .iter()
+            .filter(|(_, c)| matches!(c, super::kmem::RcuCallback::Table { .. }))
+            .count();
         ensure!(
-            pagetables == self.pt.pages.len() as i64,
-            "NR_PAGETABLE {pagetables} but {} tables",
+            pagetables == (self.pt.pages.len() + awaiting_rcu) as i64,
+            "NR_PAGETABLE {pagetables} but {} tables and {awaiting_rcu} awaiting RCU",
             self.pt.pages.len()
         );
         let mm_tables: u64 = self.mms.iter().map(|(_, m)| m.nr_pgtables).sum();

@@ -15,6 +15,16 @@ use super::{Ctx, MmId, Vm};
 use crate::memcg::{SlabCache, SlabOp, Unchargeable};
 use crate::page_alloc::gfp::GFP_KERNEL;
 
+/// A callback `call_rcu` queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RcuCallback {
+    /// An accounted slab object's free (its free hook).
+    Slab(SlabOp),
+    /// A batch entry of `tlb_remove_table`: the page-table page `pfn`,
+    /// charged to `memcg` (0: none).
+    Table { pfn: u64, memcg: usize },
+}
+
 impl Vm {
     /// An object of `cache` made for `mm` (charged to its memcg).
     pub(crate) fn slab_alloc(&mut self, mm: MmId, cache: SlabCache, count: usize) {
@@ -74,7 +84,7 @@ impl Vm {
                 self.obj_cgroup_charge(ctx, op.memcg as usize, bytes);
             } else if op.cache.freed_by_rcu() {
                 // call_rcu: the free hook runs in the callback.
-                self.rcu_pending.push((ctx.cpu, op));
+                self.rcu_pending.push((ctx.cpu, RcuCallback::Slab(op)));
             } else {
                 self.refill_obj_stock(ctx, op.memcg as usize, bytes, true);
             }
@@ -96,14 +106,19 @@ impl Vm {
             return;
         }
         let cpu = ctx.cpu;
-        for (queued_on, op) in std::mem::take(&mut self.rcu_pending) {
+        for (queued_on, callback) in std::mem::take(&mut self.rcu_pending) {
             ctx.cpu = queued_on;
-            self.refill_obj_stock(ctx, op.memcg as usize, op.cache.charged_bytes(), true);
+            match callback {
+                RcuCallback::Slab(op) => {
+                    self.refill_obj_stock(ctx, op.memcg as usize, op.cache.charged_bytes(), true);
+                }
+                RcuCallback::Table { pfn, memcg } => self.release_table_page(ctx, pfn, memcg),
+            }
         }
         ctx.cpu = cpu;
     }
 
-    /// Whether RCU callbacks of accounted objects wait to run.
+    /// Whether RCU callbacks (accounted objects, page tables) wait to run.
     pub fn rcu_callbacks_pending(&self) -> bool {
         !self.rcu_pending.is_empty()
     }

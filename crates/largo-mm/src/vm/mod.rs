@@ -183,9 +183,9 @@ pub struct Vm {
     /// Accounted slab objects made or freed since the charge path last
     /// ran, in order (`vm/kmem.rs`).
     pub(crate) slab_pending: Vec<crate::memcg::SlabOp>,
-    /// Accounted slab objects freed through RCU whose callbacks have not
-    /// run, with the cpu that queued them (`vm/kmem.rs`).
-    pub(crate) rcu_pending: Vec<(usize, crate::memcg::SlabOp)>,
+    /// RCU callbacks queued and not yet run, in order, with the cpu that
+    /// queued each (`vm/kmem.rs`).
+    pub(crate) rcu_pending: Vec<(usize, kmem::RcuCallback)>,
     /// File pages outside the model in node 0 ([`crate::MachineConfig::page_cache_bytes`]).
     pub page_cache_pages: u64,
     /// Every task. Change a task only through [`Vm::task_mut`] and add one
@@ -657,15 +657,41 @@ impl Vm {
         Some(idx)
     }
 
-    /// Frees a page-table page.
+    /// Frees a page-table page at once (`pte_free`, `pmd_free`: a table
+    /// allocated and not used, a PMD mapping's deposited table, the PGD).
     pub(crate) fn free_table(&mut self, ctx: &mut Ctx, mm: MmId, idx: usize) {
+        let (pfn, memcg) = self.unlink_table(mm, idx);
+        self.release_table_page(ctx, pfn, memcg);
+    }
+
+    /// Frees a page-table page that hardware and lockless walkers may
+    /// still see: gone from the mm now, the page itself after a grace
+    /// period (`tlb_remove_table` with `CONFIG_MMU_GATHER_RCU_TABLE_FREE`,
+    /// `tlb_remove_table_rcu` -> `__tlb_remove_table`, which runs the
+    /// destructor, `NR_PAGETABLE`, and frees the page and its kmem
+    /// charge). What munmap, exit and MADV_DONTNEED's page-table reclaim
+    /// free.
+    pub(crate) fn free_table_rcu(&mut self, ctx: &mut Ctx, mm: MmId, idx: usize) {
+        let (pfn, memcg) = self.unlink_table(mm, idx);
+        self.rcu_pending
+            .push((ctx.cpu, kmem::RcuCallback::Table { pfn, memcg }));
+    }
+
+    /// A table out of the mm (`mm_dec_nr_ptes` and friends): its page
+    /// and charge.
+    fn unlink_table(&mut self, mm: MmId, idx: usize) -> (u64, usize) {
         let page = self.pt.remove(idx);
-        self.memcg_kmem_uncharge(ctx, page.memcg as usize, 1);
         self.work.pgtable_free += 1;
-        let pfn = page.pfn;
+        self.mms[mm].nr_pgtables -= 1;
+        (page.pfn, page.memcg as usize)
+    }
+
+    /// `pagetable_dtor_free`: the page-table page's kmem charge,
+    /// `NR_PAGETABLE` and the page itself go.
+    pub(crate) fn release_table_page(&mut self, ctx: &mut Ctx, pfn: u64, memcg: usize) {
+        self.memcg_kmem_uncharge(ctx, memcg, 1);
         let nid = self.node_of(ctx.pa, pfn);
         self.node_stat[nid].pagetable -= 1;
-        self.mms[mm].nr_pgtables -= 1;
         let record = ctx.pa.memmap.page_mut(pfn);
         record.remove_flags(PageFlags::PGTABLE);
         record.set_private(0);

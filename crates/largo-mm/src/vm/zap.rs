@@ -90,7 +90,7 @@ impl Vm {
                 let entry = self.pt.entry(pmd);
                 if entry.is_table() && !entry.is_huge() && self.pt.pages[entry.table_idx()].nr_used == 0 {
                     self.pt.set(pmd.table, pmd.index, Pte::NONE);
-                    self.free_table(ctx, mm, entry.table_idx());
+                    self.free_table_rcu(ctx, mm, entry.table_idx());
                 }
             }
             addr += pmd_size;
@@ -145,7 +145,7 @@ impl Vm {
             let inside = lo >= floor && (ceiling == 0 || hi <= ceiling);
             if inside && self.pt.pages[child].nr_used == 0 {
                 self.pt.set(table, i, Pte::NONE);
-                self.free_table(ctx, mm, child);
+                self.free_table_rcu(ctx, mm, child);
             }
         }
     }
