@@ -239,7 +239,8 @@ pub fn settle_khugepaged(timeout: std::time::Duration) -> bool {
 /// pass that scans the case's mm. A pass still in flight at the wake (one
 /// a registration on an empty list started, at nice 19 behind busy tasks)
 /// would swallow it (mm/khugepaged.c `khugepaged_wait_work` rearms the
-/// sleep after the pass). Returns whether it was seen asleep.
+/// sleep after the pass). Returns false if it was not seen asleep within
+/// `timeout` (true also when the thread is gone: nothing to wait for).
 pub fn wait_khugepaged_asleep(pid: u32, timeout: std::time::Duration) -> bool {
     let asleep = || {
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -258,14 +259,15 @@ pub fn wait_khugepaged_asleep(pid: u32, timeout: std::time::Duration) -> bool {
     }
 }
 
-/// Whether khugepaged's `/proc/PID/stat` and `wchan` show it asleep in
-/// its own function (between passes).
+/// Whether khugepaged's `/proc/PID/stat` and `wchan` show it asleep
+/// between passes: in `khugepaged_wait_work`, or in the thread's own
+/// function where the compiler inlined that.
 fn khugepaged_between_passes(stat: &str, wchan: &str) -> bool {
     // `PID (comm) STATE ...`: the state follows the last ')'.
     let state = stat
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().next());
-    state == Some("S") && wchan.trim() == "khugepaged"
+    state == Some("S") && matches!(wchan.trim(), "khugepaged" | "khugepaged_wait_work")
 }
 
 /// This process bound to one cpu while it lives; its former cpus come
@@ -304,6 +306,7 @@ mod tests {
     fn khugepaged_is_between_passes_only_asleep_in_its_own_function() {
         let stat = |state: &str| format!("15523 (khugepaged) {state} 2 0 0 0 -1 2129984 0 0");
         assert!(khugepaged_between_passes(&stat("S"), "khugepaged\n"));
+        assert!(khugepaged_between_passes(&stat("S"), "khugepaged_wait_work"));
         // Preempted inside a pass, or blocked on an mm's lock.
         assert!(!khugepaged_between_passes(&stat("R"), "0"));
         assert!(!khugepaged_between_passes(&stat("D"), "rwsem_down_read_slowpath"));

@@ -513,8 +513,10 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
         placement.window.base(),
         placement.window.base() + placement.window.size(),
     );
-    // Started and stopped by the THP settings, which are set by now.
-    let khugepaged = crate::hostswap::khugepaged_pid();
+    // Started and stopped by the THP settings, which are set by now. Only
+    // runs whose state is compared wait for it: timed runs (bench,
+    // calibration) do not.
+    let khugepaged = snapshot.then(crate::hostswap::khugepaged_pid).flatten();
     let khugepaged_runs = khugepaged.is_some();
     for (r, steps) in plan.roots.iter().enumerate() {
         if let Some(pid) = khugepaged {

@@ -948,8 +948,7 @@ pub fn pin_to_cpu(cpu: usize) -> bool {
 /// Writes this process's id to `procs` (a cgroup's `cgroup.procs`):
 /// the process joins the cgroup. Allocation-free: from a forked child.
 pub fn join_cgroup(procs: &std::ffi::CStr) -> bool {
-    let (buf, at) = pid_digits();
-    write_file_no_alloc(procs, &buf[at..])
+    ProcsFile::open(procs).is_some_and(ProcsFile::join)
 }
 
 /// A cgroup's `cgroup.procs` opened for writing ahead of the move, so the
@@ -957,7 +956,7 @@ pub fn join_cgroup(procs: &std::ffi::CStr) -> bool {
 /// (`SLAB_ACCOUNT`) to the cgroup the process is in at the open. A process
 /// leaving a memory cgroup at its limit would otherwise charge it one more
 /// page and make it reclaim after the program's last step.
-pub struct ProcsFile(libc::c_int);
+pub struct ProcsFile(std::os::fd::OwnedFd);
 
 impl ProcsFile {
     /// Opens `procs` (allocation-free: from a forked child).
@@ -965,20 +964,24 @@ impl ProcsFile {
         // SAFETY: `procs` is a valid NUL-terminated string; the result is
         // checked.
         let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        (fd >= 0).then_some(ProcsFile(fd))
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` was just opened and nothing else owns it.
+        Some(ProcsFile(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        }))
     }
 
-    /// Moves this process into the cgroup, then closes the file.
+    /// Moves this process into the cgroup; the file is closed on return.
     pub fn join(self) -> bool {
         let (buf, at) = pid_digits();
         let value = &buf[at..];
-        // SAFETY: writes from a live stack buffer of `value.len()` bytes to
-        // a descriptor this value owns, which is closed once, here.
-        unsafe {
-            let n = libc::write(self.0, value.as_ptr().cast(), value.len());
-            libc::close(self.0);
-            n == value.len() as isize
-        }
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.0);
+        // SAFETY: writes `value.len()` bytes from a live stack buffer to a
+        // descriptor this value owns.
+        let n = unsafe { libc::write(fd, value.as_ptr().cast(), value.len()) };
+        n == value.len() as isize
     }
 }
 

@@ -129,7 +129,7 @@ pub struct Placement<'a> {
     pub cpu: Option<usize>,
     pub cgroup: Option<CgroupStay<'a>>,
     /// khugepaged runs on the host: a sleep that follows a wake lasts
-    /// until the pass the wake started has ended (see [`settle_pass`]).
+    /// until the pass the wake started has ended (`full_scans` moves).
     pub khugepaged_runs: bool,
 }
 
@@ -138,7 +138,9 @@ pub struct Placement<'a> {
 /// after its last, so the counters it reads afterwards (whose kernel
 /// buffers are charged to the reader's cgroup) do not disturb it. A child
 /// that stops at its end stops first before it leaves (the cgroup's
-/// files are read then: leaving charges a page), then again at its end.
+/// files are read then), then again at its end. `leave` is opened before
+/// the child joins ([`crate::host::ProcsFile`]), so leaving charges the
+/// cgroup nothing.
 #[derive(Clone, Copy)]
 pub struct CgroupStay<'a> {
     pub join: &'a CStr,
@@ -440,10 +442,11 @@ fn khugepaged_full_scans() -> Option<u64> {
 }
 
 /// Waits until khugepaged's `full_scans` passes `before`, or
-/// [`KHUGEPAGED_PASS_TIMEOUT`]. A woken pass starts at the head of its
-/// list and ends with `full_scans` counted once it has scanned every mm
-/// on it (mm/khugepaged.c `khugepaged_do_scan`, `khugepaged_scan_mm_slot`),
-/// so every mm registered before the wake has then been scanned. The
+/// [`KHUGEPAGED_PASS_TIMEOUT`]. A woken pass goes on from the list cursor
+/// (the head after a completed pass, as the harness leaves it) and counts
+/// `full_scans` once it has scanned the last mm on the list
+/// (mm/khugepaged.c `khugepaged_do_scan`, `khugepaged_scan_mm_slot`), so
+/// every mm registered before the wake has then been scanned. The
 /// kernel thread runs at nice 19: on a busy machine a pass can take far
 /// longer than the sleep a trace asks for, and the model always finishes
 /// it inside that sleep.

@@ -9,8 +9,9 @@
 //!   mapcount its PMD mappings, and its refcount the sum (no other users);
 //! - every anon folio is mapped, and every PMD mapping has a deposited table;
 //! - each mm's RSS, each node's NR_ANON_MAPPED, NR_ANON_THPS and
-//!   NR_PAGETABLE, the per-size nr_anon and nr_anon_partially_mapped
-//!   gauges, and the deferred split queues match the recount;
+//!   NR_PAGETABLE (tables, plus those freed through RCU whose callbacks
+//!   wait), the per-size nr_anon and nr_anon_partially_mapped gauges, and
+//!   the deferred split queues match the recount;
 //! - every page-table page is a PGTABLE page pointing back at its table.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -373,12 +374,24 @@ impl Vm {
             );
         }
         let pagetables: i64 = self.node_stat.iter().map(|s| s.pagetable).sum();
-        // Tables freed through RCU count until their callback runs.
-        let awaiting_rcu = self
-            .rcu_pending
-            .iter()
-            .filter(|(_, c)| matches!(c, super::kmem::RcuCallback::Table { .. }))
-            .count();
+        // Tables freed through RCU count until their callback runs: still
+        // page-table pages, out of every mm.
+        let mut awaiting_rcu = 0usize;
+        let mut in_use: Option<HashMap<u64, ()>> = None;
+        for (_, c) in &self.rcu_pending {
+            if let super::kmem::RcuCallback::Table { pfn, .. } = *c {
+                awaiting_rcu += 1;
+                ensure!(
+                    pa.memmap.page(pfn).flags().contains(PageFlags::PGTABLE),
+                    "table page {pfn:#x} awaiting RCU is no longer a page table"
+                );
+                let in_use = in_use.get_or_insert_with(|| self.pt.pages.iter().map(|(_, t)| (t.pfn, ())).collect());
+                ensure!(
+                    !in_use.contains_key(&pfn),
+                    "table page {pfn:#x} awaiting RCU is still in use"
+                );
+            }
+        }
         ensure!(
             pagetables == (self.pt.pages.len() + awaiting_rcu) as i64,
             "NR_PAGETABLE {pagetables} but {} tables and {awaiting_rcu} awaiting RCU",

@@ -657,8 +657,8 @@ impl Vm {
         Some(idx)
     }
 
-    /// Frees a page-table page at once (`pte_free`, `pmd_free`: a table
-    /// allocated and not used, a PMD mapping's deposited table, the PGD).
+    /// Frees a page-table page at once (`pte_free`: a table allocated and
+    /// not used, a PMD mapping's deposited table; `pgd_free`: the PGD).
     pub(crate) fn free_table(&mut self, ctx: &mut Ctx, mm: MmId, idx: usize) {
         let (pfn, memcg) = self.unlink_table(mm, idx);
         self.release_table_page(ctx, pfn, memcg);
