@@ -517,7 +517,9 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
     // runs whose state is compared wait for it: timed runs (bench,
     // calibration) do not.
     let khugepaged = snapshot.then(crate::hostswap::khugepaged_pid).flatten();
-    let khugepaged_runs = khugepaged.is_some();
+    // Opened here, outside any cgroup the children join; without them
+    // (unreadable files) a wake still works but is not waited for.
+    let khugepaged_files = khugepaged.and_then(|_| native::KhugepagedFiles::open().ok());
     for (r, steps) in plan.roots.iter().enumerate() {
         if let Some(pid) = khugepaged {
             crate::hostswap::wait_khugepaged_asleep(pid, KHUGEPAGED_ASLEEP_TIMEOUT);
@@ -552,7 +554,7 @@ pub fn run(placement: &mut Placement, plan: &Plan, snapshot: bool) -> Result<Vec
             cgroup: cgroup_files
                 .as_ref()
                 .map(|(join, leave)| native::CgroupStay { join, leave }),
-            khugepaged_runs,
+            khugepaged: khugepaged_files.as_ref(),
         };
         let end = if snapshot {
             native::End::SnapshotAndStop {

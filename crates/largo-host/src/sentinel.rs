@@ -46,7 +46,7 @@ impl Sentinel {
             work: None,
             cpu: None,
             cgroup: None,
-            khugepaged_runs: false,
+            khugepaged: None,
         };
         let child = match native::run_forked(&mut window, &steps, place, End::Stop)? {
             Forked::Stopped(c) => Some(c),

@@ -9,6 +9,7 @@
 
 use std::ffi::CStr;
 use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::host::{
@@ -128,9 +129,10 @@ pub struct Placement<'a> {
     pub work: Option<&'a UserWork>,
     pub cpu: Option<usize>,
     pub cgroup: Option<CgroupStay<'a>>,
-    /// khugepaged runs on the host: a sleep that follows a wake lasts
-    /// until the pass the wake started has ended (`full_scans` moves).
-    pub khugepaged_runs: bool,
+    /// Where khugepaged runs on the host, its files: a wake goes through
+    /// them, and a sleep that follows a wake lasts until the pass the wake
+    /// started has ended (`full_scans` moves).
+    pub khugepaged: Option<&'a KhugepagedFiles>,
 }
 
 /// The cgroup a program's steps run in: the child writes its pid to
@@ -432,28 +434,67 @@ const SCAN_SLEEP: &CStr = c"/sys/kernel/mm/transparent_hugepage/khugepaged/scan_
 /// pass a wake started.
 const KHUGEPAGED_PASS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// khugepaged's `full_scans`, read without allocating (from a forked
-/// child).
-fn khugepaged_full_scans() -> Option<u64> {
-    let mut buf = [0u8; 32];
-    let path = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/khugepaged/full_scans");
-    let n = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
-    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+/// khugepaged's `full_scans` and `scan_sleep_millisecs`, opened and read
+/// once by the parent before it forks. A child in a memory cgroup reads
+/// and writes them through the inherited descriptors at offset 0, which
+/// reuses the seq_file buffer the first read allocated; opening them
+/// itself would allocate a `struct file`, a `seq_file` and its buffer
+/// (all accounted) in the cgroup at every poll, churning its object
+/// stock and, at the limit, charging pages.
+pub struct KhugepagedFiles {
+    full_scans: std::fs::File,
+    scan_sleep: std::fs::File,
 }
 
-/// Waits until khugepaged's `full_scans` passes `before`, or
-/// [`KHUGEPAGED_PASS_TIMEOUT`]. A woken pass goes on from the list cursor
-/// (the head after a completed pass, as the harness leaves it) and counts
-/// `full_scans` once it has scanned the last mm on the list
-/// (mm/khugepaged.c `khugepaged_do_scan`, `khugepaged_scan_mm_slot`), so
-/// every mm registered before the wake has then been scanned. The
-/// kernel thread runs at nice 19: on a busy machine a pass can take far
-/// longer than the sleep a trace asks for, and the model always finishes
-/// it inside that sleep.
-fn settle_pass(before: u64) {
-    let start = std::time::Instant::now();
-    while khugepaged_full_scans().is_some_and(|n| n <= before) && start.elapsed() < KHUGEPAGED_PASS_TIMEOUT {
-        std::thread::sleep(std::time::Duration::from_millis(1));
+impl KhugepagedFiles {
+    pub fn open() -> std::io::Result<KhugepagedFiles> {
+        let dir = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/khugepaged");
+        let files = KhugepagedFiles {
+            full_scans: std::fs::File::open(dir.join("full_scans"))?,
+            scan_sleep: std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(dir.join("scan_sleep_millisecs"))?,
+        };
+        // The first reads allocate the seq_file buffers: here, outside.
+        let mut buf = [0u8; 32];
+        files.full_scans.read_at(&mut buf, 0)?;
+        files.scan_sleep.read_at(&mut buf, 0)?;
+        Ok(files)
+    }
+
+    /// `full_scans` now (allocation-free).
+    fn full_scans(&self) -> Option<u64> {
+        let mut buf = [0u8; 32];
+        let n = self.full_scans.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+    }
+
+    /// Writes `scan_sleep_millisecs` back, which wakes khugepaged at once
+    /// (allocation-free; the store's buffer is not accounted).
+    fn wake(&self) -> bool {
+        let mut buf = [0u8; 32];
+        let Ok(n) = self.scan_sleep.read_at(&mut buf, 0) else {
+            return false;
+        };
+        let value = buf[..n].trim_ascii_end();
+        self.scan_sleep.write_at(value, 0).is_ok_and(|w| w == value.len())
+    }
+
+    /// Waits until `full_scans` passes `before`, or
+    /// [`KHUGEPAGED_PASS_TIMEOUT`]. A woken pass goes on from the list
+    /// cursor (the head after a completed pass, as the harness leaves it)
+    /// and counts `full_scans` once it has scanned the last mm on the list
+    /// (mm/khugepaged.c `khugepaged_do_scan`, `khugepaged_scan_mm_slot`),
+    /// so every mm registered before the wake has then been scanned. The
+    /// kernel thread runs at nice 19: on a busy machine a pass can take far
+    /// longer than the sleep a trace asks for, and the model always
+    /// finishes it inside that sleep.
+    fn settle_pass(&self, before: u64) {
+        let start = std::time::Instant::now();
+        while self.full_scans().is_some_and(|n| n <= before) && start.elapsed() < KHUGEPAGED_PASS_TIMEOUT {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
 
@@ -517,16 +558,17 @@ fn exec(steps: &[Step], w: &mut Window, place: Placement, page: u64, ids: &mut I
                 .is_some_and(|id| w.attach_shm(id, at(addr), len, write).is_ok()),
             Step::ShmDt { addr, len } => w.detach_shm(at(addr), len).is_ok(),
             Step::ShmRmid { index } => ids.shm_id(index).is_some_and(|id| crate::sysv::remove(id).is_ok()),
-            Step::KhugepagedWake => {
-                if place.khugepaged_runs {
-                    woken_at = woken_at.or(khugepaged_full_scans());
+            Step::KhugepagedWake => match place.khugepaged {
+                Some(k) => {
+                    woken_at = woken_at.or(k.full_scans());
+                    k.wake()
                 }
-                khugepaged_wake()
-            }
+                None => khugepaged_wake(),
+            },
             Step::Sleep { ns } => {
                 std::thread::sleep(std::time::Duration::from_nanos(ns));
-                if let Some(before) = woken_at.take() {
-                    settle_pass(before);
+                if let (Some(before), Some(k)) = (woken_at.take(), place.khugepaged) {
+                    k.settle_pass(before);
                 }
                 true
             }
@@ -610,7 +652,7 @@ mod tests {
             work: None,
             cpu: None,
             cgroup: None,
-            khugepaged_runs: false,
+            khugepaged: None,
         };
         let end = End::SnapshotAndStop {
             snapshot: &mut snap,
