@@ -142,9 +142,9 @@ pub fn kthread_pid(name: &str) -> Option<u32> {
 }
 
 /// khugepaged's pid, remembered between calls: a scan of /proc costs
-/// about half a millisecond, inside the timed host runs of `largo bench`.
-/// The thread keeps its pid until THP is turned off; a remembered pid is
-/// checked by its `comm` before it is used.
+/// about half a millisecond, and validation asks before every native
+/// process. The thread keeps its pid until THP is turned off; a
+/// remembered pid is checked by its `comm` before it is used.
 pub fn khugepaged_pid() -> Option<u32> {
     static REMEMBERED: std::sync::Mutex<Option<u32>> = std::sync::Mutex::new(None);
     let mut remembered = REMEMBERED.lock().unwrap_or_else(|e| e.into_inner());
@@ -231,9 +231,9 @@ pub fn settle_khugepaged(timeout: std::time::Duration) -> bool {
 }
 
 /// Waits up to `timeout` for khugepaged (pid `pid`) to sleep between
-/// passes: state `S` with its wait channel in the thread's own function
-/// (`khugepaged_wait_work` is inlined there), not preempted (`R`) or
-/// blocked on a lock or in reclaim. With a process on its list it then
+/// passes: state `S` with its wait channel in `khugepaged_wait_work` (on
+/// this host inlined into the thread's function, `khugepaged`), not
+/// preempted (`R`) or blocked on a lock or in reclaim. With a process on its list it then
 /// sleeps out `scan_sleep_millisecs` (an hour in validation) and only a
 /// write of that file starts a pass: a case's own wake then starts one
 /// pass that scans the case's mm. A pass still in flight at the wake (one

@@ -447,6 +447,8 @@ pub struct KhugepagedFiles {
 }
 
 impl KhugepagedFiles {
+    /// Opens both files and reads each once (in the parent, before it
+    /// forks).
     pub fn open() -> std::io::Result<KhugepagedFiles> {
         let dir = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/khugepaged");
         let files = KhugepagedFiles {
