@@ -80,7 +80,13 @@ fn validate_agrees_with_this_host_and_calibrate_fits_it() {
     }
     assert!(p["costs"]["fault"].as_f64().unwrap() > 0.0);
     assert!(!p["cold_fit"].as_array().unwrap().is_empty());
-    assert!(p["cold_costs"]["fault"].as_f64().unwrap() > 0.0);
+    // The cold fit's two terms trade off on a noisy 2-vCPU host with two
+    // iterations: interleaved runs gave fault 348-1585 ns beside page_zero
+    // 490-742 ns, and once fault 0. Neither may be negative; a cold 4K
+    // fault that zeroes its page costs something.
+    let cold = |term: &str| p["cold_costs"][term].as_f64().unwrap();
+    assert!(cold("fault") >= 0.0 && cold("page_zero") >= 0.0, "{}", p["cold_costs"]);
+    assert!(cold("fault") + cold("page_zero") > 0.0, "{}", p["cold_costs"]);
 }
 
 #[test]
