@@ -26,6 +26,14 @@ fn config(swap: &str) -> MachineConfig {
     }
 }
 
+/// [`config`] with the workload in a memcg of `limit_bytes`.
+fn memcg_config(swap: &str, limit_bytes: u64) -> MachineConfig {
+    MachineConfig {
+        memcg_max_bytes: Some(limit_bytes),
+        ..config(swap)
+    }
+}
+
 #[track_caller]
 fn machine(config: MachineConfig, knobs: &[(&str, &str)]) -> Machine {
     let mut m = Machine::new(config).unwrap();
@@ -326,10 +334,7 @@ fn cold_deactivates_only_active_folios_and_pageout_ignores_shared_ones() {
 /// as `shmem_swapin_folio` does; every slot stays accounted.
 #[test]
 fn shmem_entries_read_ahead_by_anonymous_faults_split_and_come_back() {
-    let cfg = MachineConfig {
-        memcg_max_bytes: Some(4 * MIB),
-        ..config("1G:disk")
-    };
+    let cfg = memcg_config("1G:disk", 4 * MIB);
     let mut m = machine(
         cfg,
         &[
@@ -404,10 +409,7 @@ fn small_folios_freed_lazily_stay_allocated_after_munmap_until_their_batch_moves
 /// same against the kernel.
 #[test]
 fn memcg_reclaim_splits_a_partially_mapped_folio_through_its_shrinker() {
-    let cfg = MachineConfig {
-        memcg_max_bytes: Some(24 * MIB),
-        ..config("256M:zram")
-    };
+    let cfg = memcg_config("256M:zram", 24 * MIB);
     let mut m = machine(cfg, &[(SIZE_64K, "always")]);
     let mut p = Proc::spawn(&mut m);
     let pid = p.pid;
@@ -438,10 +440,7 @@ fn memcg_reclaim_splits_a_partially_mapped_folio_through_its_shrinker() {
 /// host reclaimed one page more, in the same pass).
 #[test]
 fn munmap_gives_page_tables_back_after_a_grace_period() {
-    let cfg = MachineConfig {
-        memcg_max_bytes: Some(64 * MIB),
-        ..config("256M:zram")
-    };
+    let cfg = memcg_config("256M:zram", 64 * MIB);
     let mut m = machine(cfg, &[]);
     let mut p = Proc::spawn(&mut m);
     let pid = p.pid;
