@@ -12,7 +12,7 @@
 //! Advice the model does not implement (willneed, dontdump, ...) is
 //! counted and ignored.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use largo_mm::hotplug::HotplugError;
 use largo_mm::vm::types::{Pid, ThpDisable};
@@ -99,6 +99,10 @@ struct Replayer<'m> {
     stats: ReplayStats,
     problems: Problems,
     page_size: u64,
+    /// Trace pids whose clone failed here (the memcg OOM-killed the
+    /// parent, or memory ran out): the child never ran, so its events and
+    /// its own children's are skipped.
+    unborn: HashSet<TracePid>,
 }
 
 fn prot(p: TraceProt) -> Prot {
@@ -190,9 +194,16 @@ impl Replayer<'_> {
     }
 
     /// Applies one event. A process the OOM killer took does nothing more
-    /// (until an exec gives it a new image).
+    /// (until an exec gives it a new image); one whose clone failed never
+    /// ran.
     fn apply(&mut self, e: &Event) -> Result<(), EventError> {
         if let Some(tpid) = e.pid() {
+            if self.unborn.contains(&tpid) {
+                if let Event::Clone { child, .. } = e {
+                    self.unborn.insert(*child);
+                }
+                return Ok(());
+            }
             self.cur = self.task(tpid)?;
             let alive = self.m.vm().task_alive(self.cur.0);
             if !alive && !matches!(e, Event::Exec { .. }) {
@@ -507,8 +518,12 @@ impl EventHandler for Replayer<'_> {
                 self.tasks.insert(child, Task { pid: c, cpu });
                 self.last = None;
                 self.stats.tasks += 1;
+                self.unborn.remove(&child);
             }
-            Err(e) => self.fail("clone", e),
+            Err(e) => {
+                self.unborn.insert(child);
+                self.fail("clone", e);
+            }
         }
         Ok(())
     }
@@ -689,6 +704,7 @@ pub fn replay(
         roots_join_memcg: opts.roots_join_memcg,
         stats: ReplayStats::default(),
         problems: Problems::default(),
+        unborn: HashSet::default(),
     };
     for (i, e) in events.iter().enumerate() {
         if matches!(e, Event::Munmap { .. }) {

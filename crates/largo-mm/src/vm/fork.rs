@@ -15,7 +15,47 @@ impl Vm {
     /// (shmem) VMAs have no anon_vma, so their page tables are not copied
     /// (`vma_needs_copy`): the child faults the page cache in again. The
     /// child gets a copy of the descriptor table.
+    ///
+    /// A page-table charge the memcg refuses OOM-kills in the memcg there
+    /// and then, as the kernel does outside a user fault (`mem_cgroup_oom`
+    /// calls `mem_cgroup_out_of_memory` from the charge): when the victim
+    /// is another process the fork is made again with its memory gone;
+    /// when it is the parent's thread group, the fork fails and the
+    /// parent is dead.
     pub fn fork(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<Pid, VmError> {
+        let tgid = self.task_mm(pid).map(|_| self.tasks[&pid].tgid)?;
+        self.retry_after_memcg_oom(ctx, pid, Some(tgid), |vm, ctx| vm.dup_mm(ctx, pid))
+    }
+
+    /// Runs `op` (an operation outside a user fault that charges page
+    /// tables) until it succeeds, or fails with no memcg OOM kill to
+    /// follow, or the kill takes `own` thread group. Each retry follows a
+    /// kill, so the loop ends with the memcg's processes.
+    pub(crate) fn retry_after_memcg_oom<T>(
+        &mut self,
+        ctx: &mut Ctx,
+        trigger: Pid,
+        own: Option<Pid>,
+        mut op: impl FnMut(&mut Self, &mut Ctx) -> Result<T, VmError>,
+    ) -> Result<T, VmError> {
+        loop {
+            self.memcg_oom_pending = None;
+            let r = op(self, ctx);
+            if r.is_ok() {
+                return r;
+            }
+            let Some(memcg) = self.memcg_oom_pending.take() else {
+                return r;
+            };
+            match self.memcg_out_of_memory(ctx, memcg, trigger) {
+                Some(victim) if Some(victim) != own => {}
+                _ => return r,
+            }
+        }
+    }
+
+    /// `dup_mm`: the child's mm, VMAs and page tables.
+    fn dup_mm(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<Pid, VmError> {
         let parent = self.task_mm(pid)?;
         let child = self.new_mm(ctx)?;
         {

@@ -441,8 +441,12 @@ impl Vm {
     /// A new process with an address space holding no VMA at all, for a
     /// replay that lays out the image itself (`exec` followed by fixed
     /// mappings).
+    ///
+    /// A PGD charge the memcg refuses OOM-kills there, and the spawn is
+    /// made again (see [`Self::fork`]).
     pub fn spawn_empty(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
-        let mm = self.new_mm(ctx)?;
+        let trigger = self.next_pid;
+        let mm = self.retry_after_memcg_oom(ctx, trigger, None, |vm, ctx| vm.new_mm(ctx))?;
         Ok(self.new_task(mm, None))
     }
 
