@@ -522,6 +522,11 @@ proptest! {
 
 /// Replays `text` under `setup`, checking after every event.
 fn replay_checked(setup: &Setup, text: &str) -> largo_workloads::report::Counters {
+    replay_checked_outcome(setup, text).run.counters
+}
+
+/// [`replay_checked`], with the whole outcome (problems included).
+fn replay_checked_outcome(setup: &Setup, text: &str) -> largo_workloads::replay::ReplayOutcome {
     let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
     let mut m = machine(setup);
     let opts = ReplayOptions {
@@ -530,7 +535,7 @@ fn replay_checked(setup: &Setup, text: &str) -> largo_workloads::report::Counter
     };
     let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", setup.name));
     m.check().unwrap();
-    out.run.counters
+    out
 }
 
 /// The common start of the regression traces below (as [`render`] made
@@ -629,18 +634,8 @@ fn a_collapse_whose_range_reclaim_swapped_out_gives_up() {
 /// is no event to replay.
 #[test]
 fn a_fork_the_memcg_cannot_charge_kills_the_parent() {
-    let text = "largo-trace 1
-@page_size 65536
-1 brk_start 0x555500000000
-1 mmap 0x7f0000000000 12582912 rw- private,anonymous
-1 touch 0x7f0000000000 12582912 w
-1 mmap 0x7ff000000000 64K rw- private,anonymous,growsdown
-1 touch 0x7ff000000000 64K w
-1 memfd_create 3
-1 ftruncate 3 4194304
-1 mmap_fd 0x7d0000000000 4194304 rw- shared 3 0
-1 touch 0x7d0000000000 4194304 w
-1 munmap 0x7f0000000000 65536
+    let text = PREAMBLE.replace("@page_size 4096", "@page_size 65536")
+        + "1 munmap 0x7f0000000000 65536
 1 clone 2 thread
 1 touch 0x7f00005d0000 6029312 r
 1 munmap 0x7d0000050000 1376256
@@ -657,14 +652,7 @@ fn a_fork_the_memcg_cannot_charge_kills_the_parent() {
 ";
     let setup = &SETUPS[8];
     assert_eq!(setup.preset, Preset::Arm64_64k);
-    let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
-    let mut m = machine(setup);
-    let opts = ReplayOptions {
-        check_every: 1,
-        ..ReplayOptions::default()
-    };
-    let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{e}"));
-    m.check().unwrap();
+    let out = replay_checked_outcome(setup, &text);
     let problems = &out.run.problems;
     assert_eq!(problems.oom_killed_tasks, 1, "{problems:?}");
     assert!(
