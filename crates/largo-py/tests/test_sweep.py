@@ -87,7 +87,16 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
     spec.write_text(SPEC)
     out = tmp_path / "results.parquet"
     cmd = [sys.executable, "-m", "largo", "sweep", str(spec), "-o", str(out)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The sweep takes Ctrl-C as Python's KeyboardInterrupt, which a SIGINT
+    # ignored from the start (tests run as a shell's background job) would
+    # never raise: the child starts with the default disposition.
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list(out.glob("cell-*.parquet"))) < 3:
         time.sleep(0.01)
