@@ -281,10 +281,18 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/shmem-anon-within-size.trace"),
     ),
     ("shmem-anon-write", include_str!("../scenarios/shmem-anon-write.trace")),
+    (
+        "shmem-punch-split-referenced",
+        include_str!("../scenarios/shmem-punch-split-referenced.trace"),
+    ),
     ("shmem-swap-memcg", include_str!("../scenarios/shmem-swap-memcg.trace")),
     (
         "shmem-swap-read-back",
         include_str!("../scenarios/shmem-swap-read-back.trace"),
+    ),
+    (
+        "shmem-zap-recency",
+        include_str!("../scenarios/shmem-zap-recency.trace"),
     ),
     (
         "swap-cold-then-limit",

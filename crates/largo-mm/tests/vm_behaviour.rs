@@ -923,6 +923,48 @@ fn a_hole_through_a_large_memfd_folio_splits_it_and_frees_only_the_hole() {
     p.check();
 }
 
+/// Unmapping a young shmem mapping marks its folios accessed
+/// (`zap_present_folio_ptes`, `zap_huge_pmd`): the first time sets
+/// PG_referenced, the second activates them, order-0 folios through the
+/// cpu's `activate` batch (31 at a time), a PMD-sized folio at once. A
+/// PMD split away (the hole punched here) only sets PG_referenced. As on
+/// the 6.18 host (scenarios `shmem-zap-recency`,
+/// `shmem-punch-split-referenced`).
+#[test]
+fn unmapping_a_young_shmem_mapping_twice_activates_its_folios() {
+    let huge = [("transparent_hugepage/shmem_enabled", "always")];
+    for (knobs, activated) in [(&[][..], 16 * 31), (&huge[..], 512)] {
+        let mut m = machine(knobs);
+        let (pid, base) = memfd_mapped(&mut m, 2 * MIB);
+        let mut p = Proc { m: &mut m, pid };
+        for round in 0..2 {
+            if round > 0 {
+                let (rw, shared) = (Prot::READ | Prot::WRITE, MapFlags::SHARED | MapFlags::FIXED);
+                p.m.with_vm(0, |vm, ctx| vm.mmap_fd(ctx, pid, base, 2 * MIB, rw, shared, 3, 0))
+                    .unwrap();
+            }
+            p.read(base, 2 * MIB);
+            p.munmap(base, 2 * MIB);
+            p.check();
+        }
+        assert_eq!(p.stat("pgactivate"), activated, "{knobs:?}");
+        assert_eq!(meminfo_kb(p.m, "Active(anon)"), activated * PAGE / KIB, "{knobs:?}");
+    }
+    // A split PMD leaves PG_referenced (no activation): the pieces mapped
+    // again by PTEs are activated by the first munmap that follows.
+    let mut m = machine(&huge);
+    let (pid, base) = memfd_mapped(&mut m, 2 * MIB);
+    let mut p = Proc { m: &mut m, pid };
+    p.read(base, 2 * MIB);
+    p.m.with_vm(0, |vm, ctx| vm.punch_hole(ctx, pid, 3, 0x41 * PAGE, PAGE))
+        .unwrap();
+    assert_eq!((p.stat("thp_split_pmd"), p.stat("pgactivate")), (1, 0));
+    p.read(base, 2 * MIB);
+    p.munmap(base, 2 * MIB);
+    assert_eq!(p.stat("pgactivate"), 511, "every piece but the hole's page");
+    p.check();
+}
+
 /// MADV_REMOVE (`madvise_remove`) punches the range's file offset out of
 /// the shmem file: through a second mapping at another offset, the pages
 /// leave the first mapping too; a private mapping of the memfd, a

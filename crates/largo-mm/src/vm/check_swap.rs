@@ -129,9 +129,10 @@ impl Vm {
                 ensure!(s.batched && s.list.is_none(), "{r:?} in an lru_add batch: {s:?}");
             }
         }
-        // lru_lazyfree and lru_deactivate: each folio counts its entries.
+        // lru_lazyfree, lru_deactivate and activate: each folio counts its entries.
         self.check_counted_batch(&self.lru_lazyfree_batches, "lru_lazyfree", |s| s.lazyfree_batched)?;
         self.check_counted_batch(&self.lru_deactivate_batches, "lru_deactivate", |s| s.deactivate_batched)?;
+        self.check_counted_batch(&self.lru_activate_batches, "activate", |s| s.activate_batched)?;
         Ok(())
     }
 

@@ -152,7 +152,7 @@ impl Vm {
         if !entry.is_special() && self.shmem_key_of_pfn(ctx.pa, entry.pfn()).is_some() {
             // A file PMD is not remapped by PTEs: it goes, and its pages
             // refault.
-            return self.zap_shmem_pmd(ctx, mm, pmd);
+            return self.zap_shmem_pmd(ctx, mm, pmd, super::shmem::rmap::ShmemUnmap::Split);
         }
         let pgtable = self
             .deposits

@@ -117,6 +117,9 @@ pub struct LruState {
     /// Entries for it waiting in the cpus' `lru_deactivate` batches (it
     /// is still active on its list; each entry holds a reference).
     pub deactivate_batched: u16,
+    /// Entries for it waiting in the cpus' `activate` batches (it is still
+    /// inactive on its list; each entry holds a reference).
+    pub activate_batched: u16,
 }
 
 /// The per-cpu batches of folios already on a list.
@@ -124,6 +127,7 @@ pub struct LruState {
 enum HeldBatch {
     Deactivate,
     Lazyfree,
+    Activate,
 }
 
 impl HeldBatch {
@@ -132,6 +136,7 @@ impl HeldBatch {
         match self {
             HeldBatch::Deactivate => &mut s.deactivate_batched,
             HeldBatch::Lazyfree => &mut s.lazyfree_batched,
+            HeldBatch::Activate => &mut s.activate_batched,
         }
     }
 }
@@ -140,7 +145,7 @@ impl LruState {
     /// A cpu batch holds a reference on the folio: its last put leaves it
     /// to the batch ([`Vm::release_to_batch`]).
     pub fn held_by_batch(&self) -> bool {
-        self.batched || self.lazyfree_batched > 0 || self.deactivate_batched > 0
+        self.batched || self.lazyfree_batched > 0 || self.deactivate_batched > 0 || self.activate_batched > 0
     }
 }
 
@@ -447,13 +452,14 @@ impl Vm {
     }
 
     /// `lru_add_drain_cpu`: the `lru_add` batch joins the LRU in the order
-    /// it was filled, then the `lru_deactivate` and `lru_lazyfree` batches
-    /// are applied.
+    /// it was filled, then the `lru_deactivate`, `lru_lazyfree` and
+    /// `activate` batches are applied (`folio_activate_drain` last).
     pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let cpu = cpu % self.lru_batches.len();
         self.lru_add_batch_move(pa, cpu);
         self.held_batch_move(pa, cpu, HeldBatch::Deactivate);
         self.held_batch_move(pa, cpu, HeldBatch::Lazyfree);
+        self.held_batch_move(pa, cpu, HeldBatch::Activate);
     }
 
     /// `folio_batch_move_lru` of the cpu's `lru_add` batch: its folios join
@@ -488,6 +494,50 @@ impl Vm {
             return;
         }
         self.held_batch_add(pa, cpu, r, HeldBatch::Deactivate);
+    }
+
+    /// `folio_mark_accessed` (mm/swap.c, without MGLRU): the first use
+    /// sets PG_referenced; a second one on an inactive folio activates it
+    /// (`folio_activate` through the cpu's `activate` batch when it is on
+    /// its list, at once when it still waits in this cpu's `lru_add`
+    /// batch: `__lru_cache_activate_folio`), clears PG_referenced and ages
+    /// the lruvec's non-resident clock (`workingset_activation`). The
+    /// model has no unevictable list and no dropbehind folios.
+    pub(crate) fn folio_mark_accessed(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
+        let s = self.lru_state(r);
+        if !s.referenced {
+            self.lru_state_mut(r).referenced = true;
+            return;
+        }
+        if s.active {
+            return;
+        }
+        if s.list.is_some() {
+            self.held_batch_add(pa, cpu, r, HeldBatch::Activate);
+        } else if s.batched && self.lru_batches[cpu % self.lru_batches.len()].contains(&r) {
+            self.lru_state_mut(r).active = true;
+        }
+        self.lru_state_mut(r).referenced = false;
+        let (pfn, order) = self.folio_pfn_order(r);
+        let nid = self.node_of(pa, pfn);
+        self.workingset_age_nonresident(nid, self.folio_memcg(r), 1 << order);
+    }
+
+    /// `lru_activate`: an inactive folio still on its list goes to the
+    /// head of the active one (`pgactivate`).
+    fn lru_activate(&mut self, pa: &mut PageAlloc, r: FolioRef) {
+        if !self.lru_is_present(r) {
+            return;
+        }
+        let s = self.lru_state(r);
+        if s.list.is_none() || s.active {
+            return;
+        }
+        self.lruvec_del(pa, r);
+        self.lru_state_mut(r).active = true;
+        self.lruvec_add(pa, r, false);
+        let nr = self.folio_nr_pages(r);
+        pa.events.count(crate::stats::VmEvent::Pgactivate, nr);
     }
 
     /// `folio_mark_lazyfree` (mm/swap.c): a swap-backed anonymous folio on
@@ -531,6 +581,7 @@ impl Vm {
             match which {
                 HeldBatch::Deactivate => self.lru_deactivate(pa, r),
                 HeldBatch::Lazyfree => self.lru_lazyfree(pa, r),
+                HeldBatch::Activate => self.lru_activate(pa, r),
             }
             let s = self.lru_state(r);
             if s.released && !s.held_by_batch() {
@@ -548,6 +599,7 @@ impl Vm {
         match which {
             HeldBatch::Deactivate => &mut self.lru_deactivate_batches,
             HeldBatch::Lazyfree => &mut self.lru_lazyfree_batches,
+            HeldBatch::Activate => &mut self.lru_activate_batches,
         }
     }
 
@@ -640,9 +692,15 @@ impl Vm {
 
     /// A folio that is going away leaves the LRU or its batch.
     pub(crate) fn lru_forget(&mut self, pa: &mut PageAlloc, r: FolioRef) {
-        let (on_list, batched, lazyfree_batched, deactivate_batched) = {
+        let (on_list, batched, lazyfree_batched, deactivate_batched, activate_batched) = {
             let s = self.lru_state(r);
-            (s.list.is_some(), s.batched, s.lazyfree_batched, s.deactivate_batched)
+            (
+                s.list.is_some(),
+                s.batched,
+                s.lazyfree_batched,
+                s.deactivate_batched,
+                s.activate_batched,
+            )
         };
         if on_list {
             self.locks.lru_folios += 1;
@@ -671,6 +729,12 @@ impl Vm {
                 b.retain(|&x| x != r);
             }
             self.lru_state_mut(r).lazyfree_batched = 0;
+        }
+        if activate_batched > 0 {
+            for b in &mut self.lru_activate_batches {
+                b.retain(|&x| x != r);
+            }
+            self.lru_state_mut(r).activate_batched = 0;
         }
     }
 

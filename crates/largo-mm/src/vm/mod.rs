@@ -227,6 +227,9 @@ pub struct Vm {
     /// Each cpu's `lru_lazyfree` batch (MADV_FREE'd folios waiting to
     /// move to the file list; the batch holds a reference on each).
     pub(crate) lru_lazyfree_batches: Vec<Vec<lru::FolioRef>>,
+    /// Each cpu's `activate` batch (`folio_activate`): folios on their
+    /// inactive list waiting to move to the active one.
+    pub(crate) lru_activate_batches: Vec<Vec<lru::FolioRef>>,
     /// Folios whose last reference was their `lru_add` batch's, freed by
     /// a drain (`folios_put` after `folio_batch_move_lru`) and waiting
     /// for a context to be uncharged and given back ([`Vm::free_drained`]).
@@ -300,6 +303,7 @@ impl Vm {
             lru_batches: vec![Vec::new(); nr_cpus.max(1)],
             lru_deactivate_batches: vec![Vec::new(); nr_cpus.max(1)],
             lru_lazyfree_batches: vec![Vec::new(); nr_cpus.max(1)],
+            lru_activate_batches: vec![Vec::new(); nr_cpus.max(1)],
             lru_drained_dead: Vec::new(),
             swap,
             memcg: crate::memcg::Memcgs::new(nr_cpus),

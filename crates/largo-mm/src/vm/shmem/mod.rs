@@ -23,7 +23,7 @@ mod check;
 mod cold;
 mod fault;
 mod order;
-mod rmap;
+pub(crate) mod rmap;
 mod split;
 pub(crate) mod swap;
 mod sysv;

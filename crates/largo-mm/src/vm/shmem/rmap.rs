@@ -11,6 +11,23 @@ use super::super::{Ctx, Vm};
 use crate::page_alloc::PageAlloc;
 use crate::stats::VmEvent;
 
+/// What a shmem mapping's young bit leaves on its folio when the mapping
+/// goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShmemUnmap {
+    /// `zap_present_folio_ptes` and `zap_huge_pmd` (munmap, exit,
+    /// MADV_DONTNEED, a hole's `unmap_mapping_range`): a young entry marks
+    /// the folio accessed (`folio_mark_accessed`; the model has no
+    /// `VM_SEQ_READ`/`VM_RAND_READ`, so every VMA has recency).
+    Zap,
+    /// `__split_huge_pmd_locked` of a file PMD, which zaps it: a young PMD
+    /// sets PG_referenced only.
+    Split,
+    /// `try_to_unmap_one` (reclaim, a split's `unmap_folio`): young bits
+    /// are dropped.
+    Unmap,
+}
+
 impl Vm {
     /// `folio_add_file_rmap_ptes`: pages mapped for the first time count
     /// in NR_FILE_MAPPED unless a PMD maps the folio already.
@@ -93,20 +110,24 @@ impl Vm {
             if let Some(pmd) = self.pmd_slot(mm, addr) {
                 let entry = self.pt.entry(pmd);
                 if entry.present() && entry.is_huge() {
-                    if next - addr != self.pmd_size() {
+                    let how = if next - addr != self.pmd_size() {
                         ctx.pa.events.count(VmEvent::ThpSplitPmd, 1);
-                    }
-                    self.zap_shmem_pmd(ctx, mm, pmd);
+                        ShmemUnmap::Split
+                    } else {
+                        ShmemUnmap::Zap
+                    };
+                    self.zap_shmem_pmd(ctx, mm, pmd, how);
                 } else if entry.is_table() {
-                    self.zap_shmem_ptes(ctx, mm, entry.table_idx(), addr, next);
+                    self.zap_shmem_ptes(ctx, mm, entry.table_idx(), addr, next, ShmemUnmap::Zap);
                 }
             }
             addr = next;
         }
     }
 
-    /// `zap_huge_pmd` (and `__split_huge_pmd_locked`) of a shmem PMD.
-    pub(crate) fn zap_shmem_pmd(&mut self, ctx: &mut Ctx, mm: MmId, pmd: Slot) {
+    /// `zap_huge_pmd` (`how` [`ShmemUnmap::Zap`]) or
+    /// `__split_huge_pmd_locked` ([`ShmemUnmap::Split`]) of a shmem PMD.
+    pub(crate) fn zap_shmem_pmd(&mut self, ctx: &mut Ctx, mm: MmId, pmd: Slot, how: ShmemUnmap) {
         let entry = self.pt.entry(pmd);
         self.pt.set_slot(pmd, Pte::NONE);
         let key = self
@@ -115,13 +136,37 @@ impl Vm {
         if entry.has(Pte::DIRTY) {
             self.shmem_mark_dirty(ctx.pa, key);
         }
+        if entry.has(Pte::YOUNG) {
+            self.shmem_unmapped_young(ctx, key, how);
+        }
         self.remove_file_rmap_pmd(ctx.pa, key);
         self.mms[mm].rss_shmem -= 1 << self.pmd_order();
         self.shmem_folio_put_refs(ctx, key, 1);
     }
 
-    /// `zap_pte_range` of shmem pages within one PTE table.
-    pub(crate) fn zap_shmem_ptes(&mut self, ctx: &mut Ctx, mm: MmId, table: usize, start: u64, end: u64) {
+    /// The recency a young mapping leaves as it goes (see [`ShmemUnmap`]).
+    fn shmem_unmapped_young(&mut self, ctx: &mut Ctx, key: usize, how: ShmemUnmap) {
+        let r = super::super::lru::FolioRef::Shmem(key);
+        match how {
+            ShmemUnmap::Zap => self.folio_mark_accessed(ctx.pa, ctx.cpu, r),
+            ShmemUnmap::Split => self.lru_state_mut(r).referenced = true,
+            ShmemUnmap::Unmap => {}
+        }
+    }
+
+    /// `zap_pte_range` (`how` [`ShmemUnmap::Zap`]) or `try_to_unmap_one`
+    /// ([`ShmemUnmap::Unmap`]) of shmem pages within one PTE table, a
+    /// folio's batch of entries at a time (its young and dirty bits ORed,
+    /// as `get_and_clear_full_ptes` does).
+    pub(crate) fn zap_shmem_ptes(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        table: usize,
+        start: u64,
+        end: u64,
+        how: ShmemUnmap,
+    ) {
         let first = self.pt.shape.index(0, start);
         let limit = first + ((end - start) >> self.page_shift()) as usize;
         let mut i = first;
@@ -140,6 +185,9 @@ impl Vm {
             // zap_present_folio_ptes: a dirty PTE dirties the folio.
             if (i..i + nr).any(|j| self.pt.get(table, j).has(Pte::DIRTY)) {
                 self.shmem_mark_dirty(ctx.pa, key);
+            }
+            if (i..i + nr).any(|j| self.pt.get(table, j).has(Pte::YOUNG)) {
+                self.shmem_unmapped_young(ctx, key, how);
             }
             for j in i..i + nr {
                 self.pt.set(table, j, Pte::NONE);

@@ -19,6 +19,7 @@
 
 use super::super::lru::FolioRef;
 use super::super::{Ctx, Vm};
+use super::rmap::ShmemUnmap;
 use super::ShmemFolio;
 use crate::memmap::PageFlags;
 use crate::stats::VmEvent;
@@ -189,9 +190,16 @@ impl Vm {
         for m in self.shmem_rmap_walk(key) {
             if m.level == 1 {
                 ctx.pa.events.count(VmEvent::ThpSplitPmd, 1);
-                self.zap_shmem_pmd(ctx, m.mm, m.slot);
+                self.zap_shmem_pmd(ctx, m.mm, m.slot, ShmemUnmap::Split);
             } else {
-                self.zap_shmem_ptes(ctx, m.mm, m.slot.table, m.addr, m.addr + m.nr * page_size);
+                self.zap_shmem_ptes(
+                    ctx,
+                    m.mm,
+                    m.slot.table,
+                    m.addr,
+                    m.addr + m.nr * page_size,
+                    ShmemUnmap::Unmap,
+                );
             }
         }
     }

@@ -24,6 +24,7 @@ use super::super::vmscan::pageout::Pageout;
 use super::super::vmscan::references::Verdict;
 use super::super::vmscan::ScanControl;
 use super::super::{Ctx, Vm};
+use super::rmap::ShmemUnmap;
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::gfp::GFP_HIGHUSER_MOVABLE;
 use crate::stats::VmEvent;
@@ -107,9 +108,9 @@ impl Vm {
         for m in self.shmem_rmap_walk(key) {
             if m.level == 1 {
                 ctx.pa.events.count(VmEvent::ThpSplitPmd, 1);
-                self.zap_shmem_pmd(ctx, m.mm, m.slot);
+                self.zap_shmem_pmd(ctx, m.mm, m.slot, ShmemUnmap::Split);
             } else {
-                self.zap_shmem_ptes(ctx, m.mm, m.slot.table, m.addr, m.addr + m.nr * page);
+                self.zap_shmem_ptes(ctx, m.mm, m.slot.table, m.addr, m.addr + m.nr * page, ShmemUnmap::Unmap);
             }
         }
     }
