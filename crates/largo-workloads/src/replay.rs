@@ -195,18 +195,21 @@ impl Replayer<'_> {
 
     /// Applies one event. A process the OOM killer took does nothing more
     /// (until an exec gives it a new image); one whose clone failed never
-    /// ran.
+    /// ran. Their sleeps still let time pass.
     fn apply(&mut self, e: &Event) -> Result<(), EventError> {
         if let Some(tpid) = e.pid() {
+            // Time passes while a process sleeps whether or not it lives
+            // here: the others' later events came after it.
+            let sleep = matches!(e, Event::Sleep { .. });
             if self.unborn.contains(&tpid) {
                 if let Event::Clone { child, .. } = e {
                     self.unborn.insert(*child);
                 }
-                return Ok(());
+                return if sleep { e.dispatch(self) } else { Ok(()) };
             }
             self.cur = self.task(tpid)?;
             let alive = self.m.vm().task_alive(self.cur.0);
-            if !alive && !matches!(e, Event::Exec { .. }) {
+            if !alive && !sleep && !matches!(e, Event::Exec { .. }) {
                 return Ok(());
             }
         }

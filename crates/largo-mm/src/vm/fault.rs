@@ -104,6 +104,9 @@ impl Vm {
             small_only,
         };
         let mut retries = 0u32;
+        // A memcg OOM kill left over from a charge outside a fault that
+        // failed without one is not this fault's.
+        self.memcg_oom_pending = None;
         loop {
             ctx.pa.events.count(VmEvent::Pgfault, 1);
             let memcg = self.mm_memcg(mm);

@@ -16,21 +16,26 @@ impl Vm {
     /// (`vma_needs_copy`): the child faults the page cache in again. The
     /// child gets a copy of the descriptor table.
     ///
-    /// A page-table charge the memcg refuses OOM-kills in the memcg there
-    /// and then, as the kernel does outside a user fault (`mem_cgroup_oom`
-    /// calls `mem_cgroup_out_of_memory` from the charge): when the victim
-    /// is another process the fork is made again with its memory gone;
-    /// when it is the parent's thread group, the fork fails and the
-    /// parent is dead.
+    /// A page-table charge the memcg refuses OOM-kills in the memcg. The
+    /// kernel kills from the charge (`mem_cgroup_oom` calls
+    /// `mem_cgroup_out_of_memory`) and retries the charge; the model kills
+    /// once the failed fork has unwound and makes the whole fork again
+    /// when the victim is another process (see
+    /// [`Vm::retry_after_memcg_oom`]); when it is the parent's thread
+    /// group, the fork fails and the parent is dead.
     pub fn fork(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<Pid, VmError> {
         let tgid = self.task_mm(pid).map(|_| self.tasks[&pid].tgid)?;
         self.retry_after_memcg_oom(ctx, pid, Some(tgid), |vm, ctx| vm.dup_mm(ctx, pid))
     }
 
     /// Runs `op` (an operation outside a user fault that charges page
-    /// tables) until it succeeds, or fails with no memcg OOM kill to
-    /// follow, or the kill takes `own` thread group. Each retry follows a
-    /// kill, so the loop ends with the memcg's processes.
+    /// tables: fork, exec, a new process) until it succeeds, or fails with
+    /// no memcg OOM kill to follow, or the kill takes `own` thread group.
+    /// Before a retry the queued RCU callbacks run: the kernel's charge
+    /// retries reclaim up to `MAX_RECLAIM_RETRIES` times after a kill,
+    /// time in which the victim's page tables (and those of the aborted
+    /// attempt, which the kernel never made) pass their grace period. Each
+    /// retry follows a kill, so the loop ends with the memcg's processes.
     pub(crate) fn retry_after_memcg_oom<T>(
         &mut self,
         ctx: &mut Ctx,
@@ -41,14 +46,12 @@ impl Vm {
         loop {
             self.memcg_oom_pending = None;
             let r = op(self, ctx);
-            if r.is_ok() {
-                return r;
-            }
-            let Some(memcg) = self.memcg_oom_pending.take() else {
+            let pending = self.memcg_oom_pending.take();
+            let Some(memcg) = pending.filter(|_| r.is_err()) else {
                 return r;
             };
             match self.memcg_out_of_memory(ctx, memcg, trigger) {
-                Some(victim) if Some(victim) != own => {}
+                Some(victim) if Some(victim) != own => self.rcu_callbacks(ctx),
                 _ => return r,
             }
         }

@@ -133,6 +133,8 @@ impl Vm {
         let page = self.page_size();
         let nr_pages = bytes.div_ceil(page);
         if !self.try_charge_memcg(ctx, memcg, GFP_KERNEL, nr_pages, false) {
+            // Forced: no OOM kill follows.
+            self.memcg_oom_pending = None;
             let g = self.memcg.get_mut(memcg);
             g.memory.charge(nr_pages);
             g.kmem_pages += nr_pages;

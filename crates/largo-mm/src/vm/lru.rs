@@ -565,7 +565,7 @@ impl Vm {
     }
 
     /// `folio_batch_move_lru` of a batch of folios already on a list: each
-    /// moves (`lru_deactivate` or `lru_lazyfree`), then the batch's
+    /// moves (`lru_deactivate`, `lru_lazyfree` or `lru_activate`), then the batch's
     /// references go, and a folio whose last reference was a batch's is
     /// queued to be freed. A folio queued twice is moved twice, the second
     /// time to no effect, as in the kernel; one that went away left every

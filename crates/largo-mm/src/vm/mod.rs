@@ -434,7 +434,8 @@ impl Vm {
     /// and the mmap area below `mmap_base` (no randomization, as the host
     /// with ASLR off). Allocates its PGD.
     pub fn spawn(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
-        let mm = self.new_mm(ctx)?;
+        let trigger = self.next_pid;
+        let mm = self.retry_after_memcg_oom(ctx, trigger, None, |vm, ctx| vm.new_mm(ctx))?;
         let stack_top = self.pt.shape.task_size;
         let flags = VmFlags::from_prot(Prot::READ | Prot::WRITE) | VmFlags::GROWSDOWN | VmFlags::ACCOUNT;
         let start = stack_top - INITIAL_STACK_BYTES.next_multiple_of(self.page_size());
@@ -471,10 +472,12 @@ impl Vm {
     /// `execve`: the task gets a fresh, empty address space; the old one
     /// goes when its last user leaves (a vfork child stops borrowing its
     /// parent's). Threads of the old image are not modelled as dying here:
-    /// a trace exits them itself.
+    /// a trace exits them itself. A PGD charge the memcg refuses OOM-kills
+    /// there (see [`Self::fork`]).
     pub fn exec(&mut self, ctx: &mut Ctx, pid: Pid) -> Result<(), VmError> {
         let old = self.task_mm(pid)?;
-        let new = self.new_mm(ctx)?;
+        let tgid = self.tasks[&pid].tgid;
+        let new = self.retry_after_memcg_oom(ctx, pid, Some(tgid), |vm, ctx| vm.new_mm(ctx))?;
         if let Some(t) = self.task_mut(pid) {
             t.mm = new;
             t.tgid = pid;

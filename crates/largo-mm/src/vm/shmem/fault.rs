@@ -261,7 +261,10 @@ impl Vm {
 
     /// `set_pte_range` + `folio_add_file_rmap_ptes` + the MM_SHMEMPAGES
     /// count for `nr` pages from `first_pfn` (the caller holds a folio
-    /// reference for each).
+    /// reference for each). A prefaulted range (fault-around, the faulting
+    /// address outside it) is mapped old on arm64, whose cpus set the
+    /// access flag in hardware (`arch_wants_old_prefaulted_pte`), young on
+    /// x86.
     #[allow(clippy::too_many_arguments)]
     fn shmem_map_ptes(
         &mut self,
@@ -274,7 +277,13 @@ impl Vm {
         nr: u64,
         write: bool,
     ) {
-        let flags = self.vma_write_bit(vmf.vma) | access_bits(write);
+        let page = self.page_size();
+        let start = (vmf.address & !(self.pmd_size() - 1)) + first as u64 * page;
+        let prefault = !(start..start + nr * page).contains(&vmf.address);
+        let mut flags = self.vma_write_bit(vmf.vma) | access_bits(write);
+        if prefault && self.geo.arch == largo_types::Arch::Arm64 {
+            flags &= !Pte::YOUNG;
+        }
         for i in 0..nr {
             self.pt.set(table, first + i as usize, Pte::leaf(first_pfn + i, flags));
         }

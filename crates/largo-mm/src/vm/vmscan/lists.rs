@@ -33,7 +33,7 @@ impl Vm {
             scanned += nr;
             self.lruvec_del(ctx.pa, r);
             if self.lru_state(r).held_by_batch() {
-                // Queued in another cpu's deactivate or lazyfree batch (the
+                // Queued in another cpu's deactivate, lazyfree or activate batch (the
                 // local batches were drained): that batch's reference would
                 // keep the kernel from freeing it (a released one it could
                 // still swap), so the model leaves it to the batch's move
