@@ -718,6 +718,9 @@ impl Vm {
             }
             self.lru_state_mut(r).batched = false;
         }
+        if (deactivate_batched | lazyfree_batched | activate_batched) == 0 {
+            return;
+        }
         if deactivate_batched > 0 {
             for b in &mut self.lru_deactivate_batches {
                 b.retain(|&x| x != r);
