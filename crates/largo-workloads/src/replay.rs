@@ -201,7 +201,8 @@ impl Replayer<'_> {
             // Time passes while a process sleeps whether or not it lives
             // here: the others' later events came after it.
             let sleep = matches!(e, Event::Sleep { .. });
-            if self.unborn.contains(&tpid) {
+            // (No unborn pid, the common case: no hash lookup per event.)
+            if !self.unborn.is_empty() && self.unborn.contains(&tpid) {
                 if let Event::Clone { child, .. } = e {
                     self.unborn.insert(*child);
                 }

@@ -434,8 +434,7 @@ impl Vm {
     /// and the mmap area below `mmap_base` (no randomization, as the host
     /// with ASLR off). Allocates its PGD.
     pub fn spawn(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
-        let trigger = self.next_pid;
-        let mm = self.retry_after_memcg_oom(ctx, trigger, None, |vm, ctx| vm.new_mm(ctx))?;
+        let mm = self.new_process_mm(ctx)?;
         let stack_top = self.pt.shape.task_size;
         let flags = VmFlags::from_prot(Prot::READ | Prot::WRITE) | VmFlags::GROWSDOWN | VmFlags::ACCOUNT;
         let start = stack_top - INITIAL_STACK_BYTES.next_multiple_of(self.page_size());
@@ -450,9 +449,15 @@ impl Vm {
     /// A PGD charge the memcg refuses OOM-kills there, and the spawn is
     /// made again (see [`Self::fork`]).
     pub fn spawn_empty(&mut self, ctx: &mut Ctx) -> Result<Pid, VmError> {
-        let trigger = self.next_pid;
-        let mm = self.retry_after_memcg_oom(ctx, trigger, None, |vm, ctx| vm.new_mm(ctx))?;
+        let mm = self.new_process_mm(ctx)?;
         Ok(self.new_task(mm, None))
+    }
+
+    /// The mm of a process about to be made: a PGD charge the memcg
+    /// refuses OOM-kills there and is made again.
+    fn new_process_mm(&mut self, ctx: &mut Ctx) -> Result<MmId, VmError> {
+        let trigger = self.next_pid;
+        self.retry_after_memcg_oom(ctx, trigger, None, |vm, ctx| vm.new_mm(ctx))
     }
 
     /// [`Self::spawn_empty`] for a process forked outside the workload's
