@@ -182,15 +182,19 @@ impl Vm {
                 .expect("a shmem PTE maps a shmem folio");
             let f = &self.shmem.folios[key];
             let nr = self.pt.folio_pte_batch(table, i, limit, pfn, f.pfn + f.nr_pages());
-            // zap_present_folio_ptes: a dirty PTE dirties the folio.
-            if (i..i + nr).any(|j| self.pt.get(table, j).has(Pte::DIRTY)) {
+            // zap_present_folio_ptes (get_and_clear_full_ptes): the
+            // batch's entries cleared, their bits ORed; a dirty one
+            // dirties the folio, a young one leaves its recency.
+            let mut bits = 0;
+            for j in i..i + nr {
+                bits |= self.pt.get(table, j).0;
+                self.pt.set(table, j, Pte::NONE);
+            }
+            if bits & Pte::DIRTY != 0 {
                 self.shmem_mark_dirty(ctx.pa, key);
             }
-            if (i..i + nr).any(|j| self.pt.get(table, j).has(Pte::YOUNG)) {
+            if bits & Pte::YOUNG != 0 {
                 self.shmem_unmapped_young(ctx, key, how);
-            }
-            for j in i..i + nr {
-                self.pt.set(table, j, Pte::NONE);
             }
             self.remove_file_rmap_ptes(ctx.pa, key, pfn, nr as u64);
             self.mms[mm].rss_shmem -= nr as u64;
