@@ -239,7 +239,55 @@ impl Replayer<'_> {
     /// An access by the program (`kernel`: by a syscall on its behalf).
     /// Returns whether it raised SIGSEGV.
     fn access(&mut self, tpid: TracePid, addr: u64, write: bool, kernel: bool) -> bool {
-        match self.vm(|vm, ctx, pid| vm.access(ctx, pid, addr, write)) {
+        let outcome = self.vm(|vm, ctx, pid| vm.access(ctx, pid, addr, write));
+        self.access_outcome(tpid, addr, write, kernel, outcome)
+    }
+
+    /// The fault events `run` (a run [`fault_run_len`] found, more than
+    /// one) as one access run, each access as its event would make it.
+    /// Returns how many of the events it made: all, or up to the one
+    /// whose access stopped the run (OOM, SIGSEGV, an error), after which
+    /// the replay goes on event by event; 0 when the run's process is not
+    /// a live one the replay knows (its first event then goes alone).
+    fn fault_run(&mut self, run: &[Event]) -> usize {
+        let Event::Fault { pid: tpid, addr, write } = run[0] else {
+            unreachable!("a fault run starts with a fault");
+        };
+        if !self.unborn.is_empty() && self.unborn.contains(&tpid) {
+            return 0;
+        }
+        let Some(cur) = self.known(tpid) else {
+            return 0;
+        };
+        if !self.m.vm().task_alive(cur.0) {
+            return 0;
+        }
+        self.cur = cur;
+        let page = self.page_size;
+        let count = run.len() as u64;
+        let made = self.vm(|vm, ctx, p| vm.access_run(ctx, p, addr, page, count, write));
+        let stopped = u64::from(made.stop.is_some());
+        self.stats.accesses += made.done - stopped - made.not_modelled;
+        self.stats.skipped_faults += made.not_modelled;
+        if let Some(outcome) = made.stop {
+            self.index += made.done - 1;
+            let at = addr + (made.done - 1) * page;
+            self.access_outcome(tpid, at, write, false, outcome);
+        }
+        made.done as usize
+    }
+
+    /// What the access at `addr` came to, for the replay: counted, or a
+    /// signal or failure reported. Returns whether it raised SIGSEGV.
+    fn access_outcome(
+        &mut self,
+        tpid: TracePid,
+        addr: u64,
+        write: bool,
+        kernel: bool,
+        outcome: Result<Access, VmError>,
+    ) -> bool {
+        match outcome {
             Ok(Access::Hit | Access::Faulted) => self.stats.accesses += 1,
             Ok(Access::NotModelled) => self.stats.skipped_faults += 1,
             Ok(Access::Segv(_)) if kernel => self.fail("kernel access", format!("EFAULT at {addr:#x} (pid {tpid})")),
@@ -496,12 +544,23 @@ impl EventHandler for Replayer<'_> {
         let end = addr.saturating_add(len);
         let mut a = addr & !(page - 1);
         while a < end {
-            if self.access(pid, a, write, false) {
+            // The page accesses as one run (each exactly `Vm::access`),
+            // up to the first that is neither a hit nor a handled fault.
+            let count = (end - a).div_ceil(page);
+            let run = self.vm(|vm, ctx, p| vm.access_run(ctx, p, a, page, count, write));
+            let stopped = u64::from(run.stop.is_some());
+            self.stats.accesses += run.done - stopped - run.not_modelled;
+            self.stats.skipped_faults += run.not_modelled;
+            let Some(outcome) = run.stop else {
+                break;
+            };
+            let at = a + (run.done - 1) * page;
+            if self.access_outcome(pid, at, write, false, outcome) {
                 // The program dies (or its handler jumps away): the rest
                 // of the range is not touched.
                 break;
             }
-            a += page;
+            a = at + page;
         }
         Ok(())
     }
@@ -640,6 +699,39 @@ pub struct ReplayOptions {
     /// `KEY=VALUE,...` changes to the preset's TLB geometry for the
     /// coverage and reach report (`--tlb`; see `TlbGeometry::with_overrides`).
     pub tlb_overrides: Option<String>,
+    /// Replay every fault event alone, instead of a run of them (one page
+    /// apart, [`fault_run_len`]) as one access run: the same machine, more
+    /// slowly (for a test comparing the two).
+    pub faults_one_by_one: bool,
+}
+
+/// How many faults from `events[i]` on make one run: user faults of
+/// one process, all reads or all writes, each one page after the one
+/// before at the same offset, as [`Vm::access_run`] makes accesses. A run
+/// stops short of an event the replay loop acts before: the peak's
+/// sample at every 4096th event, the snapshot. 1 when `events[i]` starts
+/// no run.
+///
+/// [`Vm::access_run`]: largo_mm::vm::Vm::access_run
+fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option<usize>) -> usize {
+    let Event::Fault { pid, addr, write } = events[i] else {
+        return 1;
+    };
+    let mut n = 1;
+    while let Some(&Event::Fault {
+        pid: p,
+        addr: a,
+        write: w,
+    }) = events.get(i + n)
+    {
+        let j = i + n;
+        let next = addr.checked_add(n as u64 * page_size);
+        if p != pid || w != write || Some(a) != next || j.is_multiple_of(4096) || snapshot_at == Some(j) {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 /// What a replay produced.
@@ -710,7 +802,13 @@ pub fn replay(
         problems: Problems::default(),
         unborn: HashSet::default(),
     };
+    // Events a fault run made beyond its first.
+    let mut skip = 0;
     for (i, e) in events.iter().enumerate() {
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
         if matches!(e, Event::Munmap { .. }) {
             first_free.note(r.m);
         }
@@ -732,7 +830,22 @@ pub fn replay(
         }
         r.index = index;
         ledger.enter(r.m, crate::entry::Entry::of_event(e));
-        r.apply(e).map_err(|source| ReplayError::Event { index, source })?;
+        let faults = if check_every == 0 && !opts.faults_one_by_one {
+            fault_run_len(events, i, r.page_size, opts.snapshot_at)
+        } else {
+            1
+        };
+        // The faults that follow go as one access run; the loop picks up
+        // after the last it made.
+        let made = if faults > 1 {
+            r.fault_run(&events[i..i + faults])
+        } else {
+            0
+        };
+        if made == 0 {
+            r.apply(e).map_err(|source| ReplayError::Event { index, source })?;
+        }
+        skip = made.saturating_sub(1);
         if check_every > 0 && (index + 1).is_multiple_of(check_every) {
             r.m.check().map_err(|error| ReplayError::Invariant { index, error })?;
         }

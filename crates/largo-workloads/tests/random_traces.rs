@@ -358,7 +358,7 @@ struct Setup {
     zswap: bool,
 }
 
-const SETUPS: [Setup; 9] = [
+const SETUPS: [Setup; 10] = [
     Setup {
         preset: Preset::X86_64,
         name: "mthp+shmem, zram",
@@ -440,12 +440,35 @@ const SETUPS: [Setup; 9] = [
         swap: "256M:zram",
         zswap: false,
     },
+    // The setup whose touches take their faults as runs (root memcg, no
+    // mTHP size): see `fault_runs_change_nothing`.
+    Setup {
+        preset: Preset::X86_64,
+        name: "base pages, global reclaim, zram",
+        thp: "",
+        shmem: "",
+        memcg_max_bytes: None,
+        swap: "256M:zram",
+        zswap: false,
+    },
 ];
+
+/// The index in [`SETUPS`] of the setup whose faults go as runs.
+const FAULT_RUN_SETUP: usize = SETUPS.len() - 1;
 
 /// The machine of the setups without a memcg.
 const GLOBAL_MEM_BYTES: u64 = 64 * M;
 
 fn machine(s: &Setup) -> Machine {
+    let mem_bytes = if s.memcg_max_bytes.is_some() {
+        256 * M
+    } else {
+        GLOBAL_MEM_BYTES
+    };
+    machine_with_mem(s, mem_bytes)
+}
+
+fn machine_with_mem(s: &Setup, mem_bytes: u64) -> Machine {
     let mut knobs = Vec::new();
     if !s.thp.is_empty() {
         knobs.extend(thp_knobs(s.thp).unwrap());
@@ -455,11 +478,7 @@ fn machine(s: &Setup) -> Machine {
     }
     Machine::new(MachineConfig {
         preset: s.preset,
-        mem_bytes: if s.memcg_max_bytes.is_some() {
-            256 * M
-        } else {
-            GLOBAL_MEM_BYTES
-        },
+        mem_bytes,
         knobs,
         memcg_max_bytes: s.memcg_max_bytes,
         swap: vec![SwapSpec::parse(s.swap).unwrap()],
@@ -522,6 +541,156 @@ proptest! {
         prop_assert!(matches!(got, Ok(Ok((all, memcg))) if all == memcg), "{}: {:?}\nconfiguration: {config}\ntrace:\n{text}", s.name, got);
         m.check().map_err(|e| TestCaseError::fail(format!("{}: at the end: {e}\nconfiguration: {config}\ntrace:\n{text}", s.name)))?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 2, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    /// A touch takes its order-0 anonymous faults as runs (`fault_run.rs`:
+    /// the walk, the VMA and a batch of pcp allocations shared): the
+    /// machine must end exactly as with each fault taken alone, under
+    /// global reclaim to zram (kswapd woken mid-run, pcp lists refilled
+    /// and drained, OOM kills).
+    #[test]
+    fn fault_runs_change_nothing(
+        mem_mib in prop::sample::select(vec![56u64, 58, 60, 64]),
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let s = &SETUPS[FAULT_RUN_SETUP];
+        let text = render(&ops, false, s.preset.geometry().page_size());
+        let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
+        let run = |fault_runs: bool| {
+            // Small machines: kswapd wakes and reclaim runs inside runs.
+            let mut m = machine_with_mem(s, mem_mib * M);
+            m.with_vm(0, |vm, _| vm.set_fault_runs(fault_runs));
+            let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {});
+            let out = out.unwrap_or_else(|e| panic!("fault runs {fault_runs}: {e}\ntrace:\n{text}"));
+            m.check().unwrap_or_else(|e| panic!("fault runs {fault_runs}: {e}\ntrace:\n{text}"));
+            (out.run.counters, out.stats, m.vm().maps(1).unwrap_or_default())
+        };
+        let (alone, runs) = (run(false), run(true));
+        prop_assert!(alone == runs, "fault runs changed the machine:\nalone: {alone:?}\nruns:  {runs:?}\ntrace:\n{text}");
+    }
+}
+
+/// A run of fault events for [`replayed_fault_runs_change_nothing`]: from
+/// page `page` of the 16 MiB region (whose first 12 MiB are mapped, the
+/// last 2 of those read-only), `nr` pages at byte `offset` of each.
+#[derive(Clone, Debug)]
+struct FaultRun {
+    pid: usize,
+    page: u64,
+    nr: u64,
+    offset: u64,
+    write: bool,
+}
+
+fn fault_runs() -> impl Strategy<Value = Vec<FaultRun>> {
+    let run = (
+        0..3usize,
+        0..4096u64,
+        1..700u64,
+        prop::sample::select(vec![0u64, 8, 4095]),
+        any::<bool>(),
+    )
+        .prop_map(|(pid, page, nr, offset, write)| FaultRun {
+            pid,
+            page,
+            nr,
+            offset,
+            write,
+        });
+    prop::collection::vec(run, 1..40)
+}
+
+/// The trace of `runs`: two processes share the region by fork, a third
+/// is a thread; every fault event stands alone in the text.
+fn render_fault_runs(runs: &[FaultRun]) -> String {
+    let mut out = vec![
+        "largo-trace 1".to_string(),
+        "@page_size 4096".to_string(),
+        format!("1 mmap {REGION:#x} {} rw- private,anonymous", 12 * M),
+        format!("1 mprotect {:#x} {} r--", REGION + 10 * M, 2 * M),
+        "1 clone 2 process".to_string(),
+        "1 clone 3 thread".to_string(),
+    ];
+    for r in runs {
+        for k in 0..r.nr.min(4096 - r.page) {
+            let addr = REGION + (r.page + k) * 4096 + r.offset;
+            let rw = if r.write { "w" } else { "r" };
+            out.push(format!("{} fault {addr:#x} {rw}", r.pid + 1));
+        }
+    }
+    out.join("\n") + "\n"
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 2, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    /// The replay takes fault events one page apart as one access run
+    /// (`fault_run_len`): it must replay them exactly as one by one, the
+    /// problems it reports (SIGSEGV past the mapping and on the
+    /// read-only part, OOM kills in a small machine) included.
+    #[test]
+    fn replayed_fault_runs_change_nothing(mem_mib in prop::sample::select(vec![56u64, 60, 256]), runs in fault_runs()) {
+        let s = &SETUPS[FAULT_RUN_SETUP];
+        let text = render_fault_runs(&runs);
+        let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
+        let replayed = |one_by_one: bool| {
+            let mut m = machine_with_mem(s, mem_mib * M);
+            m.with_vm(0, |vm, _| vm.set_fault_runs(!one_by_one));
+            let opts = ReplayOptions { faults_one_by_one: one_by_one, ..ReplayOptions::default() };
+            let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {}).unwrap();
+            m.check().unwrap();
+            (out.run.counters, out.run.problems, out.stats)
+        };
+        let (alone, runs) = (replayed(true), replayed(false));
+        prop_assert!(alone == runs, "fault runs changed the replay:\nalone: {alone:?}\nruns:  {runs:?}\ntrace:\n{text}");
+    }
+}
+
+#[test]
+fn the_shipped_trace_replays_the_same_with_fault_runs() {
+    let trace = largo_workloads::recorded::find("lua-build").unwrap().trace();
+    let replayed = |one_by_one: bool| {
+        let mut m = Machine::new(MachineConfig::default()).unwrap();
+        m.with_vm(0, |vm, _| vm.set_fault_runs(!one_by_one));
+        let opts = ReplayOptions {
+            faults_one_by_one: one_by_one,
+            ..ReplayOptions::default()
+        };
+        let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {}).unwrap();
+        (out.run.counters, out.run.problems, out.stats, m.vm().fault_run_stats())
+    };
+    let (alone, runs) = (replayed(true), replayed(false));
+    assert_eq!(alone.3.faults, 0);
+    // Tens of thousands of its faults go in runs.
+    assert!(runs.3.faults > 30_000, "{:?}", runs.3);
+    assert!(alone.0 == runs.0, "counters differ");
+    assert!(
+        alone.1 == runs.1 && alone.2 == runs.2,
+        "{:?} {:?}\n{:?} {:?}",
+        alone.1,
+        alone.2,
+        runs.1,
+        runs.2
+    );
+}
+
+#[test]
+fn the_fault_run_setup_takes_faults_as_runs() {
+    // The property above is empty unless faults do go as runs there: the
+    // first touch of the region maps 12 MiB of order-0 folios.
+    let s = &SETUPS[FAULT_RUN_SETUP];
+    let text = render(&[], false, s.preset.geometry().page_size());
+    let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
+    let mut m = machine(s);
+    replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {}).unwrap();
+    let stats = m.vm().fault_run_stats();
+    assert!(
+        stats.faults >= REGION_BYTES / 4096 && stats.batched > stats.faults / 2,
+        "{stats:?}"
+    );
 }
 
 /// Replays `text` under `setup`, checking after every event.

@@ -128,14 +128,7 @@ impl PageAlloc {
         if ac.preferred == usize::MAX {
             return Ok(None);
         }
-        let mut alloc_flags = AllocFlags::WMARK_LOW | AllocFlags::CPUSET;
-        if gfp.contains(Gfp::KSWAPD_RECLAIM) {
-            alloc_flags |= AllocFlags::KSWAPD;
-        }
-        if self.zonelists[ac.zonelist].nofragment {
-            alloc_flags |= AllocFlags::NOFRAGMENT;
-        }
-        let alloc_flags = self.gfp_to_alloc_flags_cma(&ac, alloc_flags);
+        let alloc_flags = self.fast_alloc_flags(gfp, &ac);
         let pfn = match self.get_page_from_freelist(cpu, order, alloc_flags, &ac) {
             Some(pfn) => pfn,
             None => match self.__alloc_pages_slowpath(cpu, gfp, order, &ac, reclaim) {
@@ -148,6 +141,64 @@ impl PageAlloc {
             pfn: largo_types::Pfn(pfn),
             order,
         }))
+    }
+
+    /// The flags of `__alloc_pages`' first attempt (`get_page_from_freelist`
+    /// before the slow path): the low watermark, kswapd's wakeup if the gfp
+    /// allows it, `alloc_flags_nofragment` and CMA.
+    #[inline]
+    fn fast_alloc_flags(&self, gfp: Gfp, ac: &AllocContext) -> AllocFlags {
+        let mut alloc_flags = AllocFlags::WMARK_LOW | AllocFlags::CPUSET;
+        if gfp.contains(Gfp::KSWAPD_RECLAIM) {
+            alloc_flags |= AllocFlags::KSWAPD;
+        }
+        if self.zonelists[ac.zonelist].nofragment {
+            alloc_flags |= AllocFlags::NOFRAGMENT;
+        }
+        self.gfp_to_alloc_flags_cma(ac, alloc_flags)
+    }
+
+    /// Up to `max` order-0 allocations with `gfp` on `cpu`, one after
+    /// another, each the page [`PageAlloc::alloc_pages`] would return,
+    /// with the same effects: made only while every one comes from the
+    /// preferred zone's pcp list without a refill. The head of that list
+    /// is each time's page (`__rmqueue_pcplist`), and nothing but these
+    /// pops changes the zone between them, so its watermark check
+    /// (`zone_has_room`, which may note the zone below its high mark)
+    /// has the first's outcome each time. A pop that finds the zone's
+    /// watermark boosted wakes kswapd (`rmqueue`) and ends the run.
+    /// Appends the pfns to `out` in allocation order; `None` of them
+    /// when the first allocation would not be such a pop.
+    pub(crate) fn alloc_pcp_run(&mut self, cpu: usize, gfp: Gfp, max: usize, out: &mut Vec<u64>) {
+        let nid = self.cpu_node.get(cpu).copied().unwrap_or(usize::MAX);
+        let Ok(ac) = self.prepare_alloc_pages(cpu, nid, gfp, 0) else {
+            return;
+        };
+        let zi = ac.preferred;
+        if zi == usize::MAX || !self.pcp_allowed_order(0) {
+            return;
+        }
+        let alloc_flags = self.fast_alloc_flags(gfp, &ac);
+        if alloc_flags.contains(AllocFlags::HIGHATOMIC) {
+            return;
+        }
+        let idx = self.pcp_index(zi, cpu);
+        let pindex = self.order_to_pindex(ac.migratetype, 0);
+        let on_list = self.pcp[idx].lists[pindex].nr as usize;
+        if on_list == 0 || !self.zone_has_room(zi, 0, ac.highest_zoneidx, alloc_flags) {
+            return;
+        }
+        for _ in 0..max.min(on_list) {
+            let boosted = self.zones[zi].flags.contains(ZoneFlags::BOOSTED_WATERMARK);
+            let pfn = self
+                .rmqueue(cpu, zi, zi, 0, alloc_flags, ac.migratetype)
+                .expect("a pcp list with pages gives one");
+            self.prep_new_page(pfn, 0);
+            out.push(pfn);
+            if boosted && alloc_flags.contains(AllocFlags::KSWAPD) {
+                break;
+            }
+        }
     }
 
     /// `prepare_alloc_pages`: validates the request and fixes the zonelist,

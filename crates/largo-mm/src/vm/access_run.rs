@@ -53,6 +53,18 @@ impl Vm {
                 continue;
             }
             let addr = start.wrapping_add(run.done.wrapping_mul(stride));
+            if write && stride == self.page_size() {
+                // A first touch of anonymous memory, fault after fault.
+                let faults = self.anon_fault_run(ctx, pid, addr, count - run.done);
+                run.done += faults.done;
+                if faults.stop.is_some() {
+                    run.stop = faults.stop;
+                    break;
+                }
+                if faults.done > 0 {
+                    continue;
+                }
+            }
             run.done += 1;
             match self.access_fault(ctx, pid, addr, write, false) {
                 Ok(Access::Hit | Access::Faulted) => {}

@@ -8,7 +8,8 @@
 //! - `folio.rs`: anon folio metadata; `rmap.rs`: mapcounts and rmap walks
 //! - `order.rs`: which folio orders a fault may use (mm/huge_memory.c)
 //! - `fault.rs`: `handle_mm_fault`, `do_anonymous_page`, `do_wp_page`;
-//!   `access_run.rs`: runs of accesses, hits taken table by table
+//!   `access_run.rs`: runs of accesses, hits taken table by table;
+//!   `fault_run.rs`: runs of order-0 anonymous write faults
 //! - `huge.rs`: the PMD paths (THP faults, the huge zero page, PMD splits)
 //! - `zap.rs`: unmapping ranges; `mmap.rs`: mmap, munmap, mprotect, mremap, brk;
 //!   `maps.rs`: the address space as `/proc/PID/maps` shows it
@@ -27,6 +28,7 @@ mod check_swap;
 mod cold;
 mod collapse;
 mod fault;
+mod fault_run;
 pub mod folio;
 mod fork;
 mod huge;
@@ -79,6 +81,7 @@ use vma::{AnonVma, Vma};
 
 pub use access_run::AccessRun;
 pub use check::VmInvariantError;
+pub use fault_run::FaultRunStats;
 pub use maps::MapEntry;
 pub use mmap::MremapFlags;
 pub use reclaim::OomKill;
@@ -199,6 +202,13 @@ pub struct Vm {
     /// in the same mm, so it never needs dropping (every VMA in `vmas` is
     /// in its mm's tree under its start).
     vma_hint: std::cell::Cell<Option<VmaId>>,
+    /// Whether an access run takes its order-0 anonymous faults as runs
+    /// ([`Vm::set_fault_runs`]); on unless a test compares the two.
+    fault_runs: bool,
+    /// The pages a fault run's batch of pcp allocations took, reused
+    /// from run to run (empty between runs).
+    fault_run_pfns: Vec<u64>,
+    fault_run_stats: fault_run::FaultRunStats,
     /// Bumped by every change to the VMAs' ranges or anon_vma lists
     /// ([`Vm::vma_layout_changed`]): rmap indexes of an older value are
     /// rebuilt before use.
@@ -287,6 +297,9 @@ impl Vm {
             tasks: BTreeMap::new(),
             last_task: std::cell::Cell::new(None),
             vma_hint: std::cell::Cell::new(None),
+            fault_runs: true,
+            fault_run_pfns: Vec::new(),
+            fault_run_stats: fault_run::FaultRunStats::default(),
             vma_layout_gen: 0,
             next_pid: 1,
             next_mm_id: 1,

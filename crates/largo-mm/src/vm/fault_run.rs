@@ -1,0 +1,211 @@
+//! Runs of order-0 anonymous write faults: a sequential first touch of
+//! memory that no mTHP size may back (page_fault1 at 4K, a program
+//! writing its heap page after page). Each fault is exactly the one
+//! [`Vm::access`] would take: `handle_mm_fault` -> `do_anonymous_page` ->
+//! `folio_prealloc` -> `folio_add_new_anon_rmap` -> `set_pte`, then the
+//! store. What the run saves is what the faults share: the task, the VMA
+//! and its checks, the order decision (none allowed) and the walk to the
+//! PTE table are found once, and each next fault reads the next entry of
+//! that table, as `hit_pte_run` does for hits.
+//!
+//! The run keeps to the case whose faults cannot change what it found:
+//! the root memcg (a limit's reclaim or OOM kill could), a static order
+//! policy (a dynamic one may promote around the page), no mTHP order
+//! allowed in the VMA. It ends at the first entry that is not none, at
+//! the end of the VMA or the table, after a fault that woke kswapd (its
+//! reclaim may unmap pages of this table), and at a failed allocation;
+//! the general path takes it from there.
+
+use super::fault::store_user_page;
+use super::order::Orders;
+use super::pgtable::Pte;
+use super::stats::MthpStat;
+use super::types::{Access, Pid, VmError, VmFlags};
+use super::{Ctx, Vm};
+use crate::memmap::Folio;
+use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_KERNEL};
+use crate::stats::VmEvent;
+
+/// How much the fault runs took on (diagnostics only: not a counter of
+/// the modelled machine, which is the same with runs and without).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultRunStats {
+    /// Runs that made at least one fault.
+    pub runs: u64,
+    /// Faults made in runs.
+    pub faults: u64,
+    /// Of those, faults given a page of a batch of pcp allocations.
+    pub batched: u64,
+}
+
+/// What a run of faults did: the faults completed, and the outcome that
+/// ended the run when it was not simply the end of the run's reach.
+pub(super) struct FaultRun {
+    pub done: u64,
+    pub stop: Option<Result<Access, VmError>>,
+}
+
+impl Vm {
+    /// Whether access runs take order-0 anonymous faults as runs (the
+    /// default) or one by one through the general path: the two give the
+    /// same machine, which a test checks.
+    pub fn set_fault_runs(&mut self, on: bool) {
+        self.fault_runs = on;
+    }
+
+    /// What the fault runs took on so far.
+    pub fn fault_run_stats(&self) -> FaultRunStats {
+        self.fault_run_stats
+    }
+
+    /// Up to `count` write accesses by `pid` at `addr`, `addr + page`,
+    /// ..., each a fault on a none PTE that maps a new order-0 folio, made
+    /// as [`Vm::access_fault`] makes it. Returns how many were made (0:
+    /// the first access is not such a fault, or the run's conditions do
+    /// not hold; the caller takes the general path for it).
+    pub(super) fn anon_fault_run(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, count: u64) -> FaultRun {
+        let none = FaultRun { done: 0, stop: None };
+        if !self.fault_runs || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
+            return none;
+        }
+        let Ok(mm) = self.task_mm(pid) else {
+            return none;
+        };
+        let Some(vma) = self.find_vma(mm, addr) else {
+            return none;
+        };
+        let v = &self.vmas[vma];
+        if !v.flags.contains(VmFlags::WRITE) || !v.flags.accessible() || !v.is_anonymous() {
+            return none;
+        }
+        let vma_end = v.end;
+        if self.is_shmem_vma(vma) || self.mm_memcg(mm) != 0 {
+            return none;
+        }
+        // No mTHP order and no PMD order: every fault's folio is order 0
+        // (`alloc_anon_folio` falls to `folio_prealloc`, and
+        // `__handle_mm_fault` never tries the PMD).
+        let all_orders: Orders = (1 << (self.pmd_order() + 1)) - 1;
+        if self.allowable_orders(vma, all_orders) != 0 {
+            return none;
+        }
+        let Some(table) = self.pt.lookup(self.mms[mm].pgd, addr, 0) else {
+            return none;
+        };
+        let page_size = self.page_size();
+        let first = self.pt.shape.index(0, addr);
+        let in_table = (self.pt.shape.entries_at(0) - first) as u64;
+        let in_vma = (vma_end - (addr & !(page_size - 1))) / page_size;
+        let below_top = (self.pt.shape.task_size - 1 - addr) / page_size + 1;
+        let reach = count.min(in_table).min(in_vma).min(below_top);
+        let offset = addr & (page_size - 1);
+        let write_bit = self.vma_write_bit(vma);
+        // The faults the run may make: the none entries from `first` on.
+        let nones = self.pt.pages[table].entries[first..first + reach as usize]
+            .iter()
+            .take_while(|e| e.is_none())
+            .count() as u64;
+        let mut pfns = std::mem::take(&mut self.fault_run_pfns);
+        let mut next_pfn = 0;
+        let mut run = none;
+        while run.done < nones {
+            // access_fault: a fault is counted before it is handled.
+            self.memcg_oom_pending = None;
+            ctx.pa.events.count(VmEvent::Pgfault, 1);
+            // do_anonymous_page, for a write with no large order allowed.
+            self.anon_vma_prepare(vma);
+            let Some(folio) = self.anon_fault_run_folio(ctx, &mut pfns, &mut next_pfn, nones - run.done) else {
+                self.run_pending_kswapd(ctx);
+                run.stop = self.anon_fault_run_oom(ctx, pid);
+                if run.stop.is_some() {
+                    run.done += 1;
+                }
+                break;
+            };
+            let index = first + run.done as usize;
+            let a = addr + run.done * page_size;
+            ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
+            self.mms[mm].rss_anon += 1;
+            self.mthp.add(0, MthpStat::AnonFaultAlloc, 1);
+            self.add_new_anon_rmap(ctx, folio, vma, a & !(page_size - 1), false);
+            self.pt
+                .set_ptes(table, index, folio.pfn.0, 1, Pte::YOUNG | Pte::DIRTY | write_bit);
+            run.done += 1;
+            if ctx.pa.kswapd_pending() {
+                self.run_pending_kswapd(ctx);
+                // The store goes through whatever kswapd left of the
+                // entry (it may have reclaimed the page just mapped).
+                let e = self.pt.get(table, index);
+                if e.present() {
+                    self.store_through(ctx, e, 0, a);
+                }
+                break;
+            }
+            // The store, through the entry just set.
+            store_user_page(ctx, folio.pfn.0, offset);
+        }
+        // Only the pop that woke kswapd ends a batch early, and it is the
+        // batch's last: every page taken was used.
+        debug_assert_eq!(next_pfn, pfns.len(), "pages allocated for faults not made");
+        if run.done > 0 {
+            self.fault_run_stats.runs += 1;
+            self.fault_run_stats.faults += run.done;
+        }
+        pfns.clear();
+        self.fault_run_pfns = pfns;
+        run
+    }
+
+    /// `folio_prealloc` of a zeroed order-0 folio charged to the root
+    /// memcg, for the run's next fault: the next of the pages a batch of
+    /// pcp allocations took ([`PageAlloc::alloc_pcp_run`], up to `left`
+    /// of them, each the page its fault would have been given), else the
+    /// general allocation. `None` when that fails.
+    ///
+    /// [`PageAlloc::alloc_pcp_run`]: crate::page_alloc::PageAlloc::alloc_pcp_run
+    fn anon_fault_run_folio(
+        &mut self,
+        ctx: &mut Ctx,
+        pfns: &mut Vec<u64>,
+        next: &mut usize,
+        left: u64,
+    ) -> Option<Folio> {
+        if *next == pfns.len() {
+            pfns.clear();
+            *next = 0;
+            let gfp = GFP_HIGHUSER_MOVABLE | Gfp::ZERO;
+            ctx.pa.alloc_pcp_run(ctx.cpu, gfp, left as usize, pfns);
+        }
+        let Some(&pfn) = pfns.get(*next) else {
+            return self.folio_prealloc(ctx, 0, true);
+        };
+        *next += 1;
+        self.fault_run_stats.batched += 1;
+        let folio = Folio {
+            pfn: largo_types::Pfn(pfn),
+            order: 0,
+        };
+        // The rest of alloc_folio and folio_prealloc: the zeroing, the
+        // charge (to the root memcg, which always takes it).
+        self.zero_folio(ctx, folio);
+        let charged = self.mem_cgroup_charge(ctx, folio, 0, GFP_KERNEL);
+        debug_assert!(charged, "the root memcg refused a charge");
+        Some(folio)
+    }
+
+    /// A run's fault whose allocation failed (`VM_FAULT_OOM`), handled as
+    /// [`Vm::access_fault`] handles it. `None`: the fault is to be made
+    /// again (a memcg OOM kill freed memory for it), which the caller's
+    /// general path does, counting it again as the kernel's retry does.
+    fn anon_fault_run_oom(&mut self, ctx: &mut Ctx, pid: Pid) -> Option<Result<Access, VmError>> {
+        if let Some(memcg) = self.memcg_oom_pending.take() {
+            let tgid = self.tasks.get(&pid).map_or(pid, |t| t.tgid);
+            return match self.memcg_out_of_memory(ctx, memcg, pid) {
+                Some(victim) if victim != tgid => None,
+                _ => Some(Ok(Access::Oom)),
+            };
+        }
+        self.out_of_memory(ctx, pid);
+        Some(Ok(Access::Oom))
+    }
+}
