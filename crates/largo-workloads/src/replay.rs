@@ -103,6 +103,8 @@ struct Replayer<'m> {
     /// parent, or memory ran out): the child never ran, so its events and
     /// its own children's are skipped.
     unborn: HashSet<TracePid>,
+    /// The addresses of the fault run being made (kept for its capacity).
+    run_addrs: Vec<u64>,
 }
 
 fn prot(p: TraceProt) -> Prot {
@@ -250,7 +252,7 @@ impl Replayer<'_> {
     /// the replay goes on event by event; 0 when the run's process is not
     /// a live one the replay knows (its first event then goes alone).
     fn fault_run(&mut self, run: &[Event]) -> usize {
-        let Event::Fault { pid: tpid, addr, write } = run[0] else {
+        let Event::Fault { pid: tpid, write, .. } = run[0] else {
             unreachable!("a fault run starts with a fault");
         };
         if !self.unborn.is_empty() && self.unborn.contains(&tpid) {
@@ -263,17 +265,22 @@ impl Replayer<'_> {
             return 0;
         }
         self.cur = cur;
-        let page = self.page_size;
-        let count = run.len() as u64;
-        let made = self.vm(|vm, ctx, p| vm.access_run(ctx, p, addr, page, count, write));
+        let mut addrs = std::mem::take(&mut self.run_addrs);
+        addrs.clear();
+        addrs.extend(run.iter().map(|e| match *e {
+            Event::Fault { addr, .. } => addr,
+            _ => unreachable!("a fault run holds faults only"),
+        }));
+        let made = self.vm(|vm, ctx, p| vm.access_page_run(ctx, p, &addrs, write));
         let stopped = u64::from(made.stop.is_some());
         self.stats.accesses += made.done - stopped - made.not_modelled;
         self.stats.skipped_faults += made.not_modelled;
         if let Some(outcome) = made.stop {
             self.index += made.done - 1;
-            let at = addr + (made.done - 1) * page;
+            let at = addrs[made.done as usize - 1];
             self.access_outcome(tpid, at, write, false, outcome);
         }
+        self.run_addrs = addrs;
         made.done as usize
     }
 
@@ -706,17 +713,18 @@ pub struct ReplayOptions {
 }
 
 /// How many faults from `events[i]` on make one run: user faults of
-/// one process, all reads or all writes, each one page after the one
-/// before at the same offset, as [`Vm::access_run`] makes accesses. A run
-/// stops short of an event the replay loop acts before: the peak's
+/// one process, all reads or all writes, each in the page after the one
+/// before (at any offset in it), as [`Vm::access_page_run`] makes accesses.
+/// A run stops short of an event the replay loop acts before: the peak's
 /// sample at every 4096th event, the snapshot. 1 when `events[i]` starts
 /// no run.
 ///
-/// [`Vm::access_run`]: largo_mm::vm::Vm::access_run
+/// [`Vm::access_page_run`]: largo_mm::vm::Vm::access_page_run
 fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option<usize>) -> usize {
     let Event::Fault { pid, addr, write } = events[i] else {
         return 1;
     };
+    let page = addr / page_size;
     let mut n = 1;
     while let Some(&Event::Fault {
         pid: p,
@@ -725,8 +733,8 @@ fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option
     }) = events.get(i + n)
     {
         let j = i + n;
-        let next = addr.checked_add(n as u64 * page_size);
-        if p != pid || w != write || Some(a) != next || j.is_multiple_of(4096) || snapshot_at == Some(j) {
+        let next = page.checked_add(n as u64);
+        if p != pid || w != write || Some(a / page_size) != next || j.is_multiple_of(4096) || snapshot_at == Some(j) {
             break;
         }
         n += 1;
@@ -801,6 +809,7 @@ pub fn replay(
         stats: ReplayStats::default(),
         problems: Problems::default(),
         unborn: HashSet::default(),
+        run_addrs: Vec::new(),
     };
     // Events a fault run made beyond its first.
     let mut skip = 0;

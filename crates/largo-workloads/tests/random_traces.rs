@@ -575,31 +575,33 @@ proptest! {
 
 /// A run of fault events for [`replayed_fault_runs_change_nothing`]: from
 /// page `page` of the 16 MiB region (whose first 12 MiB are mapped, the
-/// last 2 of those read-only), `nr` pages at byte `offset` of each.
+/// last 2 of those read-only), `nr` pages, the `k`th at byte
+/// `offset + k * step` of its page (modulo the page).
 #[derive(Clone, Debug)]
 struct FaultRun {
     pid: usize,
     page: u64,
     nr: u64,
     offset: u64,
+    step: u64,
     write: bool,
 }
 
 fn fault_runs() -> impl Strategy<Value = Vec<FaultRun>> {
-    let run = (
-        0..3usize,
-        0..4096u64,
-        1..700u64,
+    let offsets = (
         prop::sample::select(vec![0u64, 8, 4095]),
-        any::<bool>(),
-    )
-        .prop_map(|(pid, page, nr, offset, write)| FaultRun {
+        prop::sample::select(vec![0u64, 0, 1237]),
+    );
+    let run = (0..3usize, 0..4096u64, 1..700u64, offsets, any::<bool>()).prop_map(
+        |(pid, page, nr, (offset, step), write)| FaultRun {
             pid,
             page,
             nr,
             offset,
+            step,
             write,
-        });
+        },
+    );
     prop::collection::vec(run, 1..40)
 }
 
@@ -616,7 +618,7 @@ fn render_fault_runs(runs: &[FaultRun]) -> String {
     ];
     for r in runs {
         for k in 0..r.nr.min(4096 - r.page) {
-            let addr = REGION + (r.page + k) * 4096 + r.offset;
+            let addr = REGION + (r.page + k) * 4096 + (r.offset + k * r.step) % 4096;
             let rw = if r.write { "w" } else { "r" };
             out.push(format!("{} fault {addr:#x} {rw}", r.pid + 1));
         }

@@ -55,7 +55,7 @@ impl Vm {
             let addr = start.wrapping_add(run.done.wrapping_mul(stride));
             if write && stride == self.page_size() {
                 // A first touch of anonymous memory, fault after fault.
-                let faults = self.anon_fault_run(ctx, pid, addr, count - run.done);
+                let faults = self.anon_fault_run(ctx, pid, count - run.done, |k| addr + k * stride);
                 run.done += faults.done;
                 if faults.stop.is_some() {
                     run.stop = faults.stop;
@@ -67,6 +67,51 @@ impl Vm {
             }
             run.done += 1;
             match self.access_fault(ctx, pid, addr, write, false) {
+                Ok(Access::Hit | Access::Faulted) => {}
+                Ok(Access::NotModelled) => run.not_modelled += 1,
+                outcome => {
+                    run.stop = Some(outcome);
+                    break;
+                }
+            }
+        }
+        run
+    }
+
+    /// Accesses by `pid` at `addrs`, each address in the page after the
+    /// one before it (at any offset in its page), each with the same
+    /// effect as [`Vm::access`] at its address, in order: a recorded
+    /// program's run of page faults. Write faults that map new order-0
+    /// folios go as a run (`fault_run.rs`); the others one by one. Stops
+    /// as [`Vm::access_run`] does.
+    pub fn access_page_run(&mut self, ctx: &mut Ctx, pid: Pid, addrs: &[u64], write: bool) -> AccessRun {
+        let mut run = AccessRun {
+            done: 0,
+            not_modelled: 0,
+            stop: None,
+        };
+        let page_shift = self.page_shift();
+        debug_assert!(
+            addrs
+                .windows(2)
+                .all(|w| (w[1] >> page_shift) == (w[0] >> page_shift) + 1),
+            "addresses not one page apart"
+        );
+        while run.done < addrs.len() as u64 {
+            let rest = &addrs[run.done as usize..];
+            if write {
+                let faults = self.anon_fault_run(ctx, pid, rest.len() as u64, |k| rest[k as usize]);
+                run.done += faults.done;
+                if faults.stop.is_some() {
+                    run.stop = faults.stop;
+                    break;
+                }
+                if faults.done > 0 {
+                    continue;
+                }
+            }
+            run.done += 1;
+            match self.access(ctx, pid, rest[0], write) {
                 Ok(Access::Hit | Access::Faulted) => {}
                 Ok(Access::NotModelled) => run.not_modelled += 1,
                 outcome => {

@@ -58,12 +58,20 @@ impl Vm {
         self.fault_run_stats
     }
 
-    /// Up to `count` write accesses by `pid` at `addr`, `addr + page`,
-    /// ..., each a fault on a none PTE that maps a new order-0 folio, made
-    /// as [`Vm::access_fault`] makes it. Returns how many were made (0:
+    /// Up to `count` write accesses by `pid`, access `k` at `addr_of(k)`,
+    /// each in the page after the one before (at any offset in it), each
+    /// a fault on a none PTE that maps a new order-0 folio, made as
+    /// [`Vm::access_fault`] makes it. Returns how many were made (0:
     /// the first access is not such a fault, or the run's conditions do
     /// not hold; the caller takes the general path for it).
-    pub(super) fn anon_fault_run(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, count: u64) -> FaultRun {
+    pub(super) fn anon_fault_run(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        count: u64,
+        addr_of: impl Fn(u64) -> u64,
+    ) -> FaultRun {
+        let addr = addr_of(0);
         let none = FaultRun { done: 0, stop: None };
         if !self.fault_runs || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
             return none;
@@ -98,7 +106,6 @@ impl Vm {
         let in_vma = (vma_end - (addr & !(page_size - 1))) / page_size;
         let below_top = (self.pt.shape.task_size - 1 - addr) / page_size + 1;
         let reach = count.min(in_table).min(in_vma).min(below_top);
-        let offset = addr & (page_size - 1);
         let write_bit = self.vma_write_bit(vma);
         // The faults the run may make: the none entries from `first` on.
         let nones = self.pt.pages[table].entries[first..first + reach as usize]
@@ -123,7 +130,12 @@ impl Vm {
                 break;
             };
             let index = first + run.done as usize;
-            let a = addr + run.done * page_size;
+            let a = addr_of(run.done);
+            debug_assert_eq!(
+                a >> self.page_shift(),
+                (addr >> self.page_shift()) + run.done,
+                "not the next page"
+            );
             ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
             self.mms[mm].rss_anon += 1;
             self.mthp.add(0, MthpStat::AnonFaultAlloc, 1);
@@ -142,7 +154,7 @@ impl Vm {
                 break;
             }
             // The store, through the entry just set.
-            store_user_page(ctx, folio.pfn.0, offset);
+            store_user_page(ctx, folio.pfn.0, a & (page_size - 1));
         }
         // Only the pop that woke kswapd ends a batch early, and it is the
         // batch's last: every page taken was used.
