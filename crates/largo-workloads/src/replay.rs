@@ -105,6 +105,8 @@ struct Replayer<'m> {
     unborn: HashSet<TracePid>,
     /// The addresses of the fault run being made (kept for its capacity).
     run_addrs: Vec<u64>,
+    /// [`ReplayOptions::one_by_one`].
+    one_by_one: bool,
 }
 
 fn prot(p: TraceProt) -> Prot {
@@ -248,9 +250,11 @@ impl Replayer<'_> {
     /// The fault events `run` (a run [`fault_run_len`] found, more than
     /// one) as one access run, each access as its event would make it.
     /// Returns how many of the events it made: all, or up to the one
-    /// whose access stopped the run (OOM, SIGSEGV, an error), after which
-    /// the replay goes on event by event; 0 when the run's process is not
-    /// a live one the replay knows (its first event then goes alone).
+    /// whose access stopped the run (OOM, SIGSEGV, an error) or after which
+    /// the machine operation had work to end with (`access_page_run`);
+    /// the replay goes on from the next event. 0 when the run's process
+    /// is not a live one the replay knows, or the operation before left
+    /// work (its first event then goes alone).
     fn fault_run(&mut self, run: &[Event]) -> usize {
         let Event::Fault { pid: tpid, write, .. } = run[0] else {
             unreachable!("a fault run starts with a fault");
@@ -271,7 +275,8 @@ impl Replayer<'_> {
             Event::Fault { addr, .. } => addr,
             _ => unreachable!("a fault run holds faults only"),
         }));
-        let made = self.vm(|vm, ctx, p| vm.access_page_run(ctx, p, &addrs, write));
+        let count = addrs.len() as u64;
+        let made = self.vm(|vm, ctx, p| vm.access_page_run(ctx, p, count, |k| addrs[k as usize], write));
         let stopped = u64::from(made.stop.is_some());
         self.stats.accesses += made.done - stopped - made.not_modelled;
         self.stats.skipped_faults += made.not_modelled;
@@ -550,24 +555,39 @@ impl EventHandler for Replayer<'_> {
         let page = self.page_size;
         let end = addr.saturating_add(len);
         let mut a = addr & !(page - 1);
+        if self.one_by_one {
+            while a < end && !self.access(pid, a, write, false) {
+                a += page;
+            }
+            return Ok(());
+        }
         while a < end {
-            // The page accesses as one run (each exactly `Vm::access`),
-            // up to the first that is neither a hit nor a handled fault.
+            // The page accesses as runs (each access exactly `Vm::access`
+            // as an operation of its own), up to the first that is neither
+            // a hit nor a handled fault.
             let count = (end - a).div_ceil(page);
-            let run = self.vm(|vm, ctx, p| vm.access_run(ctx, p, a, page, count, write));
+            let base = a;
+            let run = self.vm(|vm, ctx, p| vm.access_page_run(ctx, p, count, |k| base + k * page, write));
+            if run.done == 0 {
+                // The operation before left work for its end: this access
+                // goes alone, in an operation that ends with that work.
+                if self.access(pid, a, write, false) {
+                    break;
+                }
+                a += page;
+                continue;
+            }
             let stopped = u64::from(run.stop.is_some());
             self.stats.accesses += run.done - stopped - run.not_modelled;
             self.stats.skipped_faults += run.not_modelled;
-            let Some(outcome) = run.stop else {
-                break;
-            };
-            let at = a + (run.done - 1) * page;
-            if self.access_outcome(pid, at, write, false, outcome) {
-                // The program dies (or its handler jumps away): the rest
-                // of the range is not touched.
-                break;
+            a += run.done * page;
+            if let Some(outcome) = run.stop {
+                if self.access_outcome(pid, a - page, write, false, outcome) {
+                    // The program dies (or its handler jumps away): the
+                    // rest of the range is not touched.
+                    break;
+                }
             }
-            a = at + page;
         }
         Ok(())
     }
@@ -706,10 +726,14 @@ pub struct ReplayOptions {
     /// `KEY=VALUE,...` changes to the preset's TLB geometry for the
     /// coverage and reach report (`--tlb`; see `TlbGeometry::with_overrides`).
     pub tlb_overrides: Option<String>,
-    /// Replay every fault event alone, instead of a run of them (one page
-    /// apart, [`fault_run_len`]) as one access run: the same machine, more
-    /// slowly (for a test comparing the two).
-    pub faults_one_by_one: bool,
+    /// Replay every access as a machine operation of its own through
+    /// [`Vm::access`]: each fault event alone, instead of a run of them
+    /// (one page apart, [`fault_run_len`]) as one access run, and a touch
+    /// page by page. The same machine, more slowly (for a test comparing
+    /// the two).
+    ///
+    /// [`Vm::access`]: largo_mm::vm::Vm::access
+    pub one_by_one: bool,
 }
 
 /// How many faults from `events[i]` on make one run: user faults of
@@ -724,7 +748,9 @@ fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option
     let Event::Fault { pid, addr, write } = events[i] else {
         return 1;
     };
-    let page = addr / page_size;
+    // Page sizes are powers of two: a shift, not a division per event.
+    let page_shift = page_size.trailing_zeros();
+    let page = addr >> page_shift;
     let mut n = 1;
     while let Some(&Event::Fault {
         pid: p,
@@ -734,7 +760,7 @@ fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option
     {
         let j = i + n;
         let next = page.checked_add(n as u64);
-        if p != pid || w != write || Some(a / page_size) != next || j.is_multiple_of(4096) || snapshot_at == Some(j) {
+        if p != pid || w != write || Some(a >> page_shift) != next || j.is_multiple_of(4096) || snapshot_at == Some(j) {
             break;
         }
         n += 1;
@@ -810,6 +836,7 @@ pub fn replay(
         problems: Problems::default(),
         unborn: HashSet::default(),
         run_addrs: Vec::new(),
+        one_by_one: opts.one_by_one,
     };
     // Events a fault run made beyond its first.
     let mut skip = 0;
@@ -839,7 +866,7 @@ pub fn replay(
         }
         r.index = index;
         ledger.enter(r.m, crate::entry::Entry::of_event(e));
-        let faults = if check_every == 0 && !opts.faults_one_by_one {
+        let faults = if check_every == 0 && !opts.one_by_one {
             fault_run_len(events, i, r.page_size, opts.snapshot_at)
         } else {
             1

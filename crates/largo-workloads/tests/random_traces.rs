@@ -558,18 +558,58 @@ proptest! {
     ) {
         let s = &SETUPS[FAULT_RUN_SETUP];
         let text = render(&ops, false, s.preset.geometry().page_size());
-        let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
-        let run = |fault_runs: bool| {
-            // Small machines: kswapd wakes and reclaim runs inside runs.
-            let mut m = machine_with_mem(s, mem_mib * M);
-            m.with_vm(0, |vm, _| vm.set_fault_runs(fault_runs));
-            let out = replay(&mut m, &trace.events, &ReplayOptions::default(), &mut |_, _| {});
-            let out = out.unwrap_or_else(|e| panic!("fault runs {fault_runs}: {e}\ntrace:\n{text}"));
-            m.check().unwrap_or_else(|e| panic!("fault runs {fault_runs}: {e}\ntrace:\n{text}"));
-            (out.run.counters, out.stats, m.vm().maps(1).unwrap_or_default())
-        };
-        let (alone, runs) = (run(false), run(true));
-        prop_assert!(alone == runs, "fault runs changed the machine:\nalone: {alone:?}\nruns:  {runs:?}\ntrace:\n{text}");
+        // Small machines: kswapd wakes and reclaim runs inside runs.
+        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true), fingerprinted_replay(s, mem_mib * M, &text, false));
+        prop_assert!(alone == runs, "runs changed the machine:\n{}\ntrace:\n{text}", first_difference(&alone, &runs));
+    }
+}
+
+/// Replays `text` under `setup` in a machine of `mem_bytes` (checked at
+/// the end), each access an operation of its own through `Vm::access`
+/// when `one_by_one`, else with fault runs; returns everything a test
+/// can see: the counters, the replay's statistics and problems, every
+/// /proc file, and each live task's mappings with the pfn and flags
+/// behind each page.
+fn fingerprinted_replay(setup: &Setup, mem_bytes: u64, text: &str, one_by_one: bool) -> String {
+    use std::fmt::Write;
+    let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
+    let mut m = machine_with_mem(setup, mem_bytes);
+    m.with_vm(0, |vm, _| vm.set_fault_runs(!one_by_one));
+    let opts = ReplayOptions {
+        one_by_one,
+        ..ReplayOptions::default()
+    };
+    let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {});
+    let out = out.unwrap_or_else(|e| panic!("one by one {one_by_one}: {e}\ntrace:\n{text}"));
+    m.check()
+        .unwrap_or_else(|e| panic!("one by one {one_by_one}: {e}\ntrace:\n{text}"));
+    let mut f = format!("{:?}\n{:?}\n{:?}\n", out.run.counters, out.run.problems, out.stats);
+    for file in largo_mm::stats::render::ProcFile::ALL {
+        f.push_str(&file.render(&m));
+    }
+    let page = m.geometry().page_size();
+    let (vm, memmap) = (m.vm(), m.page_alloc().memmap());
+    for t in vm.tasks().filter(|t| t.alive) {
+        let _ = write!(f, "pid {}:", t.pid);
+        for v in vm.maps(t.pid).unwrap_or_default() {
+            let _ = write!(f, " [{:#x}-{:#x} {}]", v.start, v.end, v.perms());
+            for a in (v.start..v.end).step_by(page as usize) {
+                if let Some(pfn) = vm.translate(t.pid, a) {
+                    let _ = write!(f, " {a:#x}={pfn:#x}/{:?}", memmap.page(pfn).flags());
+                }
+            }
+        }
+        f.push('\n');
+    }
+    f
+}
+
+/// The first line where two fingerprints differ, for a failure message.
+fn first_difference(a: &str, b: &str) -> String {
+    let lines = a.lines().zip(b.lines()).enumerate();
+    match lines.clone().find(|(_, (x, y))| x != y) {
+        Some((i, (x, y))) => format!("line {i}:\n one by one: {x}\n runs:       {y}"),
+        None => format!("one is longer ({} vs {} lines)", a.lines().count(), b.lines().count()),
     }
 }
 
@@ -585,6 +625,9 @@ struct FaultRun {
     offset: u64,
     step: u64,
     write: bool,
+    /// Its pages are zapped first (`madvise dontneed`): folios still in a
+    /// cpu's LRU batch are released there and freed when it moves.
+    dontneed: bool,
 }
 
 fn fault_runs() -> impl Strategy<Value = Vec<FaultRun>> {
@@ -592,14 +635,15 @@ fn fault_runs() -> impl Strategy<Value = Vec<FaultRun>> {
         prop::sample::select(vec![0u64, 8, 4095]),
         prop::sample::select(vec![0u64, 0, 1237]),
     );
-    let run = (0..3usize, 0..4096u64, 1..700u64, offsets, any::<bool>()).prop_map(
-        |(pid, page, nr, (offset, step), write)| FaultRun {
+    let run = (0..3usize, 0..4096u64, 1..700u64, offsets, any::<bool>(), any::<bool>()).prop_map(
+        |(pid, page, nr, (offset, step), write, dontneed)| FaultRun {
             pid,
             page,
             nr,
             offset,
             step,
             write,
+            dontneed,
         },
     );
     prop::collection::vec(run, 1..40)
@@ -617,7 +661,12 @@ fn render_fault_runs(runs: &[FaultRun]) -> String {
         "1 clone 3 thread".to_string(),
     ];
     for r in runs {
-        for k in 0..r.nr.min(4096 - r.page) {
+        let nr = r.nr.min(4096 - r.page);
+        if r.dontneed {
+            let start = REGION + r.page * 4096;
+            out.push(format!("{} madvise {start:#x} {} dontneed", r.pid + 1, nr * 4096));
+        }
+        for k in 0..nr {
             let addr = REGION + (r.page + k) * 4096 + (r.offset + k * r.step) % 4096;
             let rw = if r.write { "w" } else { "r" };
             out.push(format!("{} fault {addr:#x} {rw}", r.pid + 1));
@@ -637,17 +686,8 @@ proptest! {
     fn replayed_fault_runs_change_nothing(mem_mib in prop::sample::select(vec![56u64, 60, 256]), runs in fault_runs()) {
         let s = &SETUPS[FAULT_RUN_SETUP];
         let text = render_fault_runs(&runs);
-        let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
-        let replayed = |one_by_one: bool| {
-            let mut m = machine_with_mem(s, mem_mib * M);
-            m.with_vm(0, |vm, _| vm.set_fault_runs(!one_by_one));
-            let opts = ReplayOptions { faults_one_by_one: one_by_one, ..ReplayOptions::default() };
-            let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {}).unwrap();
-            m.check().unwrap();
-            (out.run.counters, out.run.problems, out.stats)
-        };
-        let (alone, runs) = (replayed(true), replayed(false));
-        prop_assert!(alone == runs, "fault runs changed the replay:\nalone: {alone:?}\nruns:  {runs:?}\ntrace:\n{text}");
+        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true), fingerprinted_replay(s, mem_mib * M, &text, false));
+        prop_assert!(alone == runs, "runs changed the replay:\n{}\ntrace:\n{text}", first_difference(&alone, &runs));
     }
 }
 
@@ -658,25 +698,21 @@ fn the_shipped_trace_replays_the_same_with_fault_runs() {
         let mut m = Machine::new(MachineConfig::default()).unwrap();
         m.with_vm(0, |vm, _| vm.set_fault_runs(!one_by_one));
         let opts = ReplayOptions {
-            faults_one_by_one: one_by_one,
+            one_by_one,
             ..ReplayOptions::default()
         };
         let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {}).unwrap();
-        (out.run.counters, out.run.problems, out.stats, m.vm().fault_run_stats())
+        let mut f = format!("{:?}\n{:?}\n{:?}\n", out.run.counters, out.run.problems, out.stats);
+        for file in largo_mm::stats::render::ProcFile::ALL {
+            f.push_str(&file.render(&m));
+        }
+        (f, m.vm().fault_run_stats())
     };
     let (alone, runs) = (replayed(true), replayed(false));
-    assert_eq!(alone.3.faults, 0);
+    assert_eq!(alone.1.faults, 0);
     // Tens of thousands of its faults go in runs.
-    assert!(runs.3.faults > 30_000, "{:?}", runs.3);
-    assert!(alone.0 == runs.0, "counters differ");
-    assert!(
-        alone.1 == runs.1 && alone.2 == runs.2,
-        "{:?} {:?}\n{:?} {:?}",
-        alone.1,
-        alone.2,
-        runs.1,
-        runs.2
-    );
+    assert!(runs.1.faults > 30_000, "{:?}", runs.1);
+    assert!(alone.0 == runs.0, "{}", first_difference(&alone.0, &runs.0));
 }
 
 #[test]

@@ -55,7 +55,7 @@ impl Vm {
             let addr = start.wrapping_add(run.done.wrapping_mul(stride));
             if write && stride == self.page_size() {
                 // A first touch of anonymous memory, fault after fault.
-                let faults = self.anon_fault_run(ctx, pid, count - run.done, |k| addr + k * stride);
+                let faults = self.anon_fault_run(ctx, pid, count - run.done, |k| addr + k * stride, false);
                 run.done += faults.done;
                 if faults.stop.is_some() {
                     run.stop = faults.stop;
@@ -78,29 +78,41 @@ impl Vm {
         run
     }
 
-    /// Accesses by `pid` at `addrs`, each address in the page after the
-    /// one before it (at any offset in its page), each with the same
-    /// effect as [`Vm::access`] at its address, in order: a recorded
-    /// program's run of page faults. Write faults that map new order-0
-    /// folios go as a run (`fault_run.rs`); the others one by one. Stops
+    /// Up to `count` accesses by `pid`, access `k` at `addr_of(k)`, each
+    /// address in the page after the one before it (at any offset in its
+    /// page), each with the same effect as [`Vm::access`] at its address
+    /// made as a machine operation of its own: a recorded program's run of
+    /// page faults, or its touch of a range. Write faults that map new
+    /// order-0 folios go as a run (`fault_run.rs`), the others one by one.
+    ///
+    /// Returns early, with no stop, after an access that leaves work for
+    /// the end of its operation ([`Vm::operation_work_pending`]: folios a
+    /// batch drain released, slab objects to charge): the caller ends the
+    /// operation there ([`crate::Machine::with_vm`]) and makes the rest
+    /// in the next, so every access sees what it would see alone. Stops
     /// as [`Vm::access_run`] does.
-    pub fn access_page_run(&mut self, ctx: &mut Ctx, pid: Pid, addrs: &[u64], write: bool) -> AccessRun {
+    pub fn access_page_run(
+        &mut self,
+        ctx: &mut Ctx,
+        pid: Pid,
+        count: u64,
+        addr_of: impl Fn(u64) -> u64,
+        write: bool,
+    ) -> AccessRun {
         let mut run = AccessRun {
             done: 0,
             not_modelled: 0,
             stop: None,
         };
-        let page_shift = self.page_shift();
-        debug_assert!(
-            addrs
-                .windows(2)
-                .all(|w| (w[1] >> page_shift) == (w[0] >> page_shift) + 1),
-            "addresses not one page apart"
-        );
-        while run.done < addrs.len() as u64 {
-            let rest = &addrs[run.done as usize..];
+        while run.done < count && !self.operation_work_pending() {
+            let first = run.done;
+            let addr = addr_of(first);
+            debug_assert!(
+                first == 0 || addr >> self.page_shift() == (addr_of(first - 1) >> self.page_shift()) + 1,
+                "access {first} not in the page after the one before"
+            );
             if write {
-                let faults = self.anon_fault_run(ctx, pid, rest.len() as u64, |k| rest[k as usize]);
+                let faults = self.anon_fault_run(ctx, pid, count - first, |k| addr_of(first + k), true);
                 run.done += faults.done;
                 if faults.stop.is_some() {
                     run.stop = faults.stop;
@@ -111,7 +123,7 @@ impl Vm {
                 }
             }
             run.done += 1;
-            match self.access(ctx, pid, rest[0], write) {
+            match self.access(ctx, pid, addr, write) {
                 Ok(Access::Hit | Access::Faulted) => {}
                 Ok(Access::NotModelled) => run.not_modelled += 1,
                 outcome => {
@@ -121,6 +133,14 @@ impl Vm {
             }
         }
         run
+    }
+
+    /// Whether the end of the current machine operation has work to do
+    /// ([`crate::Machine::with_vm`]: slab objects to charge or free,
+    /// folios a batch drain released to free). Without it, ending the
+    /// operation changes nothing.
+    pub fn operation_work_pending(&self) -> bool {
+        !self.slab_pending.is_empty() || !self.lru_drained_dead.is_empty()
     }
 
     /// The accesses from number `first` on (of `count`) that hit through

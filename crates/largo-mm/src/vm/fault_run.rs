@@ -61,7 +61,10 @@ impl Vm {
     /// Up to `count` write accesses by `pid`, access `k` at `addr_of(k)`,
     /// each in the page after the one before (at any offset in it), each
     /// a fault on a none PTE that maps a new order-0 folio, made as
-    /// [`Vm::access_fault`] makes it. Returns how many were made (0:
+    /// [`Vm::access_fault`] makes it. With `per_operation`, each access
+    /// is a machine operation of its own to the caller, and the run ends
+    /// after one that leaves work for the end of its operation
+    /// ([`Vm::operation_work_pending`]). Returns how many were made (0:
     /// the first access is not such a fault, or the run's conditions do
     /// not hold; the caller takes the general path for it).
     pub(super) fn anon_fault_run(
@@ -70,6 +73,7 @@ impl Vm {
         pid: Pid,
         count: u64,
         addr_of: impl Fn(u64) -> u64,
+        per_operation: bool,
     ) -> FaultRun {
         let addr = addr_of(0);
         let none = FaultRun { done: 0, stop: None };
@@ -121,7 +125,8 @@ impl Vm {
             ctx.pa.events.count(VmEvent::Pgfault, 1);
             // do_anonymous_page, for a write with no large order allowed.
             self.anon_vma_prepare(vma);
-            let Some(folio) = self.anon_fault_run_folio(ctx, &mut pfns, &mut next_pfn, nones - run.done) else {
+            let left = nones - run.done;
+            let Some(folio) = self.anon_fault_run_folio(ctx, &mut pfns, &mut next_pfn, left, per_operation) else {
                 self.run_pending_kswapd(ctx);
                 run.stop = self.anon_fault_run_oom(ctx, pid);
                 if run.stop.is_some() {
@@ -155,6 +160,13 @@ impl Vm {
             }
             // The store, through the entry just set.
             store_user_page(ctx, folio.pfn.0, a & (page_size - 1));
+            if per_operation && self.operation_work_pending() {
+                // The fault left work for the end of its operation (its
+                // LRU add drained a batch that held released folios, or
+                // it made the VMA's anon_vma): the caller ends the
+                // operation before the next access.
+                break;
+            }
         }
         // Only the pop that woke kswapd ends a batch early, and it is the
         // batch's last: every page taken was used.
@@ -168,11 +180,30 @@ impl Vm {
         run
     }
 
+    /// Of the `left` faults the run may still make, how many the batch of
+    /// pcp allocations may serve: with `per_operation`, only those up to
+    /// the one after which the run ends for its operation's work (a
+    /// slab object already pending ends it after this fault; a cpu
+    /// `lru_add` batch holding a released folio ends it after the fault
+    /// that fills the batch, whose move leaves that folio to be freed).
+    /// A page the batch took for a fault the run does not make would be
+    /// lost.
+    fn faults_in_operation(&self, cpu: usize, left: u64, per_operation: bool) -> u64 {
+        if !per_operation {
+            return left;
+        }
+        if !self.slab_pending.is_empty() {
+            return 1;
+        }
+        left.min(self.lru_adds_to_release(cpu).unwrap_or(u64::MAX))
+    }
+
     /// `folio_prealloc` of a zeroed order-0 folio charged to the root
     /// memcg, for the run's next fault: the next of the pages a batch of
     /// pcp allocations took ([`PageAlloc::alloc_pcp_run`], up to `left`
     /// of them, each the page its fault would have been given), else the
-    /// general allocation. `None` when that fails.
+    /// general allocation. `None` when that fails. A batch serves only
+    /// the faults the run will make ([`Vm::faults_in_operation`]).
     ///
     /// [`PageAlloc::alloc_pcp_run`]: crate::page_alloc::PageAlloc::alloc_pcp_run
     fn anon_fault_run_folio(
@@ -181,12 +212,14 @@ impl Vm {
         pfns: &mut Vec<u64>,
         next: &mut usize,
         left: u64,
+        per_operation: bool,
     ) -> Option<Folio> {
         if *next == pfns.len() {
             pfns.clear();
             *next = 0;
             let gfp = GFP_HIGHUSER_MOVABLE | Gfp::ZERO;
-            ctx.pa.alloc_pcp_run(ctx.cpu, gfp, left as usize, pfns);
+            let faults = self.faults_in_operation(ctx.cpu, left, per_operation);
+            ctx.pa.alloc_pcp_run(ctx.cpu, gfp, faults as usize, pfns);
         }
         let Some(&pfn) = pfns.get(*next) else {
             return self.folio_prealloc(ctx, 0, true);

@@ -451,6 +451,17 @@ impl Vm {
         }
     }
 
+    /// When `cpu`'s `lru_add` batch holds a folio released while batched
+    /// (freed when the batch moves): how many order-0 adds fill the batch
+    /// and move it, the last included. `None` when it holds none.
+    pub(crate) fn lru_adds_to_release(&self, cpu: usize) -> Option<u64> {
+        let batch = &self.lru_batches[cpu % self.lru_batches.len()];
+        batch
+            .iter()
+            .any(|&r| self.lru_state(r).released)
+            .then(|| PAGEVEC_SIZE.saturating_sub(batch.len()).max(1) as u64)
+    }
+
     /// `lru_add_drain_cpu`: the `lru_add` batch joins the LRU in the order
     /// it was filled, then the `lru_deactivate`, `lru_lazyfree` and
     /// `activate` batches are applied (`folio_activate_drain` last).
