@@ -1233,3 +1233,67 @@ fn mprotect_read_only_uncharges_the_commit_of_a_vma_never_faulted() {
     assert_eq!(meminfo_kb(p.m, "Committed_AS") - base, 1024 * 1024);
     p.check();
 }
+
+/// A kswapd wakeup left pending by an allocation outside a fault runs
+/// after the next fault, and a run of faults (`fault_run.rs`) must take
+/// one page for that fault, not a batch it would not use: the machine
+/// ends as with each fault made alone.
+#[test]
+fn a_kswapd_wakeup_pending_before_a_fault_run_ends_it_after_one_fault() {
+    let state = |runs: bool| {
+        let mut m = machine_with(
+            MachineConfig {
+                mem_bytes: 256 * MIB,
+                ..MachineConfig::default()
+            },
+            &[],
+        );
+        m.with_vm(0, |vm, _| vm.set_fault_runs(runs));
+        let len = 4 * MIB;
+        let (pid, addr) = m.with_vm(0, |vm, ctx| {
+            let pid = vm.spawn(ctx).unwrap();
+            let addr = vm
+                .mmap(
+                    ctx,
+                    pid,
+                    0,
+                    len,
+                    Prot::READ | Prot::WRITE,
+                    MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+                )
+                .unwrap();
+            // The run's PTE table: the first page faulted alone.
+            vm.access(ctx, pid, addr, true).unwrap();
+            (pid, addr)
+        });
+        // Below the low watermark without reclaim (kswapd woken, not run),
+        // then back above it: the pcp lists hold pages again.
+        let mut held = Vec::new();
+        while !m.page_alloc().kswapd_pending() {
+            held.push(m.page_alloc_mut().alloc_pages(0, GFP_KERNEL, 0).unwrap().unwrap());
+        }
+        for folio in held {
+            m.page_alloc_mut().free_folio(0, folio).unwrap();
+        }
+        assert!(m.page_alloc().kswapd_pending());
+        let run = m.with_vm(0, |vm, ctx| {
+            vm.access_run(ctx, pid, addr + PAGE, PAGE, len / PAGE - 1, true)
+        });
+        assert_eq!((run.done, run.stop), (len / PAGE - 1, None));
+        m.check().unwrap();
+        let pfns: Vec<_> = (0..len / PAGE)
+            .map(|i| m.vm().translate(pid, addr + i * PAGE))
+            .collect();
+        let runs_made = m.vm().fault_run_stats().faults;
+        (
+            pfns,
+            vmstat_value(&m, "nr_free_pages"),
+            vmstat_value(&m, "pgalloc_normal"),
+            runs_made,
+        )
+    };
+    let (alone, runs) = (state(false), state(true));
+    assert_eq!(alone.3, 0);
+    assert!(runs.3 > 1000, "the faults did not go as runs");
+    assert_eq!((&alone.0, alone.1, alone.2), (&runs.0, runs.1, runs.2));
+}

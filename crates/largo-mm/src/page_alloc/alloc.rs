@@ -167,8 +167,8 @@ impl PageAlloc {
     /// (`zone_has_room`, which may note the zone below its high mark)
     /// has the first's outcome each time. A pop that finds the zone's
     /// watermark boosted wakes kswapd (`rmqueue`) and ends the run.
-    /// Appends the pfns to `out` in allocation order; `None` of them
-    /// when the first allocation would not be such a pop.
+    /// Appends the pfns to `out` in allocation order; nothing when the
+    /// first allocation would not be such a pop.
     pub(crate) fn alloc_pcp_run(&mut self, cpu: usize, gfp: Gfp, max: usize, out: &mut Vec<u64>) {
         let nid = self.cpu_node.get(cpu).copied().unwrap_or(usize::MAX);
         let Ok(ac) = self.prepare_alloc_pages(cpu, nid, gfp, 0) else {

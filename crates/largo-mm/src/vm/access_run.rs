@@ -6,7 +6,9 @@
 //! and then reads consecutive entries, instead of walking from the root
 //! for every access. A run of 64 KiB folios is 1 fault and 15 hits per
 //! folio, a PMD-mapped THP 1 fault and 511 hits: the hits are most of the
-//! accesses, and they cost a few instructions each here.
+//! accesses, and they cost a few instructions each here. The faults of a
+//! run share their work too when they map new order-0 folios
+//! (`fault_run.rs`).
 
 use super::fault::{access_bits, store_user_page};
 use super::types::{Access, Pid, VmError};

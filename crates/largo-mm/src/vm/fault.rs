@@ -131,20 +131,10 @@ impl Vm {
                     debug_assert!(retries < 10_000, "a fault at {addr:#x} retried {retries} times");
                     continue;
                 }
-                Fault::Oom => {
-                    // pagefault_out_of_memory: a memcg's OOM kill is done
-                    // now; the fault runs again unless this task was the
-                    // victim.
-                    if let Some(memcg) = self.memcg_oom_pending.take() {
-                        let tgid = self.tasks.get(&pid).map_or(pid, |t| t.tgid);
-                        match self.memcg_out_of_memory(ctx, memcg, pid) {
-                            Some(victim) if victim != tgid => continue,
-                            _ => return Ok(Access::Oom),
-                        }
-                    }
-                    self.out_of_memory(ctx, pid);
-                    Ok(Access::Oom)
-                }
+                Fault::Oom => match self.pagefault_out_of_memory(ctx, pid) {
+                    Some(outcome) => outcome,
+                    None => continue,
+                },
                 Fault::Sigbus => Ok(Access::Sigbus),
                 _ => {
                     self.user_store(ctx, mm, addr, write);
@@ -152,6 +142,22 @@ impl Vm {
                 }
             };
         }
+    }
+
+    /// `pagefault_out_of_memory` after a fault of `pid` failed with
+    /// `VM_FAULT_OOM`: a memcg's OOM kill is done now, and the fault is to
+    /// be made again (`None`) unless this task was the victim; without
+    /// one, the global OOM killer.
+    pub(super) fn pagefault_out_of_memory(&mut self, ctx: &mut Ctx, pid: Pid) -> Option<Result<Access, VmError>> {
+        if let Some(memcg) = self.memcg_oom_pending.take() {
+            let tgid = self.tasks.get(&pid).map_or(pid, |t| t.tgid);
+            return match self.memcg_out_of_memory(ctx, memcg, pid) {
+                Some(victim) if victim != tgid => None,
+                _ => Some(Ok(Access::Oom)),
+            };
+        }
+        self.out_of_memory(ctx, pid);
+        Some(Ok(Access::Oom))
     }
 
     /// The MMU's walk: a present leaf that allows the access. Nothing at

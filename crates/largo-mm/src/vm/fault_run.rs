@@ -128,7 +128,9 @@ impl Vm {
             let left = nones - run.done;
             let Some(folio) = self.anon_fault_run_folio(ctx, &mut pfns, &mut next_pfn, left, per_operation) else {
                 self.run_pending_kswapd(ctx);
-                run.stop = self.anon_fault_run_oom(ctx, pid);
+                // None: the fault is made again, by the caller's general path
+                // (counted again, as the kernel's retry counts it).
+                run.stop = self.pagefault_out_of_memory(ctx, pid);
                 if run.stop.is_some() {
                     run.done += 1;
                 }
@@ -162,15 +164,17 @@ impl Vm {
             store_user_page(ctx, folio.pfn.0, a & (page_size - 1));
             if per_operation && self.operation_work_pending() {
                 // The fault left work for the end of its operation (its
-                // LRU add drained a batch that held released folios, or
-                // it made the VMA's anon_vma): the caller ends the
-                // operation before the next access.
+                // LRU add drained a batch that held released folios): the
+                // caller ends the operation before the next access.
                 break;
             }
         }
-        // Only the pop that woke kswapd ends a batch early, and it is the
-        // batch's last: every page taken was used.
-        debug_assert_eq!(next_pfn, pfns.len(), "pages allocated for faults not made");
+        // A batch serves only faults the run makes: it ends with a fault
+        // that runs kswapd only at its last page (the pop that woke it, or
+        // a batch of one while a wakeup was pending), and with one that
+        // leaves work for its operation only where `faults_in_operation`
+        // cut it. A page taken and not mapped would be lost.
+        assert_eq!(next_pfn, pfns.len(), "pages allocated for faults not made");
         if run.done > 0 {
             self.fault_run_stats.runs += 1;
             self.fault_run_stats.faults += run.done;
@@ -182,16 +186,17 @@ impl Vm {
 
     /// Of the `left` faults the run may still make, how many the batch of
     /// pcp allocations may serve: with `per_operation`, only those up to
-    /// the one after which the run ends for its operation's work (a
-    /// slab object already pending ends it after this fault; a cpu
+    /// the one after which the run ends for its operation's work (a cpu
     /// `lru_add` batch holding a released folio ends it after the fault
-    /// that fills the batch, whose move leaves that folio to be freed).
-    /// A page the batch took for a fault the run does not make would be
-    /// lost.
+    /// that fills the batch, whose move leaves that folio to be freed; a
+    /// slab object pending, after this fault). A page the batch took for
+    /// a fault the run does not make would be lost.
     fn faults_in_operation(&self, cpu: usize, left: u64, per_operation: bool) -> u64 {
         if !per_operation {
             return left;
         }
+        // A guard: the run's slab objects (the anon_vma of a VMA's first
+        // fault) are the root memcg's, which charges none.
         if !self.slab_pending.is_empty() {
             return 1;
         }
@@ -218,7 +223,13 @@ impl Vm {
             pfns.clear();
             *next = 0;
             let gfp = GFP_HIGHUSER_MOVABLE | Gfp::ZERO;
-            let faults = self.faults_in_operation(ctx.cpu, left, per_operation);
+            // A kswapd wakeup already pending (left by an allocation
+            // outside a fault) runs after this fault and ends the run.
+            let faults = if ctx.pa.kswapd_pending() {
+                1
+            } else {
+                self.faults_in_operation(ctx.cpu, left, per_operation)
+            };
             ctx.pa.alloc_pcp_run(ctx.cpu, gfp, faults as usize, pfns);
         }
         let Some(&pfn) = pfns.get(*next) else {
@@ -236,21 +247,5 @@ impl Vm {
         let charged = self.mem_cgroup_charge(ctx, folio, 0, GFP_KERNEL);
         debug_assert!(charged, "the root memcg refused a charge");
         Some(folio)
-    }
-
-    /// A run's fault whose allocation failed (`VM_FAULT_OOM`), handled as
-    /// [`Vm::access_fault`] handles it. `None`: the fault is to be made
-    /// again (a memcg OOM kill freed memory for it), which the caller's
-    /// general path does, counting it again as the kernel's retry does.
-    fn anon_fault_run_oom(&mut self, ctx: &mut Ctx, pid: Pid) -> Option<Result<Access, VmError>> {
-        if let Some(memcg) = self.memcg_oom_pending.take() {
-            let tgid = self.tasks.get(&pid).map_or(pid, |t| t.tgid);
-            return match self.memcg_out_of_memory(ctx, memcg, pid) {
-                Some(victim) if victim != tgid => None,
-                _ => Some(Ok(Access::Oom)),
-            };
-        }
-        self.out_of_memory(ctx, pid);
-        Some(Ok(Access::Oom))
     }
 }
