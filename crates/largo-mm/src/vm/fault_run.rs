@@ -77,7 +77,11 @@ impl Vm {
     ) -> FaultRun {
         let addr = addr_of(0);
         let none = FaultRun { done: 0, stop: None };
-        if !self.fault_runs || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
+        // A size enabled `always` gives every VMA a large order: known
+        // here without the task or the VMA (the common case of an mTHP
+        // configuration, whose faults are few and large).
+        let always_orders = self.thp.size_masks()[0] & ((1 << (self.pmd_order() + 1)) - 1);
+        if !self.fault_runs || always_orders != 0 || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
             return none;
         }
         let Ok(mm) = self.task_mm(pid) else {
