@@ -11,6 +11,7 @@
 //! (`fault_run.rs`).
 
 use super::fault::{access_bits, store_user_page};
+use super::fault_run::FaultRun;
 use super::types::{Access, Pid, VmError};
 use super::{Ctx, Vm};
 
@@ -25,6 +26,34 @@ pub struct AccessRun {
     /// The outcome of the access that stopped the run (never `Hit`,
     /// `Faulted` or `NotModelled`); `None` when all were made.
     pub stop: Option<Result<Access, VmError>>,
+}
+
+impl AccessRun {
+    /// Counts one more access, made with `outcome`; returns whether it
+    /// stops the run.
+    fn count(&mut self, outcome: Result<Access, VmError>) -> bool {
+        self.done += 1;
+        match outcome {
+            Ok(Access::Hit | Access::Faulted) => false,
+            Ok(Access::NotModelled) => {
+                self.not_modelled += 1;
+                false
+            }
+            outcome => {
+                self.stop = Some(outcome);
+                true
+            }
+        }
+    }
+
+    /// Counts the faults a fault run made (a stop included, which ends
+    /// this run: the loop's condition sees it); returns whether it made
+    /// any, so that the loop goes on after them.
+    fn count_faults(&mut self, faults: FaultRun) -> bool {
+        self.done += faults.done;
+        self.stop = faults.stop;
+        faults.done > 0
+    }
 }
 
 impl Vm {
@@ -46,7 +75,7 @@ impl Vm {
             not_modelled: 0,
             stop: None,
         };
-        while run.done < count {
+        while run.done < count && run.stop.is_none() {
             // Hits through one leaf table at a time; a walk that finds
             // none leaves access `run.done` to the fault path.
             let hits = self.hit_run(ctx, pid, start, stride, run.done, count, write);
@@ -58,23 +87,12 @@ impl Vm {
             if write && stride == self.page_size() {
                 // A first touch of anonymous memory, fault after fault.
                 let faults = self.anon_fault_run(ctx, pid, count - run.done, |k| addr + k * stride, false);
-                run.done += faults.done;
-                if faults.stop.is_some() {
-                    run.stop = faults.stop;
-                    break;
-                }
-                if faults.done > 0 {
+                if run.count_faults(faults) {
                     continue;
                 }
             }
-            run.done += 1;
-            match self.access_fault(ctx, pid, addr, write, false) {
-                Ok(Access::Hit | Access::Faulted) => {}
-                Ok(Access::NotModelled) => run.not_modelled += 1,
-                outcome => {
-                    run.stop = Some(outcome);
-                    break;
-                }
+            if run.count(self.access_fault(ctx, pid, addr, write, false)) {
+                break;
             }
         }
         run
@@ -106,7 +124,7 @@ impl Vm {
             not_modelled: 0,
             stop: None,
         };
-        while run.done < count && !self.operation_work_pending() {
+        while run.done < count && run.stop.is_none() && !self.operation_work_pending() {
             let first = run.done;
             let addr = addr_of(first);
             debug_assert!(
@@ -115,23 +133,12 @@ impl Vm {
             );
             if write {
                 let faults = self.anon_fault_run(ctx, pid, count - first, |k| addr_of(first + k), true);
-                run.done += faults.done;
-                if faults.stop.is_some() {
-                    run.stop = faults.stop;
-                    break;
-                }
-                if faults.done > 0 {
+                if run.count_faults(faults) {
                     continue;
                 }
             }
-            run.done += 1;
-            match self.access(ctx, pid, addr, write) {
-                Ok(Access::Hit | Access::Faulted) => {}
-                Ok(Access::NotModelled) => run.not_modelled += 1,
-                outcome => {
-                    run.stop = Some(outcome);
-                    break;
-                }
+            if run.count(self.access(ctx, pid, addr, write)) {
+                break;
             }
         }
         run
