@@ -16,7 +16,7 @@ use super::types::{Access, Pid, VmError};
 use super::{Ctx, Vm};
 
 /// What a run of accesses did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AccessRun {
     /// Accesses made, the one that stopped the run included.
     pub done: u64,
@@ -70,11 +70,7 @@ impl Vm {
         count: u64,
         write: bool,
     ) -> AccessRun {
-        let mut run = AccessRun {
-            done: 0,
-            not_modelled: 0,
-            stop: None,
-        };
+        let mut run = AccessRun::default();
         while run.done < count && run.stop.is_none() {
             // Hits through one leaf table at a time; a walk that finds
             // none leaves access `run.done` to the fault path.
@@ -119,11 +115,7 @@ impl Vm {
         addr_of: impl Fn(u64) -> u64,
         write: bool,
     ) -> AccessRun {
-        let mut run = AccessRun {
-            done: 0,
-            not_modelled: 0,
-            stop: None,
-        };
+        let mut run = AccessRun::default();
         while run.done < count && run.stop.is_none() && !self.operation_work_pending() {
             let first = run.done;
             let addr = addr_of(first);

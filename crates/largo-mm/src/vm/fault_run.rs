@@ -84,9 +84,13 @@ impl Vm {
         if !self.fault_runs || always_orders != 0 || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
             return none;
         }
+        // A task outside the root memcg is ruled out before its VMA.
         let Ok(mm) = self.task_mm(pid) else {
             return none;
         };
+        if self.mm_memcg(mm) != 0 {
+            return none;
+        }
         let Some(vma) = self.find_vma(mm, addr) else {
             return none;
         };
@@ -95,7 +99,7 @@ impl Vm {
             return none;
         }
         let vma_end = v.end;
-        if self.is_shmem_vma(vma) || self.mm_memcg(mm) != 0 {
+        if self.is_shmem_vma(vma) {
             return none;
         }
         // No mTHP order and no PMD order: every fault's folio is order 0
