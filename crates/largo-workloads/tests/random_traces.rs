@@ -546,6 +546,23 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases() / 2, max_shrink_iters: 2000, ..ProptestConfig::default() })]
 
+    /// Zaps free runs of sole order-0 folios together (`zap_run.rs`):
+    /// the machine must end exactly as with each entry zapped by the
+    /// general loop, under every setup (mTHP and shmem, memcg limits,
+    /// swap to zram, zswap or disk), through munmap, MADV_DONTNEED,
+    /// mremap, fork and exit.
+    #[test]
+    fn zap_runs_change_nothing(
+        setup in 0..SETUPS.len(),
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let s = &SETUPS[setup];
+        let text = render(&ops, false, s.preset.geometry().page_size());
+        let mem_bytes = if s.memcg_max_bytes.is_some() { 256 * M } else { GLOBAL_MEM_BYTES };
+        let (alone, runs) = (fingerprinted_replay(s, mem_bytes, &text, false, false), fingerprinted_replay(s, mem_bytes, &text, false, true));
+        prop_assert!(alone == runs, "{}: zap runs changed the machine:\n{}\ntrace:\n{text}", s.name, first_difference(&alone, &runs));
+    }
+
     /// A touch takes its order-0 anonymous faults as runs (`fault_run.rs`:
     /// the walk, the VMA and a batch of pcp allocations shared): the
     /// machine must end exactly as with each fault taken alone, under
@@ -559,30 +576,34 @@ proptest! {
         let s = &SETUPS[FAULT_RUN_SETUP];
         let text = render(&ops, false, s.preset.geometry().page_size());
         // Small machines: kswapd wakes and reclaim runs inside runs.
-        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true), fingerprinted_replay(s, mem_mib * M, &text, false));
+        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true, false), fingerprinted_replay(s, mem_mib * M, &text, false, true));
         prop_assert!(alone == runs, "runs changed the machine:\n{}\ntrace:\n{text}", first_difference(&alone, &runs));
     }
 }
 
 /// Replays `text` under `setup` in a machine of `mem_bytes` (checked at
 /// the end), each access an operation of its own through `Vm::access`
-/// when `one_by_one`, else with fault runs; returns everything a test
+/// when `one_by_one`, else with fault runs; zaps free runs of order-0
+/// folios together when `zap_runs`; returns everything a test
 /// can see: the counters, the replay's statistics and problems, every
 /// /proc file, and each live task's mappings with the pfn and flags
 /// behind each page.
-fn fingerprinted_replay(setup: &Setup, mem_bytes: u64, text: &str, one_by_one: bool) -> String {
+fn fingerprinted_replay(setup: &Setup, mem_bytes: u64, text: &str, one_by_one: bool, zap_runs: bool) -> String {
     use std::fmt::Write;
     let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
     let mut m = machine_with_mem(setup, mem_bytes);
-    m.with_vm(0, |vm, _| vm.set_fault_runs(!one_by_one));
+    m.with_vm(0, |vm, _| {
+        vm.set_fault_runs(!one_by_one);
+        vm.set_zap_runs(zap_runs);
+    });
     let opts = ReplayOptions {
         one_by_one,
         ..ReplayOptions::default()
     };
     let out = replay(&mut m, &trace.events, &opts, &mut |_, _| {});
-    let out = out.unwrap_or_else(|e| panic!("one by one {one_by_one}: {e}\ntrace:\n{text}"));
+    let out = out.unwrap_or_else(|e| panic!("one by one {one_by_one}, zap runs {zap_runs}: {e}\ntrace:\n{text}"));
     m.check()
-        .unwrap_or_else(|e| panic!("one by one {one_by_one}: {e}\ntrace:\n{text}"));
+        .unwrap_or_else(|e| panic!("one by one {one_by_one}, zap runs {zap_runs}: {e}\ntrace:\n{text}"));
     let mut f = format!("{:?}\n{:?}\n{:?}\n", out.run.counters, out.run.problems, out.stats);
     for file in largo_mm::stats::render::ProcFile::ALL {
         f.push_str(&file.render(&m));
@@ -686,17 +707,20 @@ proptest! {
     fn replayed_fault_runs_change_nothing(mem_mib in prop::sample::select(vec![56u64, 60, 256]), runs in fault_runs()) {
         let s = &SETUPS[FAULT_RUN_SETUP];
         let text = render_fault_runs(&runs);
-        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true), fingerprinted_replay(s, mem_mib * M, &text, false));
+        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true, false), fingerprinted_replay(s, mem_mib * M, &text, false, true));
         prop_assert!(alone == runs, "runs changed the replay:\n{}\ntrace:\n{text}", first_difference(&alone, &runs));
     }
 }
 
 #[test]
-fn the_shipped_trace_replays_the_same_with_fault_runs() {
+fn the_shipped_trace_replays_the_same_with_fault_and_zap_runs() {
     let trace = largo_workloads::recorded::find("lua-build").unwrap().trace();
     let replayed = |one_by_one: bool| {
         let mut m = Machine::new(MachineConfig::default()).unwrap();
-        m.with_vm(0, |vm, _| vm.set_fault_runs(!one_by_one));
+        m.with_vm(0, |vm, _| {
+            vm.set_fault_runs(!one_by_one);
+            vm.set_zap_runs(!one_by_one);
+        });
         let opts = ReplayOptions {
             one_by_one,
             ..ReplayOptions::default()
@@ -706,12 +730,14 @@ fn the_shipped_trace_replays_the_same_with_fault_runs() {
         for file in largo_mm::stats::render::ProcFile::ALL {
             f.push_str(&file.render(&m));
         }
-        (f, m.vm().fault_run_stats())
+        (f, m.vm().fault_run_stats(), m.vm().zap_run_pages())
     };
     let (alone, runs) = (replayed(true), replayed(false));
-    assert_eq!(alone.1.faults, 0);
-    // Tens of thousands of its faults go in runs.
+    assert_eq!((alone.1.faults, alone.2), (0, 0));
+    // Tens of thousands of its faults go in runs, and of its pages
+    // unmapped at exit.
     assert!(runs.1.faults > 30_000, "{:?}", runs.1);
+    assert!(runs.2 > 30_000, "{} pages zapped in runs", runs.2);
     assert!(alone.0 == runs.0, "{}", first_difference(&alone.0, &runs.0));
 }
 

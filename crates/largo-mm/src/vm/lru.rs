@@ -318,12 +318,29 @@ impl Vm {
         }
     }
 
+    /// What the lruvec functions read of a folio, in one lookup of its
+    /// record: its head pfn, its order, the list its flags choose
+    /// (`folio_lru_list`) and its lruvec (`folio_lruvec`).
+    #[inline(always)]
+    fn lru_place(&self, pa: &PageAlloc, r: FolioRef) -> (u64, u32, LruList, usize) {
+        let (pfn, order, file, active, memcg) = match r {
+            FolioRef::Anon(k) => {
+                let f = &self.folios[k];
+                (f.pfn, f.order, f.lazyfree, f.lru.active, f.memcg)
+            }
+            FolioRef::Shmem(k) => {
+                let f = &self.shmem.folios[k];
+                (f.pfn, f.order, false, f.lru.active, f.memcg)
+            }
+        };
+        let lv = self.lruvec_index(self.node_of(pa, pfn), memcg as usize);
+        (pfn, order, LruList::of(file, active), lv)
+    }
+
     /// `lruvec_add_folio` (at the head) or `lruvec_add_folio_tail`: the
     /// folio joins the list its flags choose; `PG_lru` set.
     pub(crate) fn lruvec_add(&mut self, pa: &mut PageAlloc, r: FolioRef, at_tail: bool) {
-        let lru = LruList::of(self.folio_is_file_lru(r), self.lru_state(r).active);
-        let lv = self.folio_lruvec(pa, r);
-        let (pfn, order) = self.folio_pfn_order(r);
+        let (pfn, order, lru, lv) = self.lru_place(pa, r);
         let nr = 1i64 << order;
         let l = lru as usize;
         let (old_head, old_tail) = (self.lruvecs[lv].head[l], self.lruvecs[lv].tail[l]);
@@ -360,8 +377,7 @@ impl Vm {
 
     /// `lruvec_del_folio`: off its list (`PG_lru` cleared). Returns the list.
     pub(crate) fn lruvec_del(&mut self, pa: &mut PageAlloc, r: FolioRef) -> LruList {
-        let lv = self.folio_lruvec(pa, r);
-        let (pfn, order) = self.folio_pfn_order(r);
+        let (pfn, order, _, lv) = self.lru_place(pa, r);
         let s = *self.lru_state(r);
         let lru = s.list.expect("the folio is on an LRU list");
         let l = lru as usize;
@@ -714,15 +730,7 @@ impl Vm {
             )
         };
         if on_list {
-            self.locks.lru_folios += 1;
-            self.locks.lru_free_pending += 1;
-            if self.locks.lru_free_pending == 1 {
-                self.locks.lru += 1;
-            }
-            if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
-                self.locks.lru_free_pending = 0;
-            }
-            self.lruvec_del(pa, r);
+            self.lru_forget_listed(pa, r);
         } else if batched {
             for b in &mut self.lru_batches {
                 b.retain(|&x| x != r);
@@ -750,6 +758,21 @@ impl Vm {
             }
             self.lru_state_mut(r).activate_batched = 0;
         }
+    }
+
+    /// [`Vm::lru_forget`] of a folio on an LRU list: off it, the lruvec
+    /// lock taken once per `PAGEVEC_SIZE` folios freed (`folios_put_refs`
+    /// releasing a batch under one lock).
+    pub(crate) fn lru_forget_listed(&mut self, pa: &mut PageAlloc, r: FolioRef) {
+        self.locks.lru_folios += 1;
+        self.locks.lru_free_pending += 1;
+        if self.locks.lru_free_pending == 1 {
+            self.locks.lru += 1;
+        }
+        if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
+            self.locks.lru_free_pending = 0;
+        }
+        self.lruvec_del(pa, r);
     }
 
     /// A folio that moved between metadata keys or frames keeps its place:

@@ -60,6 +60,7 @@ pub mod types;
 pub mod vma;
 mod vmscan;
 mod zap;
+mod zap_run;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
@@ -205,6 +206,10 @@ pub struct Vm {
     /// Whether an access run takes its order-0 anonymous faults as runs
     /// ([`Vm::set_fault_runs`]); on unless a test compares the two.
     fault_runs: bool,
+    /// Whether zaps free runs of sole order-0 folios together
+    /// ([`Vm::set_zap_runs`]); on unless a test compares the two.
+    zap_runs: bool,
+    zap_run_pages: u64,
     /// The pages a fault run's batch of pcp allocations took, reused
     /// from run to run (empty between runs).
     fault_run_pfns: Vec<u64>,
@@ -298,6 +303,8 @@ impl Vm {
             last_task: std::cell::Cell::new(None),
             vma_hint: std::cell::Cell::new(None),
             fault_runs: true,
+            zap_runs: true,
+            zap_run_pages: 0,
             fault_run_pfns: Vec::new(),
             fault_run_stats: fault_run::FaultRunStats::default(),
             vma_layout_gen: 0,

@@ -330,7 +330,7 @@ impl Vm {
 
     /// One rmap call touching `pages` mapcounts (cost-model work).
     #[inline]
-    fn count_rmap(&mut self, pages: u64) {
+    pub(super) fn count_rmap(&mut self, pages: u64) {
         self.work.rmap_calls += 1;
         self.work.rmap_pages += pages;
     }

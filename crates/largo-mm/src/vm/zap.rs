@@ -59,6 +59,11 @@ impl Vm {
                 i += nr;
                 continue;
             }
+            let run = self.zap_order0_run(ctx, mm, table, i, first + count);
+            if run > 0 {
+                i += run;
+                continue;
+            }
             let (key, pfn, nr) = self.mapped_folio_batch(ctx, table, i, first + count);
             self.pt.clear_ptes(table, i, nr);
             self.mms[mm].rss_anon -= nr as u64;

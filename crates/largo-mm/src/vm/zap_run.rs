@@ -1,0 +1,127 @@
+//! Runs of order-0 anonymous folios unmapped together: the common case
+//! of `zap_pte_range` at munmap and exit, where each present entry maps
+//! a folio of one page that this entry alone maps and references. Each
+//! entry is zapped exactly as the general loop of [`Vm::zap_range`] zaps
+//! it (`zap_present_ptes` -> `folio_remove_rmap_ptes`, then the last
+//! `folio_put`: off the LRU, uncharged, freed to the pcp list), in the
+//! same order; what the run saves is the general loop's questions whose
+//! answers the run's condition fixes: no folio batch to measure
+//! (`folio_pte_batch` of one page), no large-folio mapcounts, no swap
+//! cache to give up, no deferred split queue, no cpu batch holding a
+//! reference, and none of `free_folio`'s checks on the pages it frees.
+//!
+//! An entry that does not qualify ends the run; the general loop takes
+//! it.
+
+use super::folio::NO_ANON_VMA;
+use super::lru::FolioRef;
+use super::types::MmId;
+use super::{Ctx, Vm};
+use crate::memmap::PageFlags;
+use crate::page_alloc::PageAlloc;
+
+impl Vm {
+    /// Whether zaps take runs of sole order-0 folios together (the
+    /// default) or one by one through the general loop: the two give
+    /// the same machine, which a test checks.
+    pub fn set_zap_runs(&mut self, on: bool) {
+        self.zap_runs = on;
+    }
+
+    /// Pages zapped in runs so far (diagnostics only: the modelled
+    /// machine is the same with runs and without).
+    pub fn zap_run_pages(&self) -> u64 {
+        self.zap_run_pages
+    }
+
+    /// Zaps entries `start..` of `table` (stopping before `limit`) while
+    /// each maps a sole order-0 folio ([`Vm::sole_order0_folio`]), and
+    /// returns how many (0: `start` begins no run).
+    pub(super) fn zap_order0_run(
+        &mut self,
+        ctx: &mut Ctx,
+        mm: MmId,
+        table: usize,
+        start: usize,
+        limit: usize,
+    ) -> usize {
+        if !self.zap_runs {
+            return 0;
+        }
+        let mut i = start;
+        while i < limit {
+            let pte = self.pt.get(table, i);
+            if !pte.present() || pte.is_special() {
+                break;
+            }
+            let pfn = pte.pfn();
+            let Some(key) = self.sole_order0_folio(ctx.pa, pfn) else {
+                break;
+            };
+            self.pt.clear_ptes(table, i, 1);
+            self.unmap_last_order0(ctx, key, pfn);
+            i += 1;
+        }
+        let nr = i - start;
+        self.mms[mm].rss_anon -= nr as u64;
+        self.zap_run_pages += nr as u64;
+        nr
+    }
+
+    /// The key of the order-0 anonymous folio at `pfn` when a zap of its
+    /// one mapping frees it: mapped once and referenced once (by that
+    /// mapping), on an LRU list with no cpu batch holding it. Mapped
+    /// once and referenced once, it is in no swap cache (which holds a
+    /// reference of its own); of order 0, it is on no deferred split
+    /// queue.
+    fn sole_order0_folio(&self, pa: &PageAlloc, pfn: u64) -> Option<usize> {
+        let page = pa.memmap.page(pfn);
+        let flags = page.flags();
+        let not_order0 = PageFlags::HEAD | PageFlags::BUDDY | PageFlags::PCP | PageFlags::RESERVED;
+        if page.refcount() != 1
+            || page.mapcount() != 1
+            || page.order() != 0
+            || !flags.contains(PageFlags::ANON)
+            || flags.intersects(not_order0)
+            || page.private() == 0
+        {
+            return None;
+        }
+        let key = page.private() as usize - 1;
+        let f = &self.folios[key];
+        // Mapped by a PTE of an anonymous VMA, it has an anon_vma and is
+        // no shmem folio on its way to swap.
+        debug_assert!(f.order == 0 && f.pfn == pfn && f.swap.is_none() && f.deferred.is_none());
+        debug_assert!(f.anon_vma != NO_ANON_VMA && !f.from_shmem);
+        if f.lru.held_by_batch() {
+            return None;
+        }
+        // Isolation takes a reference: with none but the mapping's, the
+        // folio is on its list.
+        debug_assert!(f.lru.list.is_some());
+        Some(key)
+    }
+
+    /// The zap of the one mapping of the sole order-0 folio `key` at
+    /// `pfn`: `folio_remove_rmap_ptes` of one page, then the last
+    /// `folio_put` (`free_anon_folio` with nothing but the LRU, the
+    /// memcg and the pages to let go of).
+    fn unmap_last_order0(&mut self, ctx: &mut Ctx, key: usize, pfn: u64) {
+        self.count_rmap(1);
+        let nid = self.node_of(ctx.pa, pfn);
+        let page = ctx.pa.memmap.page_mut(pfn);
+        page.set_mapcount(0);
+        page.remove_flags(PageFlags::ANON_EXCLUSIVE);
+        page.set_refcount(0);
+        self.node_stat[nid].anon_mapped -= 1;
+        let (anon_vma, memcg) = (self.folios[key].anon_vma, self.folios[key].memcg as usize);
+        self.put_anon_vma_folio(anon_vma);
+        self.lru_forget_listed(ctx.pa, FolioRef::Anon(key));
+        self.mem_cgroup_uncharge(ctx, memcg, 1);
+        self.folios.remove(key);
+        // free_user_folio and free_folio: the record back to all zero,
+        // the page to this cpu's pcp list.
+        ctx.pa.memmap.page_mut(pfn).clear();
+        ctx.pa.free_frozen_pages(ctx.cpu, pfn, 0);
+    }
+}
