@@ -133,12 +133,20 @@ impl Vm {
         } else {
             0
         };
+        // The entries in use not seen yet, at most: once none is left,
+        // the rest of the table is empty (the kernel's walk skips none
+        // entries one by one; stopping early changes nothing).
+        let mut unseen = self.pt.pages[table].nr_used;
         for i in first..n {
             let lo = base + i as u64 * entry_span;
-            if lo >= end {
+            if lo >= end || unseen == 0 {
                 break;
             }
             let e = self.pt.get(table, i);
+            if e.is_none() {
+                continue;
+            }
+            unseen -= 1;
             if !e.is_table() {
                 continue;
             }
