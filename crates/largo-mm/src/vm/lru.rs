@@ -453,7 +453,7 @@ impl Vm {
     /// Only that batch moves (`folio_batch_move_lru` of `lru_add`), not
     /// the cpu's other batches.
     pub(crate) fn folio_add_lru(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
-        let cpu = cpu % self.lru_batches.len();
+        let cpu = batch_cpu(cpu, self.lru_batches.len());
         let large = self.folio_pfn_order(r).1 > 0;
         if large && self.lru_batches[cpu].is_empty() {
             // The batch would hold this folio alone and move at once.
@@ -471,7 +471,7 @@ impl Vm {
     /// (freed when the batch moves): how many order-0 adds fill the batch
     /// and move it, the last included. `None` when it holds none.
     pub(crate) fn lru_adds_to_release(&self, cpu: usize) -> Option<u64> {
-        let batch = &self.lru_batches[cpu % self.lru_batches.len()];
+        let batch = &self.lru_batches[batch_cpu(cpu, self.lru_batches.len())];
         batch
             .iter()
             .any(|&r| self.lru_state(r).released)
@@ -482,7 +482,7 @@ impl Vm {
     /// it was filled, then the `lru_deactivate`, `lru_lazyfree` and
     /// `activate` batches are applied (`folio_activate_drain` last).
     pub(crate) fn lru_add_drain_cpu(&mut self, pa: &mut PageAlloc, cpu: usize) {
-        let cpu = cpu % self.lru_batches.len();
+        let cpu = batch_cpu(cpu, self.lru_batches.len());
         self.lru_add_batch_move(pa, cpu);
         self.held_batch_move(pa, cpu, HeldBatch::Deactivate);
         self.held_batch_move(pa, cpu, HeldBatch::Lazyfree);
@@ -541,7 +541,7 @@ impl Vm {
         }
         if s.list.is_some() {
             self.held_batch_add(pa, cpu, r, HeldBatch::Activate);
-        } else if s.batched && self.lru_batches[cpu % self.lru_batches.len()].contains(&r) {
+        } else if s.batched && self.lru_batches[batch_cpu(cpu, self.lru_batches.len())].contains(&r) {
             self.lru_state_mut(r).active = true;
         }
         self.lru_state_mut(r).referenced = false;
@@ -582,7 +582,7 @@ impl Vm {
     /// (counted, the entry's reference); the whole batch moves when it is
     /// full or the folio is large.
     fn held_batch_add(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef, which: HeldBatch) {
-        let cpu = cpu % self.held_batches(which).len();
+        let cpu = batch_cpu(cpu, self.held_batches(which).len());
         self.held_batches(which)[cpu].push(r);
         *which.flag(self.lru_state_mut(r)) += 1;
         let large = self.folio_pfn_order(r).1 > 0;
@@ -782,4 +782,12 @@ impl Vm {
         let s = self.lru_state(r);
         s.list.is_some() || s.batched
     }
+}
+
+/// The batch of `cpu` among `nr` per-cpu batches: `cpu % nr`, without a
+/// division for the cpus that have a batch of their own (every fault
+/// adds a folio to one).
+#[inline(always)]
+fn batch_cpu(cpu: usize, nr: usize) -> usize {
+    if cpu < nr { cpu } else { cpu % nr }
 }
