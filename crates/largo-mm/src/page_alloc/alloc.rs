@@ -188,11 +188,13 @@ impl PageAlloc {
         if on_list == 0 || !self.zone_has_room(zi, 0, ac.highest_zoneidx, alloc_flags) {
             return;
         }
+        // Each pop is `rmqueue`'s for a pcp list that needs no refill.
         for _ in 0..max.min(on_list) {
             let boosted = self.zones[zi].flags.contains(ZoneFlags::BOOSTED_WATERMARK);
-            let pfn = self
-                .rmqueue(cpu, zi, zi, 0, alloc_flags, ac.migratetype)
-                .expect("a pcp list with pages gives one");
+            self.pcp[idx].free_count >>= 1;
+            let pfn = self.pcp_pop(idx, pindex, 0).expect("a pcp list with pages gives one");
+            self.count_alloc(cpu, zi, zi, 0);
+            self.wake_kswapd_if_boosted(zi, alloc_flags);
             self.prep_new_page(pfn, 0);
             out.push(pfn);
             if boosted && alloc_flags.contains(AllocFlags::KSWAPD) {

@@ -189,12 +189,20 @@ impl PageAlloc {
         if self.pcp[idx].lists[pindex].is_empty() {
             self.pcp_refill(idx, pindex, zi, order, mt, alloc_flags);
         }
+        let pfn = self.pcp_pop(idx, pindex, order)?;
+        self.count_alloc(cpu, preferred_zi, zi, order);
+        Some(pfn)
+    }
+
+    /// The pop half of `__rmqueue_pcplist`: the first page of list
+    /// `pindex` of pcp `idx`, off the list.
+    #[inline]
+    pub(crate) fn pcp_pop(&mut self, idx: usize, pindex: usize, order: u32) -> Option<u64> {
         let (pcp, pages) = (&mut self.pcp[idx], &mut self.memmap.pages);
         let pfn = pcp.lists[pindex].first()?;
         Self::pcp_list_del(pcp, pages, pindex, pfn);
         pcp.count -= 1 << order;
         self.work.alloc_pcp += 1;
-        self.count_alloc(cpu, preferred_zi, zi, order);
         Some(pfn)
     }
 

@@ -173,12 +173,19 @@ impl PageAlloc {
         if pfn.is_none() {
             pfn = self.rmqueue_buddy(cpu, preferred_zi, zi, order, alloc_flags, mt);
         }
+        self.wake_kswapd_if_boosted(zi, alloc_flags);
+        pfn
+    }
+
+    /// The end of `rmqueue`: an allocation that may wake kswapd and finds
+    /// the zone's watermark boosted clears the boost and wakes it.
+    #[inline]
+    pub(crate) fn wake_kswapd_if_boosted(&mut self, zi: usize, alloc_flags: AllocFlags) {
         let zone = &mut self.zones[zi];
         if alloc_flags.contains(AllocFlags::KSWAPD) && zone.flags.contains(ZoneFlags::BOOSTED_WATERMARK) {
             zone.flags.remove(ZoneFlags::BOOSTED_WATERMARK);
             let zone_type = zone.zone_type.index();
             self.wakeup_kswapd(zi, 0, zone_type);
         }
-        pfn
     }
 }
