@@ -76,7 +76,7 @@ impl Vm {
         let v = &self.vmas[vma];
         let anon_vma = v.anon_vma.expect("anon_vma_prepare ran");
         let index = v.page_index(addr, self.page_shift());
-        let mm_id = self.mms[v.mm].mm_id;
+        let mm = v.mm;
         let mut meta = AnonFolio::new(folio.pfn.0, folio.order, anon_vma, index);
         meta.memcg = new.memcg as u16;
         meta.lru.active = new.active;
@@ -85,14 +85,14 @@ impl Vm {
         let nr_pmdmapped = if pmd {
             meta.entire_mapcount = 1;
             meta.large_mapcount = 1;
-            meta.mm_id = [mm_id, MM_ID_DUMMY];
+            meta.mm_id = [self.mms[mm].mm_id, MM_ID_DUMMY];
             meta.mm_id_mapcount = [1, 0];
             nr
         } else {
             if folio.order > 0 {
                 meta.large_mapcount = nr as i32;
                 meta.nr_pages_mapped = nr as i32;
-                meta.mm_id = [mm_id, MM_ID_DUMMY];
+                meta.mm_id = [self.mms[mm].mm_id, MM_ID_DUMMY];
                 meta.mm_id_mapcount = [nr as i32, 0];
             }
             0
@@ -108,7 +108,10 @@ impl Vm {
         let head = memmap.page_mut(folio.pfn.0);
         head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | excl);
         head.set_private(key as u32 + 1);
-        if !pmd {
+        if folio.order == 0 {
+            // The head is the folio (and `pmd` needs a PMD-sized one).
+            head.set_mapcount(1);
+        } else if !pmd {
             memmap
                 .pages
                 .for_each_mut(folio.pfn.0 as usize, folio.end_pfn().0 as usize, |page| {
