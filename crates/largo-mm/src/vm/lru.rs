@@ -789,5 +789,9 @@ impl Vm {
 /// adds a folio to one).
 #[inline(always)]
 fn batch_cpu(cpu: usize, nr: usize) -> usize {
-    if cpu < nr { cpu } else { cpu % nr }
+    if cpu < nr {
+        cpu
+    } else {
+        cpu % nr
+    }
 }

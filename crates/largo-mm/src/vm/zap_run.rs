@@ -1,8 +1,9 @@
 //! Runs of order-0 anonymous folios unmapped together: the common case
-//! of `zap_pte_range` at munmap and exit, where each present entry maps
-//! a folio of one page that this entry alone maps and references. Each
-//! entry is zapped exactly as the general loop of [`Vm::zap_range`] zaps
-//! it (`zap_present_ptes` -> `folio_remove_rmap_ptes`, then the last
+//! of `zap_pte_range` at munmap, exit and MADV_DONTNEED, where each
+//! present entry maps a folio of one page that this entry alone maps and
+//! references. Each entry is zapped exactly as the general loop of
+//! [`Vm::zap_range`] zaps it (`zap_present_ptes` ->
+//! `folio_remove_rmap_ptes`, then the last
 //! `folio_put`: off the LRU, uncharged, freed to the pcp list), in the
 //! same order; what the run saves is the general loop's questions whose
 //! answers the run's condition fixes: no folio batch to measure
@@ -93,13 +94,9 @@ impl Vm {
         // no shmem folio on its way to swap.
         debug_assert!(f.order == 0 && f.pfn == pfn && f.swap.is_none() && f.deferred.is_none());
         debug_assert!(f.anon_vma != NO_ANON_VMA && !f.from_shmem);
-        if f.lru.held_by_batch() {
-            return None;
-        }
-        // Isolation takes a reference: with none but the mapping's, the
-        // folio is on its list.
-        debug_assert!(f.lru.list.is_some());
-        Some(key)
+        // Isolation takes a reference, so with none but the mapping's the
+        // folio is on its list; the general loop is left any that is not.
+        (f.lru.list.is_some() && !f.lru.held_by_batch()).then_some(key)
     }
 
     /// The zap of the one mapping of the sole order-0 folio `key` at
