@@ -460,12 +460,17 @@ const FAULT_RUN_SETUP: usize = SETUPS.len() - 1;
 const GLOBAL_MEM_BYTES: u64 = 64 * M;
 
 fn machine(s: &Setup) -> Machine {
-    let mem_bytes = if s.memcg_max_bytes.is_some() {
+    machine_with_mem(s, setup_mem_bytes(s))
+}
+
+/// The memory of a setup's machine: room for the memcg's limit to be
+/// what reclaims, or little enough for global reclaim.
+fn setup_mem_bytes(s: &Setup) -> u64 {
+    if s.memcg_max_bytes.is_some() {
         256 * M
     } else {
         GLOBAL_MEM_BYTES
-    };
-    machine_with_mem(s, mem_bytes)
+    }
 }
 
 fn machine_with_mem(s: &Setup, mem_bytes: u64) -> Machine {
@@ -558,7 +563,7 @@ proptest! {
     ) {
         let s = &SETUPS[setup];
         let text = render(&ops, false, s.preset.geometry().page_size());
-        let mem_bytes = if s.memcg_max_bytes.is_some() { 256 * M } else { GLOBAL_MEM_BYTES };
+        let mem_bytes = setup_mem_bytes(s);
         let (alone, runs) = (fingerprinted_replay(s, mem_bytes, &text, false, false), fingerprinted_replay(s, mem_bytes, &text, false, true));
         prop_assert!(alone == runs, "{}: zap runs changed the machine:\n{}\ntrace:\n{text}", s.name, first_difference(&alone, &runs));
     }

@@ -209,6 +209,7 @@ pub struct Vm {
     /// Whether zaps free runs of sole order-0 folios together
     /// ([`Vm::set_zap_runs`]); on unless a test compares the two.
     zap_runs: bool,
+    /// Pages zapped in runs so far ([`Vm::zap_run_pages`], diagnostics).
     zap_run_pages: u64,
     /// The pages a fault run's batch of pcp allocations took, reused
     /// from run to run (empty between runs).

@@ -3,13 +3,13 @@
 //! present entry maps a folio of one page that this entry alone maps and
 //! references. Each entry is zapped exactly as the general loop of
 //! [`Vm::zap_range`] zaps it (`zap_present_ptes` ->
-//! `folio_remove_rmap_ptes`, then the last
-//! `folio_put`: off the LRU, uncharged, freed to the pcp list), in the
-//! same order; what the run saves is the general loop's questions whose
-//! answers the run's condition fixes: no folio batch to measure
-//! (`folio_pte_batch` of one page), no large-folio mapcounts, no swap
-//! cache to give up, no deferred split queue, no cpu batch holding a
-//! reference, and none of `free_folio`'s checks on the pages it frees.
+//! `folio_remove_rmap_ptes`, then the last `folio_put`: off the LRU,
+//! uncharged, freed to the pcp list), in the same order; what the run
+//! saves is the general loop's questions whose answers the run's
+//! condition fixes: no folio batch to measure (`folio_pte_batch` of one
+//! page), no large-folio mapcounts, no swap cache to give up, no
+//! deferred split queue, no cpu batch holding a reference, and none of
+//! `free_folio`'s checks on the pages it frees.
 //!
 //! An entry that does not qualify ends the run; the general loop takes
 //! it.
@@ -71,10 +71,9 @@ impl Vm {
 
     /// The key of the order-0 anonymous folio at `pfn` when a zap of its
     /// one mapping frees it: mapped once and referenced once (by that
-    /// mapping), on an LRU list with no cpu batch holding it. Mapped
-    /// once and referenced once, it is in no swap cache (which holds a
-    /// reference of its own); of order 0, it is on no deferred split
-    /// queue.
+    /// mapping), on an LRU list with no cpu batch holding it. So it is
+    /// in no swap cache (which holds a reference of its own), and, of
+    /// order 0, on no deferred split queue.
     fn sole_order0_folio(&self, pa: &PageAlloc, pfn: u64) -> Option<usize> {
         let page = pa.memmap.page(pfn);
         let flags = page.flags();
