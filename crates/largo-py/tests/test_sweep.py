@@ -116,6 +116,22 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
     assert pq.ParquetDataset(out).read(columns=["cell_id"]).num_rows == 18
 
 
+def test_an_interrupt_in_the_middle_of_a_cell_write_leaves_no_file(tmp_path, monkeypatch):
+    # Ctrl-C raises KeyboardInterrupt at whatever bytecode runs, the middle of
+    # writing a cell's file included (seen in CI with the serial backend).
+    from largo import sweeps
+
+    def half_write(table, where, *args, **kwargs):
+        Path(where).write_bytes(b"PAR1 half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", half_write)
+    row = {"cell_id": "c0ffee", "config": "4K", "workload": "w", "seed": 0, "status": "ok", "error": None}
+    with pytest.raises(KeyboardInterrupt):
+        sweeps._write_cell(tmp_path, row)
+    assert os.listdir(tmp_path) == [], "neither the cell nor a temporary file"
+
+
 def test_specs_are_checked(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('workloads = ["page_fault1"]\n[configs.a.machine]\nmemory = "4G"\n')

@@ -423,10 +423,24 @@ def _write_cell(out: Path, row: Dict[str, Any]) -> None:
     import pyarrow.parquet as pq
 
     out.mkdir(parents=True, exist_ok=True)
-    final = _cell_file(out, row["cell_id"])
+    _replace_with(_cell_file(out, row["cell_id"]), table_of([row]))
+
+
+def _replace_with(final: Path, table) -> None:
+    """Writes ``table`` to a hidden temporary file beside ``final`` and
+    renames it over ``final``: a reader sees the old file or the new one,
+    never half of one. An interrupt (Ctrl-C raises KeyboardInterrupt at any
+    bytecode, the middle of the write included) removes the temporary file
+    before it propagates."""
+    import pyarrow.parquet as pq
+
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-    pq.write_table(table_of([row]), tmp)
-    os.replace(tmp, final)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def harmonise(out: Path) -> None:
@@ -445,9 +459,7 @@ def harmonise(out: Path) -> None:
     unified = pa.unify_schemas(schemas, promote_options="permissive")
     for f, schema in zip(files, schemas):
         if not schema.equals(unified):
-            tmp = f.with_name(f".{f.name}.{os.getpid()}.tmp")
-            pq.write_table(_conform(pq.read_table(f), unified), tmp)
-            os.replace(tmp, f)
+            _replace_with(f, _conform(pq.read_table(f), unified))
 
 
 def read_results(path: Union[str, os.PathLike]):
