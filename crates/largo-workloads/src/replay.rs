@@ -736,12 +736,14 @@ pub struct ReplayOptions {
     pub one_by_one: bool,
 }
 
-/// How many faults from `events[i]` on make one run: user faults of
-/// one process, all reads or all writes, each in the page after the one
-/// before (at any offset in it), as [`Vm::access_page_run`] makes accesses.
-/// A run stops short of an event the replay loop acts before: the peak's
-/// sample at every 4096th event, the snapshot. 1 when `events[i]` starts
-/// no run.
+/// How many faults from `events[i]` on make one run: user faults of one
+/// process, all reads or all writes, each in the page after the one
+/// before (at any offset in it), as [`Vm::access_page_run`] makes
+/// accesses; for writes also each in a later page than the one before, or
+/// each in an earlier one, at most [`MAX_RUN_GAP_PAGES`] apart (a heap
+/// written top down, an allocator's pages touched every few pages). A run
+/// stops short of an event the replay loop acts before: the peak's sample
+/// at every 4096th event, the snapshot. 1 when `events[i]` starts no run.
 ///
 /// [`Vm::access_page_run`]: largo_mm::vm::Vm::access_page_run
 fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option<usize>) -> usize {
@@ -750,7 +752,9 @@ fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option
     };
     // Page sizes are powers of two: a shift, not a division per event.
     let page_shift = page_size.trailing_zeros();
-    let page = addr >> page_shift;
+    let mut page = addr >> page_shift;
+    // The run's direction, fixed by its second fault: +1 up, -1 down.
+    let mut direction = 0i64;
     let mut n = 1;
     while let Some(&Event::Fault {
         pid: p,
@@ -759,14 +763,31 @@ fn fault_run_len(events: &[Event], i: usize, page_size: u64, snapshot_at: Option
     }) = events.get(i + n)
     {
         let j = i + n;
-        let next = page.checked_add(n as u64);
-        if p != pid || w != write || Some(a >> page_shift) != next || j.is_multiple_of(4096) || snapshot_at == Some(j) {
+        if p != pid || w != write || j.is_multiple_of(4096) || snapshot_at == Some(j) {
             break;
         }
+        let next = a >> page_shift;
+        let step = next.wrapping_sub(page) as i64;
+        let fits = if write {
+            step != 0 && step.unsigned_abs() <= MAX_RUN_GAP_PAGES && direction * step >= 0
+        } else {
+            step == 1
+        };
+        if !fits {
+            break;
+        }
+        direction = step.signum();
+        page = next;
         n += 1;
     }
     n
 }
+
+/// The largest distance in pages between two write faults of one run
+/// ([`fault_run_len`]). A run's faults are made together only within one
+/// page table; the bound keeps runs of scattered faults, which would go
+/// one by one anyway, from being tried as runs.
+const MAX_RUN_GAP_PAGES: u64 = 64;
 
 /// What a replay produced.
 #[derive(Clone, Debug)]

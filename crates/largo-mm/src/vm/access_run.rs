@@ -95,11 +95,12 @@ impl Vm {
     }
 
     /// Up to `count` accesses by `pid`, access `k` at `addr_of(k)`, each
-    /// address in the page after the one before it (at any offset in its
-    /// page), each with the same effect as [`Vm::access`] at its address
-    /// made as a machine operation of its own: a recorded program's run of
-    /// page faults, or its touch of a range. Write faults that map new
-    /// order-0 folios go as a run (`fault_run.rs`), the others one by one.
+    /// with the same effect as [`Vm::access`] at its address made as a
+    /// machine operation of its own: a recorded program's run of page
+    /// faults, or its touch of a range. Write faults that map new order-0
+    /// folios go as a run (`fault_run.rs`) while their pages go one way
+    /// (each after the one before, or each before it) within one page
+    /// table; the other accesses go one by one.
     ///
     /// Returns early, with no stop, after an access that leaves work for
     /// the end of its operation ([`Vm::operation_work_pending`]: folios a
@@ -119,10 +120,6 @@ impl Vm {
         while run.done < count && run.stop.is_none() && !self.operation_work_pending() {
             let first = run.done;
             let addr = addr_of(first);
-            debug_assert!(
-                first == 0 || addr >> self.page_shift() == (addr_of(first - 1) >> self.page_shift()) + 1,
-                "access {first} not in the page after the one before"
-            );
             if write {
                 let faults = self.anon_fault_run(ctx, pid, count - first, |k| addr_of(first + k), true);
                 if run.count_faults(faults) {

@@ -1,20 +1,24 @@
-//! Runs of order-0 anonymous write faults: a sequential first touch of
-//! memory that no mTHP size may back (page_fault1 at 4K, a program
-//! writing its heap page after page). Each fault is exactly the one
+//! Runs of order-0 anonymous write faults: a first touch of memory that
+//! no mTHP size may back, page after page (page_fault1 at 4K, a program
+//! writing its heap), top down (a buffer filled from its end, as sort
+//! does), or every few pages. Each fault is exactly the one
 //! [`Vm::access`] would take: `handle_mm_fault` -> `do_anonymous_page` ->
 //! `folio_prealloc` -> `folio_add_new_anon_rmap` -> `set_pte`, then the
 //! store. What the run saves is what the faults share: the task, the VMA
 //! and its checks, the order decision (none allowed) and the walk to the
-//! PTE table are found once, and each next fault reads the next entry of
-//! that table, as `hit_pte_run` does for hits.
+//! PTE table are found once, and each next fault reads its entry of that
+//! table, as `hit_pte_run` does for hits. Nothing a fault does depends on
+//! where the fault before it was, so the direction and the gaps change
+//! nothing but which entries the run reads.
 //!
 //! The run keeps to the case whose faults cannot change what it found:
 //! the root memcg (a limit's reclaim or OOM kill could), a static order
 //! policy (a dynamic one may promote around the page), no mTHP order
-//! allowed in the VMA. It ends at the first entry that is not none, at
-//! the end of the VMA or the table, after a fault that woke kswapd (its
-//! reclaim may unmap pages of this table), and at a failed allocation;
-//! the general path takes it from there.
+//! allowed in the VMA. Its pages go one way, so no two faults are in one
+//! page. It ends at the first entry that is not none, outside the VMA
+//! or the table, after a fault that woke kswapd (its reclaim may unmap
+//! pages of this table), and at a failed allocation; the general path
+//! takes it from there.
 
 use super::fault::store_user_page;
 use super::order::Orders;
@@ -98,7 +102,6 @@ impl Vm {
         if !v.flags.contains(VmFlags::WRITE) || !v.flags.accessible() || !v.is_anonymous() {
             return none;
         }
-        let vma_end = v.end;
         if self.is_shmem_vma(vma) {
             return none;
         }
@@ -112,18 +115,11 @@ impl Vm {
         let Some(table) = self.pt.lookup(self.mms[mm].pgd, addr, 0) else {
             return none;
         };
-        let page_size = self.page_size();
-        let first = self.pt.shape.index(0, addr);
-        let in_table = (self.pt.shape.entries_at(0) - first) as u64;
-        let in_vma = (vma_end - (addr & !(page_size - 1))) / page_size;
-        let below_top = (self.pt.shape.task_size - 1 - addr) / page_size + 1;
-        let reach = count.min(in_table).min(in_vma).min(below_top);
         let write_bit = self.vma_write_bit(vma);
-        // The faults the run may make: the none entries from `first` on.
-        let nones = self.pt.pages[table].entries[first..first + reach as usize]
-            .iter()
-            .take_while(|e| e.is_none())
-            .count() as u64;
+        let nones = self.run_nones(table, vma, count, &addr_of);
+        let (page_size, page_shift) = (self.page_size(), self.page_shift());
+        // A PTE's index in its table: the low bits of its page number.
+        let index_mask = self.pt.shape.entries_at(0) - 1;
         let mut pfns = std::mem::take(&mut self.fault_run_pfns);
         let mut next_pfn = 0;
         let mut run = none;
@@ -144,13 +140,8 @@ impl Vm {
                 }
                 break;
             };
-            let index = first + run.done as usize;
             let a = addr_of(run.done);
-            debug_assert_eq!(
-                a >> self.page_shift(),
-                (addr >> self.page_shift()) + run.done,
-                "not the next page"
-            );
+            let index = (a >> page_shift) as usize & index_mask;
             ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
             self.mms[mm].rss_anon += 1;
             self.mthp.add(0, MthpStat::AnonFaultAlloc, 1);
@@ -190,6 +181,52 @@ impl Vm {
         pfns.clear();
         self.fault_run_pfns = pfns;
         run
+    }
+
+    /// How many of the accesses `addr_of(0)`, `addr_of(1)`, ... (up to
+    /// `count`) the run may make as faults on none entries of the PTE
+    /// table `table`, which maps the first: those before the first access
+    /// outside `vma` or that table, at an entry that is not none, or in a
+    /// page that does not continue the run's direction (each page after
+    /// the one before, or each before it: no page twice, so no fault of
+    /// the run finds an entry an earlier one set).
+    fn run_nones(&self, table: usize, vma: usize, count: u64, addr_of: &impl Fn(u64) -> u64) -> u64 {
+        let page_shift = self.page_shift();
+        let index_mask = self.pt.shape.entries_at(0) - 1;
+        let entries = &self.pt.pages[table].entries;
+        let first = addr_of(0);
+        let page = first >> page_shift;
+        // The pages the run may reach: those of the VMA in this table.
+        let table_pages = 1u64 << (self.pt.shape.level_shift(1) - page_shift);
+        let table_first = page & !(table_pages - 1);
+        let lowest = table_first.max(self.vmas[vma].start >> page_shift);
+        let highest = (table_first + table_pages - 1).min((self.vmas[vma].end - 1) >> page_shift);
+        let none_at = |p: u64| entries[p as usize & index_mask].is_none();
+        if count == 0 || page < lowest || page > highest || !none_at(page) {
+            return 0;
+        }
+        // Up: each page above the one before; down: each below.
+        let up = count < 2 || addr_of(1) >> page_shift > page;
+        let mut last = page;
+        let mut n = 1;
+        if up {
+            while n < count {
+                let next = addr_of(n) >> page_shift;
+                if next <= last || next > highest || !none_at(next) {
+                    break;
+                }
+                (last, n) = (next, n + 1);
+            }
+        } else {
+            while n < count {
+                let next = addr_of(n) >> page_shift;
+                if next >= last || next < lowest || !none_at(next) {
+                    break;
+                }
+                (last, n) = (next, n + 1);
+            }
+        }
+        n
     }
 
     /// Of the `left` faults the run may still make, how many the batch of
