@@ -49,6 +49,32 @@ impl FolioRef {
     }
 }
 
+/// An LRU neighbour in one word, to keep folio records small (the zap
+/// and the LRU walk read many of them): a [`FolioRef`]'s token, or
+/// [`Link::NONE`] (the token no key reaches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Link(u64);
+
+impl Link {
+    const NONE: Link = Link(u64::MAX);
+
+    #[inline]
+    fn of(r: Option<FolioRef>) -> Link {
+        r.map_or(Link::NONE, |r| Link(r.token()))
+    }
+
+    #[inline]
+    fn get(self) -> Option<FolioRef> {
+        (self != Link::NONE).then(|| FolioRef::from_token(self.0))
+    }
+}
+
+impl Default for Link {
+    fn default() -> Link {
+        Link::NONE
+    }
+}
+
 /// `enum lru_list` (the evictable ones).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LruList {
@@ -97,9 +123,9 @@ pub struct LruState {
     /// The list it is on; `None` when isolated, batched or not on an LRU.
     pub list: Option<LruList>,
     /// Towards the head (younger).
-    prev: Option<FolioRef>,
+    prev: Link,
     /// Towards the tail (older).
-    next: Option<FolioRef>,
+    next: Link,
     pub active: bool,
     pub referenced: bool,
     pub workingset: bool,
@@ -161,12 +187,12 @@ impl LruState {
 
     /// The younger neighbour on the list.
     pub fn prev_link(&self) -> Option<FolioRef> {
-        self.prev
+        self.prev.get()
     }
 
     /// The older neighbour on the list.
     pub fn next_link(&self) -> Option<FolioRef> {
-        self.next
+        self.next.get()
     }
 }
 
@@ -350,22 +376,22 @@ impl Vm {
             s.list = Some(lru);
             s.batched = false;
             if at_tail {
-                s.prev = old_tail;
-                s.next = None;
+                s.prev = Link::of(old_tail);
+                s.next = Link::NONE;
             } else {
-                s.prev = None;
-                s.next = old_head;
+                s.prev = Link::NONE;
+                s.next = Link::of(old_head);
             }
         }
         if at_tail {
             match old_tail {
-                Some(t) => self.lru_state_mut(t).next = Some(r),
+                Some(t) => self.lru_state_mut(t).next = Link::of(Some(r)),
                 None => self.lruvecs[lv].head[l] = Some(r),
             }
             self.lruvecs[lv].tail[l] = Some(r);
         } else {
             match old_head {
-                Some(h) => self.lru_state_mut(h).prev = Some(r),
+                Some(h) => self.lru_state_mut(h).prev = Link::of(Some(r)),
                 None => self.lruvecs[lv].tail[l] = Some(r),
             }
             self.lruvecs[lv].head[l] = Some(r);
@@ -381,19 +407,19 @@ impl Vm {
         let s = *self.lru_state(r);
         let lru = s.list.expect("the folio is on an LRU list");
         let l = lru as usize;
-        match s.prev {
+        match s.prev.get() {
             Some(p) => self.lru_state_mut(p).next = s.next,
-            None => self.lruvecs[lv].head[l] = s.next,
+            None => self.lruvecs[lv].head[l] = s.next.get(),
         }
-        match s.next {
+        match s.next.get() {
             Some(n) => self.lru_state_mut(n).prev = s.prev,
-            None => self.lruvecs[lv].tail[l] = s.prev,
+            None => self.lruvecs[lv].tail[l] = s.prev.get(),
         }
         {
             let st = self.lru_state_mut(r);
             st.list = None;
-            st.prev = None;
-            st.next = None;
+            st.prev = Link::NONE;
+            st.next = Link::NONE;
         }
         let nr = 1i64 << order;
         self.lruvecs[lv].nr_pages[l] -= nr;
@@ -414,17 +440,17 @@ impl Vm {
         }
         let lv = self.folio_lruvec(pa, r);
         let (pfn, order) = self.folio_pfn_order(r);
-        let older = self.lru_state(y).next;
+        let older = self.lru_state(y).next.get();
         {
             let s = self.lru_state_mut(r);
             s.list = Some(lru);
             s.batched = false;
-            s.prev = Some(y);
-            s.next = older;
+            s.prev = Link::of(Some(y));
+            s.next = Link::of(older);
         }
-        self.lru_state_mut(y).next = Some(r);
+        self.lru_state_mut(y).next = Link::of(Some(r));
         match older {
-            Some(o) => self.lru_state_mut(o).prev = Some(r),
+            Some(o) => self.lru_state_mut(o).prev = Link::of(Some(r)),
             None => self.lruvecs[lv].tail[lru as usize] = Some(r),
         }
         let nr = 1i64 << order;
@@ -444,7 +470,7 @@ impl Vm {
 
     /// The folio towards the head of its list from `r` (younger).
     pub(crate) fn lru_prev(&self, r: FolioRef) -> Option<FolioRef> {
-        self.lru_state(r).prev
+        self.lru_state(r).prev.get()
     }
 
     /// `folio_add_lru`: into `cpu`'s `lru_add` batch; the batch moves to
