@@ -352,6 +352,62 @@ proptest! {
     }
 }
 
+/// The same operations on two machines, one refilling its pcp lists a
+/// free block at a time (`rmqueue_bulk_split`, the default) and one page
+/// by page through `__rmqueue`: every allocation gets the same pfn, and
+/// the counters, the work and the /proc files agree after every step.
+fn run_both_refills(config: MachineConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut machines = [
+        Machine::new(config.clone()).expect("valid machine"),
+        Machine::new(config).expect("valid machine"),
+    ];
+    machines[1].page_alloc_mut().set_bulk_split(false);
+    let mut live = [Vec::new(), Vec::new()];
+    let mut refs = [Vec::new(), Vec::new()];
+    let seen = |m: &Machine| {
+        let files: String = largo_mm::stats::render::ProcFile::ALL
+            .iter()
+            .map(|f| f.render(m))
+            .collect();
+        (
+            m.check().map(|r| format!("{r:?}")).map_err(|e| e.to_string()),
+            m.page_alloc().work,
+            files,
+        )
+    };
+    for (step, op) in ops.iter().enumerate() {
+        for (i, m) in machines.iter_mut().enumerate() {
+            apply(m, &mut live[i], &mut refs[i], op);
+        }
+        prop_assert_eq!(&live[0], &live[1], "step {} {:?}: other pages", step, op);
+        let (split, page_by_page) = (seen(&machines[0]), seen(&machines[1]));
+        prop_assert!(
+            split == page_by_page,
+            "step {} {:?}:\n{:?}\n{:?}",
+            step,
+            op,
+            split,
+            page_by_page
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).map_or(300, |n: u32| n / 10),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn refilling_a_block_at_a_time_changes_nothing(
+        config in machine(),
+        ops in proptest::collection::vec(op(13), 1..150),
+    ) {
+        run_both_refills(config, ops)?;
+    }
+}
+
 /// Pressure: allocate until failure with every kind of request, then free
 /// everything; nothing is lost and the free memory merges back.
 #[test]

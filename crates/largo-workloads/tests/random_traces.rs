@@ -564,8 +564,23 @@ proptest! {
         let s = &SETUPS[setup];
         let text = render(&ops, false, s.preset.geometry().page_size());
         let mem_bytes = setup_mem_bytes(s);
-        let (alone, runs) = (fingerprinted_replay(s, mem_bytes, &text, false, false), fingerprinted_replay(s, mem_bytes, &text, false, true));
+        let (alone, runs) = (fingerprinted_replay(s, mem_bytes, &text, false, false, true), fingerprinted_replay(s, mem_bytes, &text, false, true, true));
         prop_assert!(alone == runs, "{}: zap runs changed the machine:\n{}\ntrace:\n{text}", s.name, first_difference(&alone, &runs));
+    }
+
+    /// Refills the pcp lists a free block at a time
+    /// (`rmqueue_bulk_split`): the machine must end exactly as with each
+    /// page taken by `__rmqueue`, under every setup.
+    #[test]
+    fn bulk_split_changes_nothing(
+        setup in 0..SETUPS.len(),
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let s = &SETUPS[setup];
+        let text = render(&ops, false, s.preset.geometry().page_size());
+        let mem_bytes = setup_mem_bytes(s);
+        let (page_by_page, split) = (fingerprinted_replay(s, mem_bytes, &text, false, true, false), fingerprinted_replay(s, mem_bytes, &text, false, true, true));
+        prop_assert!(page_by_page == split, "{}: bulk splits changed the machine:\n{}\ntrace:\n{text}", s.name, first_difference(&page_by_page, &split));
     }
 
     /// A touch takes its order-0 anonymous faults as runs (`fault_run.rs`:
@@ -581,7 +596,7 @@ proptest! {
         let s = &SETUPS[FAULT_RUN_SETUP];
         let text = render(&ops, false, s.preset.geometry().page_size());
         // Small machines: kswapd wakes and reclaim runs inside runs.
-        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true, false), fingerprinted_replay(s, mem_mib * M, &text, false, true));
+        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true, false, false), fingerprinted_replay(s, mem_mib * M, &text, false, true, true));
         prop_assert!(alone == runs, "runs changed the machine:\n{}\ntrace:\n{text}", first_difference(&alone, &runs));
     }
 }
@@ -589,14 +604,22 @@ proptest! {
 /// Replays `text` under `setup` in a machine of `mem_bytes` (checked at
 /// the end), each access an operation of its own through `Vm::access`
 /// when `one_by_one`, else with fault runs; zaps free runs of order-0
-/// folios together when `zap_runs`; returns everything a test
-/// can see: the counters, the replay's statistics and problems, every
-/// /proc file, and each live task's mappings with the pfn and flags
-/// behind each page.
-fn fingerprinted_replay(setup: &Setup, mem_bytes: u64, text: &str, one_by_one: bool, zap_runs: bool) -> String {
+/// folios together when `zap_runs`; refills pcp lists a free block at a
+/// time when `bulk_split`; returns everything a test can see: the
+/// counters, the replay's statistics and problems, every /proc file, and
+/// each live task's mappings with the pfn and flags behind each page.
+fn fingerprinted_replay(
+    setup: &Setup,
+    mem_bytes: u64,
+    text: &str,
+    one_by_one: bool,
+    zap_runs: bool,
+    bulk_split: bool,
+) -> String {
     use std::fmt::Write;
     let trace = largo_trace::parse_bytes(text.as_bytes()).unwrap();
     let mut m = machine_with_mem(setup, mem_bytes);
+    m.page_alloc_mut().set_bulk_split(bulk_split);
     m.with_vm(0, |vm, _| {
         vm.set_fault_runs(!one_by_one);
         vm.set_zap_runs(zap_runs);
@@ -742,7 +765,7 @@ proptest! {
     fn replayed_fault_runs_change_nothing(mem_mib in prop::sample::select(vec![56u64, 60, 256]), runs in fault_runs()) {
         let s = &SETUPS[FAULT_RUN_SETUP];
         let text = render_fault_runs(&runs);
-        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true, false), fingerprinted_replay(s, mem_mib * M, &text, false, true));
+        let (alone, runs) = (fingerprinted_replay(s, mem_mib * M, &text, true, false, false), fingerprinted_replay(s, mem_mib * M, &text, false, true, true));
         prop_assert!(alone == runs, "runs changed the replay:\n{}\ntrace:\n{text}", first_difference(&alone, &runs));
     }
 }
@@ -759,8 +782,8 @@ fn a_trace_faulting_top_down_replays_the_same_with_runs() {
     shipped_trace_replays_the_same_with_runs("sort-words", 25_000);
 }
 
-/// The shipped trace `name` replays the same with fault and zap runs as
-/// one by one, and more than `min_pages` of its faults and of its pages
+/// The shipped trace `name` replays the same with fault runs, zap runs
+/// and pcp refills a free block at a time as one by one, and more than `min_pages` of its faults and of its pages
 /// unmapped go in runs.
 fn shipped_trace_replays_the_same_with_runs(name: &str, min_pages: u64) {
     let trace = largo_workloads::recorded::find(name).unwrap().trace();
@@ -770,6 +793,7 @@ fn shipped_trace_replays_the_same_with_runs(name: &str, min_pages: u64) {
             vm.set_fault_runs(!one_by_one);
             vm.set_zap_runs(!one_by_one);
         });
+        m.page_alloc_mut().set_bulk_split(!one_by_one);
         let opts = ReplayOptions {
             one_by_one,
             ..ReplayOptions::default()

@@ -139,6 +139,9 @@ pub struct PageAlloc {
     pub(crate) totalcma_pages: u64,
     /// CONFIG_CMA: MIGRATE_TYPES counts MIGRATE_CMA.
     pub(crate) cma_types: bool,
+    /// Whether `rmqueue_bulk` takes a free block at a time
+    /// ([`PageAlloc::set_bulk_split`]); on unless a test compares the two.
+    pub(crate) bulk_split: bool,
 }
 
 /// What the allocator did, in the units its cost depends on. Boot work is
@@ -236,6 +239,7 @@ impl PageAlloc {
             cma: Vec::new(),
             totalcma_pages: 0,
             cma_types: false,
+            bulk_split: true,
         };
         // A machine with CMA areas models a CONFIG_CMA kernel: one more
         // migratetype for page_group_by_mobility_disabled to count.

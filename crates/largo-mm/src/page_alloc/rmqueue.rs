@@ -17,6 +17,13 @@ pub(crate) enum RmqueueMode {
 }
 
 impl PageAlloc {
+    /// Whether a pcp refill (`rmqueue_bulk`) takes the pages of a free
+    /// block all at once (the default) or page by page through
+    /// `__rmqueue`: the two leave the same allocator, which a test checks.
+    pub fn set_bulk_split(&mut self, on: bool) {
+        self.bulk_split = on;
+    }
+
     /// `__rmqueue_smallest`: the smallest block of the type's own lists.
     #[inline]
     pub(crate) fn __rmqueue_smallest(&mut self, zi: usize, order: u32, mt: MigrateType) -> Option<u64> {
@@ -80,6 +87,75 @@ impl PageAlloc {
         None
     }
 
+    /// The blocks `rmqueue_bulk` takes while `__rmqueue_smallest` finds
+    /// them, a free block at a time instead of a page at a time, with the
+    /// same result: the lists, the pages' records, the counts and the
+    /// buddy levels walked. Returns how many of `count` it took; the
+    /// caller's loop takes the rest (the fallbacks).
+    ///
+    /// Why the result is the same: `__rmqueue_smallest` takes the first
+    /// block of the smallest non-empty order `high`, so the type's lists
+    /// below `high` are empty. Taking its first unit, `expand` leaves the
+    /// rest of it as one block of each order below `high`, each alone on
+    /// its list; the next take finds the lowest of them, the smallest, and
+    /// so on: the units go in address order, and after `m` of them what
+    /// remains is `[m, 2^(high - order))` (in units) cut into aligned
+    /// blocks, each alone on its list (where the order of a list's
+    /// pushes does not matter). The take of unit `t > 0` found a block of
+    /// order `order + tz(t)` and walked `tz(t)` levels, the first `high -
+    /// order`.
+    fn rmqueue_bulk_split(
+        &mut self,
+        zi: usize,
+        pcp_idx: usize,
+        pindex: usize,
+        order: u32,
+        count: i32,
+        mt: MigrateType,
+    ) -> i32 {
+        let mut got = 0;
+        while got < count {
+            let found = (order..=self.geo.max_page_order).find_map(|o| {
+                self.zones[zi].free_area[o as usize]
+                    .list(mt)
+                    .first()
+                    .map(|pfn| (o, pfn))
+            });
+            let Some((high, pfn)) = found else {
+                break;
+            };
+            let units = 1u64 << (high - order);
+            let m = units.min((count - got) as u64);
+            self.del_page_from_free_list(zi, pfn, high, mt);
+            let levels: u64 = (1..m).map(|t| u64::from(t.trailing_zeros())).sum();
+            self.work.buddy_levels += u64::from(high - order) + levels;
+            // What remains, from unit `m` up: aligned blocks, smallest first.
+            let mut unit = m;
+            while unit < units {
+                let o = unit.trailing_zeros().min(high - order);
+                self.add_to_free_list(zi, pfn + (unit << order), order + o, mt, false);
+                unit += 1 << o;
+            }
+            self.account_freepages(zi, -((m << order) as i64), mt);
+            for t in 0..m {
+                let unit_pfn = pfn + (t << order);
+                if t > 0 {
+                    self.memmap.page_mut(unit_pfn).clear();
+                }
+                Self::pcp_list_add(
+                    &mut self.pcp[pcp_idx],
+                    &mut self.memmap.pages,
+                    pindex,
+                    unit_pfn,
+                    order,
+                    true,
+                );
+            }
+            got += m as i32;
+        }
+        got
+    }
+
     /// `rmqueue_bulk`: up to `count` blocks of `order` under one zone-lock
     /// hold, appended to the pcp list in physical order. Returns how many.
     pub(crate) fn rmqueue_bulk(
@@ -95,6 +171,12 @@ impl PageAlloc {
         let mut mode = RmqueueMode::Normal;
         let mut got = 0;
         self.work.zone_lock += 1;
+        // A CMA request may be steered to CMA page by page, as the free
+        // counts move: only the block-at-a-time way when that cannot be.
+        let cma_steers = alloc_flags.contains(AllocFlags::CMA) && self.zones[zi].stat.nr_free_cma > 0;
+        if self.bulk_split && !cma_steers {
+            got = self.rmqueue_bulk_split(zi, pcp_idx, pindex, order, count, mt);
+        }
         while got < count {
             let Some(pfn) = self.__rmqueue(zi, order, mt, alloc_flags, &mut mode) else {
                 break;
