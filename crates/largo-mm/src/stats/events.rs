@@ -139,8 +139,13 @@ impl VmEvent {
         ALLOCSTALL[zone.index()]
     }
 
+    /// The event /proc/vmstat names `name`, through a table built once
+    /// (a report reads every item by name).
     pub fn from_name(name: &str) -> Option<VmEvent> {
-        VmEvent::ALL.iter().copied().find(|e| e.name() == name)
+        static BY_NAME: std::sync::OnceLock<rustc_hash::FxHashMap<&'static str, VmEvent>> = std::sync::OnceLock::new();
+        // Reversed: were a name given twice, the first event keeps it.
+        let by_name = BY_NAME.get_or_init(|| VmEvent::ALL.iter().rev().map(|&e| (e.name(), e)).collect());
+        by_name.get(name).copied()
     }
 }
 
