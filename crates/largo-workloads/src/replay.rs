@@ -728,7 +728,7 @@ pub struct ReplayOptions {
     pub tlb_overrides: Option<String>,
     /// Replay every access as a machine operation of its own through
     /// [`Vm::access`]: each fault event alone, instead of a run of them
-    /// (one page apart, [`fault_run_len`]) as one access run, and a touch
+    /// ([`fault_run_len`]) as one access run, and a touch
     /// page by page. The same machine, more slowly (for a test comparing
     /// the two).
     ///

@@ -62,9 +62,11 @@ impl Vm {
         self.fault_run_stats
     }
 
-    /// Up to `count` write accesses by `pid`, access `k` at `addr_of(k)`,
-    /// each in the page after the one before (at any offset in it), each
-    /// a fault on a none PTE that maps a new order-0 folio, made as
+    /// Up to `count` write accesses by `pid`, access `k` at `addr_of(k)`
+    /// (at any offset in its page), as long as each is in one page table
+    /// and VMA with the first, in a page after the one before or each in
+    /// a page before it ([`Vm::run_nones`]), and a fault on a none PTE
+    /// that maps a new order-0 folio, each made as
     /// [`Vm::access_fault`] makes it. With `per_operation`, each access
     /// is a machine operation of its own to the caller, and the run ends
     /// after one that leaves work for the end of its operation
