@@ -94,10 +94,11 @@ impl PageAlloc {
     /// caller's loop takes the rest (the fallbacks).
     ///
     /// Why the result is the same: `__rmqueue_smallest` takes the first
-    /// block of the smallest non-empty order `high`, so the type's lists
-    /// below `high` are empty. Taking its first unit, `expand` leaves the
-    /// rest of it as one block of each order below `high`, each alone on
-    /// its list; the next take finds the lowest of them, the smallest, and
+    /// block of the smallest non-empty order `high` from `order` up, so
+    /// the type's lists of orders `order..high` are empty. Taking its
+    /// first unit, `expand` leaves the rest of it as one block of each of
+    /// those orders, each alone on its list; the next take finds the
+    /// lowest of them, the smallest, and
     /// so on: the units go in address order, and after `m` of them what
     /// remains is `[m, 2^(high - order))` (in units) cut into aligned
     /// blocks, each alone on its list (where the order of a list's
@@ -127,12 +128,14 @@ impl PageAlloc {
             let units = 1u64 << (high - order);
             let m = units.min((count - got) as u64);
             self.del_page_from_free_list(zi, pfn, high, mt);
-            let levels: u64 = (1..m).map(|t| u64::from(t.trailing_zeros())).sum();
+            // The sum of tz(t) for t in 1..m: the 2s in (m - 1)! (Legendre).
+            let levels = (m - 1) - u64::from((m - 1).count_ones());
             self.work.buddy_levels += u64::from(high - order) + levels;
-            // What remains, from unit `m` up: aligned blocks, smallest first.
+            // What remains, from unit `m` up: aligned blocks, smallest first
+            // (`unit < units`: each fits below the block's end).
             let mut unit = m;
             while unit < units {
-                let o = unit.trailing_zeros().min(high - order);
+                let o = unit.trailing_zeros();
                 self.add_to_free_list(zi, pfn + (unit << order), order + o, mt, false);
                 unit += 1 << o;
             }

@@ -64,9 +64,9 @@ impl Vm {
 
     /// Up to `count` write accesses by `pid`, access `k` at `addr_of(k)`
     /// (at any offset in its page), as long as each is in one page table
-    /// and VMA with the first, in a page after the one before or each in
-    /// a page before it ([`Vm::run_nones`]), and a fault on a none PTE
-    /// that maps a new order-0 folio, each made as
+    /// and VMA with the first, each in a later page than the one before or
+    /// each in an earlier one ([`Vm::run_nones`]), and a fault on a none
+    /// PTE that maps a new order-0 folio, each made as
     /// [`Vm::access_fault`] makes it. With `per_operation`, each access
     /// is a machine operation of its own to the caller, and the run ends
     /// after one that leaves work for the end of its operation
@@ -194,12 +194,12 @@ impl Vm {
     /// the run finds an entry an earlier one set).
     fn run_nones(&self, table: usize, vma: usize, count: u64, addr_of: &impl Fn(u64) -> u64) -> u64 {
         let page_shift = self.page_shift();
-        let index_mask = self.pt.shape.entries_at(0) - 1;
+        let table_pages = self.pt.shape.entries_at(0) as u64;
+        let index_mask = table_pages as usize - 1;
         let entries = &self.pt.pages[table].entries;
         let first = addr_of(0);
         let page = first >> page_shift;
         // The pages the run may reach: those of the VMA in this table.
-        let table_pages = 1u64 << (self.pt.shape.level_shift(1) - page_shift);
         let table_first = page & !(table_pages - 1);
         let lowest = table_first.max(self.vmas[vma].start >> page_shift);
         let highest = (table_first + table_pages - 1).min((self.vmas[vma].end - 1) >> page_shift);

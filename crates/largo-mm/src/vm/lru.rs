@@ -52,8 +52,14 @@ impl FolioRef {
 /// An LRU neighbour in one word, to keep folio records small (the zap
 /// and the LRU walk read many of them): a [`FolioRef`]'s token, or
 /// [`Link::NONE`] (the token no key reaches).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Link(u64);
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
 
 impl Link {
     const NONE: Link = Link(u64::MAX);
