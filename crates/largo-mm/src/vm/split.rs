@@ -4,7 +4,7 @@
 
 use largo_physmem::BackingKind;
 
-use super::folio::{AnonFolio, NO_LINK};
+use super::folio::{AnonFolio, DeferredLinks, NO_LINK};
 use super::lru::FolioRef;
 use super::pgtable::Pte;
 use super::stats::MthpStat;
@@ -54,12 +54,11 @@ impl Vm {
         }
         let q = &mut self.deferred[nid];
         let tail = q.tail;
-        self.folios[key].deferred = Some((tail, NO_LINK));
+        self.folios[key].deferred = DeferredLinks::queued(tail, NO_LINK);
         if tail == NO_LINK {
             q.head = key;
         } else {
-            let t = self.folios[tail].deferred.as_mut().expect("queued");
-            t.1 = key;
+            self.folios[tail].deferred.set_next(key);
         }
         q.tail = key;
         q.len += 1;
@@ -71,12 +70,12 @@ impl Vm {
         if prev == NO_LINK {
             q.head = next;
         } else {
-            self.folios[prev].deferred.as_mut().expect("queued").1 = next;
+            self.folios[prev].deferred.set_next(next);
         }
         if next == NO_LINK {
             q.tail = prev;
         } else {
-            self.folios[next].deferred.as_mut().expect("queued").0 = prev;
+            self.folios[next].deferred.set_prev(prev);
         }
         q.len -= 1;
     }
@@ -103,7 +102,7 @@ impl Vm {
         let mut batch = Vec::new();
         let mut cur = self.deferred[nid].head;
         while cur != NO_LINK && (batch.len() as u64) < nr_to_scan {
-            let next = self.folios[cur].deferred.expect("queued").1;
+            let next = self.folios[cur].deferred.get().expect("queued").1;
             batch.push(cur);
             cur = next;
         }
@@ -116,7 +115,7 @@ impl Vm {
     fn deferred_memcg_folios(&self, memcg: usize) -> impl Iterator<Item = usize> + '_ {
         self.deferred.iter().flat_map(move |q| {
             std::iter::successors(Some(q.head), |&cur| {
-                (cur != NO_LINK).then(|| self.folios[cur].deferred.expect("queued").1)
+                (cur != NO_LINK).then(|| self.folios[cur].deferred.get().expect("queued").1)
             })
             .take_while(|&cur| cur != NO_LINK)
             .filter(move |&cur| usize::from(self.folios[cur].memcg) == memcg)
