@@ -728,9 +728,8 @@ pub struct ReplayOptions {
     pub tlb_overrides: Option<String>,
     /// Replay every access as a machine operation of its own through
     /// [`Vm::access`]: each fault event alone, instead of a run of them
-    /// ([`fault_run_len`]) as one access run, and a touch
-    /// page by page. The same machine, more slowly (for a test comparing
-    /// the two).
+    /// ([`fault_run_len`]) as one access run, and a touch page by page.
+    /// The same machine, more slowly (for a test comparing the two).
     ///
     /// [`Vm::access`]: largo_mm::vm::Vm::access
     pub one_by_one: bool,

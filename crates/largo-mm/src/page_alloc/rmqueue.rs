@@ -98,13 +98,12 @@ impl PageAlloc {
     /// the type's lists of orders `order..high` are empty. Taking its
     /// first unit, `expand` leaves the rest of it as one block of each of
     /// those orders, each alone on its list; the next take finds the
-    /// lowest of them, the smallest, and
-    /// so on: the units go in address order, and after `m` of them what
-    /// remains is `[m, 2^(high - order))` (in units) cut into aligned
-    /// blocks, each alone on its list (where the order of a list's
-    /// pushes does not matter). The take of unit `t > 0` found a block of
-    /// order `order + tz(t)` and walked `tz(t)` levels, the first `high -
-    /// order`.
+    /// lowest of them, the smallest, and so on: the units go in address
+    /// order, and after `m` of them what remains is `[m, 2^(high -
+    /// order))` (in units) cut into aligned blocks, each alone on its
+    /// list (where the order of a list's pushes does not matter). The
+    /// take of unit `t > 0` found a block of order `order + tz(t)` and
+    /// walked `tz(t)` levels; the first walked `high - order`.
     fn rmqueue_bulk_split(
         &mut self,
         zi: usize,

@@ -420,8 +420,6 @@ def _finished(out: Path) -> set:
 
 def _write_cell(out: Path, row: Dict[str, Any]) -> None:
     """One cell's row as its own Parquet file, written whole or not at all."""
-    import pyarrow.parquet as pq
-
     out.mkdir(parents=True, exist_ok=True)
     _replace_with(_cell_file(out, row["cell_id"]), table_of([row]))
 
