@@ -561,13 +561,7 @@ proptest! {
         setup in 0..SETUPS.len(),
         ops in prop::collection::vec(op(), 1..200),
     ) {
-        let s = &SETUPS[setup];
-        let text = render(&ops, false, s.preset.geometry().page_size());
-        let mem_bytes = setup_mem_bytes(s);
-        let alone = fingerprinted_replay(s, mem_bytes, &text, false, false, true);
-        let runs = fingerprinted_replay(s, mem_bytes, &text, false, true, true);
-        let difference = first_difference(&alone, &runs);
-        prop_assert!(alone == runs, "{}: zap runs changed the machine:\n{difference}\ntrace:\n{text}", s.name);
+        same_machine_either_way(&SETUPS[setup], &ops, "zap runs", |zap_runs| (false, zap_runs, true))?;
     }
 
     /// Refills the pcp lists a free block at a time
@@ -578,13 +572,7 @@ proptest! {
         setup in 0..SETUPS.len(),
         ops in prop::collection::vec(op(), 1..200),
     ) {
-        let s = &SETUPS[setup];
-        let text = render(&ops, false, s.preset.geometry().page_size());
-        let mem_bytes = setup_mem_bytes(s);
-        let page_by_page = fingerprinted_replay(s, mem_bytes, &text, false, true, false);
-        let split = fingerprinted_replay(s, mem_bytes, &text, false, true, true);
-        let diff = first_difference(&page_by_page, &split);
-        prop_assert!(page_by_page == split, "{}: bulk splits changed the machine:\n{diff}\ntrace:\n{text}", s.name);
+        same_machine_either_way(&SETUPS[setup], &ops, "bulk splits", |bulk_split| (false, true, bulk_split))?;
     }
 
     /// A touch takes its order-0 anonymous faults as runs (`fault_run.rs`:
@@ -604,6 +592,30 @@ proptest! {
         let runs = fingerprinted_replay(s, mem_mib * M, &text, false, true, true);
         prop_assert!(alone == runs, "runs changed the machine:\n{}\ntrace:\n{text}", first_difference(&alone, &runs));
     }
+}
+
+/// `ops` under `setup` replayed with one fast path off and on (`ways`
+/// gives `fingerprinted_replay`'s one_by_one, zap_runs and bulk_split for
+/// each): everything a test can see must be the same.
+fn same_machine_either_way(
+    s: &Setup,
+    ops: &[Op],
+    what: &str,
+    ways: impl Fn(bool) -> (bool, bool, bool),
+) -> Result<(), TestCaseError> {
+    let text = render(ops, false, s.preset.geometry().page_size());
+    let mem_bytes = setup_mem_bytes(s);
+    let [off, on] = [false, true].map(|fast| {
+        let (one_by_one, zap_runs, bulk_split) = ways(fast);
+        fingerprinted_replay(s, mem_bytes, &text, one_by_one, zap_runs, bulk_split)
+    });
+    let diff = first_difference(&off, &on);
+    prop_assert!(
+        off == on,
+        "{}: {what} changed the machine:\n{diff}\ntrace:\n{text}",
+        s.name
+    );
+    Ok(())
 }
 
 /// Replays `text` under `setup` in a machine of `mem_bytes` (checked at
