@@ -16,34 +16,61 @@ pub const NO_LINK: usize = usize::MAX;
 /// readahead read into the swap cache, which no page table maps.
 pub const NO_ANON_VMA: AnonVmaId = usize::MAX;
 
+/// [`NO_LINK`] in a [`DeferredLinks`] half.
+const NO_LINK_32: u32 = u32::MAX;
 /// The `prev` of a folio on no deferred split queue (no key reaches it).
-const OFF_QUEUE: usize = usize::MAX - 1;
+const OFF_QUEUE_32: u32 = u32::MAX - 1;
 
 /// A folio's place on its node's deferred split queue (`_deferred_list`):
-/// its neighbours there ([`NO_LINK`] at an end), or none. Two words, where
-/// `Option<(usize, usize)>` took three, in a record every zap reads.
+/// its neighbours there ([`NO_LINK`] at an end), or none. One word, where
+/// `Option<(usize, usize)>` took three, in a record every zap reads: each
+/// neighbour's key in 32 bits (a machine has fewer folios than pages, and
+/// 2^32 - 2 order-0 folio records alone would take 512 GiB of host memory).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct DeferredLinks {
-    prev: usize,
-    next: usize,
+    prev: u32,
+    next: u32,
+}
+
+/// A neighbour's key (or [`NO_LINK`]) in 32 bits.
+fn link_32(key: usize) -> u32 {
+    if key == NO_LINK {
+        return NO_LINK_32;
+    }
+    match u32::try_from(key) {
+        Ok(k) if k < OFF_QUEUE_32 => k,
+        _ => panic!("folio key {key} does not fit a deferred split link"),
+    }
+}
+
+/// ... and back.
+#[inline]
+fn link_usize(link: u32) -> usize {
+    if link == NO_LINK_32 {
+        NO_LINK
+    } else {
+        link as usize
+    }
 }
 
 impl DeferredLinks {
     /// On no queue.
     pub const NONE: DeferredLinks = DeferredLinks {
-        prev: OFF_QUEUE,
-        next: NO_LINK,
+        prev: OFF_QUEUE_32,
+        next: NO_LINK_32,
     };
 
     /// On a queue between `prev` and `next`.
     pub fn queued(prev: usize, next: usize) -> DeferredLinks {
-        debug_assert_ne!(prev, OFF_QUEUE, "a folio key");
-        DeferredLinks { prev, next }
+        DeferredLinks {
+            prev: link_32(prev),
+            next: link_32(next),
+        }
     }
 
     #[inline]
     pub fn is_some(&self) -> bool {
-        self.prev != OFF_QUEUE
+        self.prev != OFF_QUEUE_32
     }
 
     #[inline]
@@ -54,7 +81,7 @@ impl DeferredLinks {
     /// The neighbours (previous, next), if queued.
     #[inline]
     pub fn get(&self) -> Option<(usize, usize)> {
-        self.is_some().then_some((self.prev, self.next))
+        self.is_some().then(|| (link_usize(self.prev), link_usize(self.next)))
     }
 
     /// Off the queue; returns the neighbours it had.
@@ -65,13 +92,13 @@ impl DeferredLinks {
     }
 
     pub fn set_prev(&mut self, prev: usize) {
-        debug_assert!(self.is_some() && prev != OFF_QUEUE, "relinking a folio on no queue");
-        self.prev = prev;
+        debug_assert!(self.is_some(), "relinking a folio on no queue");
+        self.prev = link_32(prev);
     }
 
     pub fn set_next(&mut self, next: usize) {
         debug_assert!(self.is_some(), "relinking a folio on no queue");
-        self.next = next;
+        self.next = link_32(next);
     }
 }
 
@@ -120,6 +147,9 @@ pub struct AnonFolio {
     pub from_shmem: bool,
 }
 
+// Two cache lines: every fault writes a record and every zap reads one.
+const _: () = assert!(std::mem::size_of::<AnonFolio>() <= 128);
+
 impl AnonFolio {
     pub fn new(pfn: u64, order: u32, anon_vma: AnonVmaId, index: u64) -> AnonFolio {
         AnonFolio {
@@ -159,5 +189,35 @@ impl AnonFolio {
     #[inline]
     pub fn is_large(&self) -> bool {
         self.order > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DeferredLinks, NO_LINK};
+
+    #[test]
+    fn deferred_links_keep_every_key_and_the_ends() {
+        let top = u32::MAX as usize - 2;
+        for (prev, next) in [(NO_LINK, NO_LINK), (0, NO_LINK), (NO_LINK, top), (7, top)] {
+            let mut l = DeferredLinks::queued(prev, next);
+            assert_eq!(l.get(), Some((prev, next)));
+            l.set_prev(top);
+            l.set_next(NO_LINK);
+            assert_eq!(l.take(), Some((top, NO_LINK)));
+            assert!(l.is_none() && l.get().is_none());
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit a deferred split link")]
+    fn a_key_that_reads_as_off_queue_is_refused() {
+        DeferredLinks::queued(u32::MAX as usize - 1, NO_LINK);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit a deferred split link")]
+    fn a_key_past_32_bits_is_refused() {
+        DeferredLinks::queued(3, 1 << 33);
     }
 }
