@@ -452,7 +452,7 @@ impl Vm {
         let i = &mut self.shmem.inodes[inode];
         i.cache.insert(index, key);
         i.xa_count_entry(index, folio.order, 1);
-        self.shmem_xa_update(inode, memcg);
+        self.shmem_xa_add_one(inode, index, folio.order, memcg);
         let head = ctx.pa.memmap.page_mut(folio.pfn.0);
         head.insert_flags(PageFlags::SWAPBACKED | PageFlags::UPTODATE);
         head.set_private(key as u32 + 1);

@@ -69,23 +69,27 @@ impl ShmemInode {
         }
     }
 
+    /// The levels that have nodes: the height the tree had when its nodes
+    /// were last settled (its top node is the root).
+    fn xa_settled_height(&self) -> u32 {
+        (0..XA_LEVELS)
+            .rev()
+            .find(|&l| self.xa_nodes_per_level[l as usize] > 0)
+            .map_or(0, |top| top + 1)
+    }
+
     /// The tree's height (`xas_max` of its entries), 0 when it needs no
     /// node (empty, or a lone order-0 entry at index 0 in `xa_head`).
     fn xa_height(&self, folio_order: impl Fn(usize) -> u32) -> u32 {
-        let last = |index: u64, order: u32| {
-            let mask = (1u64 << order) - 1;
-            let last = index | mask;
-            if order > 0 && last == mask {
-                last + 1
-            } else {
-                last
-            }
-        };
         let ends = [
-            self.cache.last_key_value().map(|(&i, &k)| last(i, folio_order(k))),
-            self.cache.first_key_value().map(|(&i, &k)| last(i, folio_order(k))),
-            self.swapped.last_key_value().map(|(&i, &(_, o))| last(i, o)),
-            self.swapped.first_key_value().map(|(&i, &(_, o))| last(i, o)),
+            self.cache
+                .last_key_value()
+                .map(|(&i, &k)| entry_last(i, folio_order(k))),
+            self.cache
+                .first_key_value()
+                .map(|(&i, &k)| entry_last(i, folio_order(k))),
+            self.swapped.last_key_value().map(|(&i, &(_, o))| entry_last(i, o)),
+            self.swapped.first_key_value().map(|(&i, &(_, o))| entry_last(i, o)),
         ];
         let Some(max_index) = ends.into_iter().flatten().max() else {
             return 0;
@@ -93,12 +97,111 @@ impl ShmemInode {
         if max_index == 0 && self.cache.len() + self.swapped.len() == 1 {
             return 0;
         }
-        let mut height = 1;
-        while height < XA_LEVELS && max_index >> (XA_CHUNK_SHIFT * height) != 0 {
-            height += 1;
-        }
-        height
+        height_for(max_index)
     }
+}
+
+impl ShmemInode {
+    /// Settles the nodes after the changes marked since the last settling:
+    /// nodes now needed are made (owned by `memcg`, the task storing),
+    /// nodes gone are dropped. Returns how many were made and the owner of
+    /// each dropped. `folio_order` gives a page cache key's folio order.
+    fn xa_settle(&mut self, memcg: u16, folio_order: impl Fn(usize) -> u32) -> (usize, Vec<u16>) {
+        if self.xa_touched.is_empty() {
+            return (0, Vec::new());
+        }
+        let mut touched = std::mem::take(&mut self.xa_touched);
+        let height = self.xa_height(folio_order);
+        // Nodes exist only below the height the tree had at the last
+        // settling (its top node is the highest), and are needed only
+        // below the height it has now: no level above both can change.
+        let levels = height.max(self.xa_settled_height());
+        // The paths of the touched indices and of index 0 (the root's,
+        // where the height changed), node by node in (level, key) order:
+        // sorted indices give each level's keys in order, repeats adjacent.
+        touched.push(0);
+        touched.sort_unstable();
+        touched.dedup();
+        let mut frees = Vec::new();
+        let mut allocs = 0;
+        for level in 0..levels {
+            let mut last_key = None;
+            for &index in &touched {
+                let node = node_at(level, index);
+                if last_key == Some(node.1) {
+                    continue;
+                }
+                last_key = Some(node.1);
+                let needed = level < height && self.xa_node_used(node);
+                match (needed, self.xa_nodes.get(&node).copied()) {
+                    (false, Some(owner)) => {
+                        self.xa_nodes.remove(&node);
+                        self.xa_nodes_per_level[level as usize] -= 1;
+                        frees.push(owner);
+                    }
+                    (true, None) => {
+                        self.xa_nodes.insert(node, memcg);
+                        self.xa_nodes_per_level[level as usize] += 1;
+                        allocs += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // The buffer goes back with its capacity for the next change.
+        touched.clear();
+        self.xa_touched = touched;
+        (allocs, frees)
+    }
+
+    /// [`ShmemInode::xa_settle`] after one change, an entry of `order`
+    /// added at `index`, without the walk of every level, when the answer
+    /// is plain: this entry is the only change since the last settling
+    /// and the tree keeps its height (it had nodes, and the entry lies
+    /// within their reach). Then no node becomes unneeded, the root's path
+    /// is as it was, and the nodes to make are those missing on the
+    /// entry's path from its own level up. Returns how many were made, or
+    /// `None` (nothing done) when the walk is needed.
+    fn xa_settle_one_add(&mut self, index: u64, order: u32, memcg: u16) -> Option<usize> {
+        let had = self.xa_settled_height();
+        let only_change = self.xa_touched.len() == 1 && self.xa_touched[0] == index;
+        if !only_change || had == 0 || height_for(entry_last(index, order)) > had {
+            return None;
+        }
+        self.xa_touched.clear();
+        let mut allocs = 0;
+        for level in order / XA_CHUNK_SHIFT..had {
+            let node = node_at(level, index);
+            if let std::collections::hash_map::Entry::Vacant(slot) = self.xa_nodes.entry(node) {
+                slot.insert(memcg);
+                self.xa_nodes_per_level[level as usize] += 1;
+                allocs += 1;
+            }
+        }
+        Some(allocs)
+    }
+}
+
+/// The last index an entry of `order` at `index` makes the tree cover
+/// (`xas_max`: one more for a multi-index entry at index 0, which
+/// `xa_head` cannot hold).
+fn entry_last(index: u64, order: u32) -> u64 {
+    let mask = (1u64 << order) - 1;
+    let last = index | mask;
+    if order > 0 && last == mask {
+        last + 1
+    } else {
+        last
+    }
+}
+
+/// The height of a tree whose highest index is `max_index` (at least 1).
+fn height_for(max_index: u64) -> u32 {
+    let mut height = 1;
+    while height < XA_LEVELS && max_index >> (XA_CHUNK_SHIFT * height) != 0 {
+        height += 1;
+    }
+    height
 }
 
 impl Vm {
@@ -122,55 +225,24 @@ impl Vm {
     /// they were charged to.
     pub(crate) fn shmem_xa_update(&mut self, inode: usize, memcg: usize) {
         let folios = &self.shmem.folios;
-        let i = &mut self.shmem.inodes[inode];
-        if i.xa_touched.is_empty() {
-            return;
+        let (allocs, frees) = self.shmem.inodes[inode].xa_settle(memcg as u16, |k| folios[k].order);
+        self.xa_charge(memcg, allocs, frees);
+    }
+
+    /// An entry of `order` at `index` joined `inode`'s page cache (its
+    /// count already taken, [`ShmemInode::xa_count_entry`]): the nodes
+    /// settled as [`Vm::shmem_xa_update`] settles them, through
+    /// [`ShmemInode::xa_settle_one_add`] when that applies.
+    pub(crate) fn shmem_xa_add_one(&mut self, inode: usize, index: u64, order: u32, memcg: usize) {
+        match self.shmem.inodes[inode].xa_settle_one_add(index, order, memcg as u16) {
+            Some(allocs) => self.xa_charge(memcg, allocs, Vec::new()),
+            None => self.shmem_xa_update(inode, memcg),
         }
-        let mut touched = std::mem::take(&mut i.xa_touched);
-        let height = i.xa_height(|k| folios[k].order);
-        // Nodes exist only below the height the tree had at the last
-        // settling (its top node is the highest), and are needed only
-        // below the height it has now: no level above both can change.
-        let had = (0..XA_LEVELS)
-            .rev()
-            .find(|&l| i.xa_nodes_per_level[l as usize] > 0)
-            .map_or(0, |top| top + 1);
-        let levels = height.max(had);
-        // The paths of the touched indices and of index 0 (the root's,
-        // where the height changed), node by node in (level, key) order:
-        // sorted indices give each level's keys in order, repeats adjacent.
-        touched.push(0);
-        touched.sort_unstable();
-        touched.dedup();
-        let mut frees = Vec::new();
-        let mut allocs = 0;
-        for level in 0..levels {
-            let mut last_key = None;
-            for &index in &touched {
-                let node = node_at(level, index);
-                if last_key == Some(node.1) {
-                    continue;
-                }
-                last_key = Some(node.1);
-                let needed = level < height && i.xa_node_used(node);
-                match (needed, i.xa_nodes.get(&node).copied()) {
-                    (false, Some(owner)) => {
-                        i.xa_nodes.remove(&node);
-                        i.xa_nodes_per_level[level as usize] -= 1;
-                        frees.push(owner);
-                    }
-                    (true, None) => {
-                        i.xa_nodes.insert(node, memcg as u16);
-                        i.xa_nodes_per_level[level as usize] += 1;
-                        allocs += 1;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        // The buffer goes back with its capacity for the next change.
-        touched.clear();
-        i.xa_touched = touched;
+    }
+
+    /// The slab objects of settled nodes: `allocs` new ones charged to
+    /// `memcg`, and one freed from each owner in `frees`.
+    fn xa_charge(&mut self, memcg: usize, allocs: usize, frees: Vec<u16>) {
         for owner in frees {
             self.slab_free(owner, SlabCache::RadixTreeNode, 1);
         }
@@ -188,6 +260,129 @@ impl Vm {
     pub(crate) fn shmem_file_objects_free(&mut self, memcg: u16) {
         for cache in [SlabCache::Filp, SlabCache::Dentry, SlabCache::ShmemInode] {
             self.slab_free(memcg, cache, 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ShmemInode;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn empty_inode() -> ShmemInode {
+        ShmemInode {
+            size_bytes: 0,
+            cache: BTreeMap::new(),
+            swapped: BTreeMap::new(),
+            unlinked: true,
+            nr_fds: 0,
+            kmem_memcg: 0,
+            xa_nodes: Default::default(),
+            xa_nodes_per_level: Default::default(),
+            xa_count: Default::default(),
+            xa_edge_count: Default::default(),
+            xa_touched: Vec::new(),
+            sysv: false,
+            ipc_held: false,
+        }
+    }
+
+    /// A page cache change: an entry of `order` added at (or the entry
+    /// covering) page `index`, settled now or left for the next change.
+    #[derive(Clone, Debug)]
+    struct Change {
+        index: u64,
+        order: u32,
+        remove: bool,
+        settle: bool,
+        memcg: u16,
+    }
+
+    fn change() -> impl Strategy<Value = Change> {
+        let index = prop_oneof![0u64..64, 0u64..5000, 0u64..300_000, Just(0u64), 0u64..(1 << 40)];
+        (
+            index,
+            prop_oneof![Just(0u32), 0u32..10],
+            any::<bool>(),
+            prop::bool::weighted(0.8),
+            1u16..4,
+        )
+            .prop_map(|(index, order, remove, settle, memcg)| Change {
+                index,
+                order,
+                remove,
+                settle,
+                memcg,
+            })
+    }
+
+    /// Applies `c` to the inode's entries (the page cache's keys are the
+    /// folio orders here); returns the index whose entry changed, if any.
+    fn apply(i: &mut ShmemInode, c: &Change) -> Option<(u64, u32, bool)> {
+        if c.remove {
+            let (&first, &order) = i.cache.range(..=c.index).next_back()?;
+            if c.index >= first + (1 << order) {
+                return None;
+            }
+            i.cache.remove(&first);
+            i.xa_count_entry(first, order as u32, -1);
+            return Some((first, order as u32, false));
+        }
+        let first = c.index & !((1u64 << c.order) - 1);
+        let end = first + (1 << c.order);
+        let overlaps = i
+            .cache
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&f, &o)| f + (1 << o) > first);
+        if overlaps {
+            return None;
+        }
+        i.cache.insert(first, c.order as usize);
+        i.xa_count_entry(first, c.order, 1);
+        Some((first, c.order, true))
+    }
+
+    proptest! {
+        /// The one-add settling makes and charges exactly the nodes the
+        /// walk of every level would, in every state it accepts, and
+        /// declines (changing nothing) in every other.
+        #[test]
+        fn settling_one_add_matches_the_walk(changes in prop::collection::vec(change(), 1..120)) {
+            let (mut fast, mut walk) = (empty_inode(), empty_inode());
+            let mut taken = 0;
+            for c in &changes {
+                let done = apply(&mut fast, c);
+                prop_assert_eq!(done, apply(&mut walk, c));
+                if !c.settle {
+                    continue;
+                }
+                let by_walk = walk.xa_settle(c.memcg, |order| order as u32);
+                let by_fast = match done {
+                    Some((first, order, true)) => {
+                        let before = fast.clone();
+                        match fast.xa_settle_one_add(first, order, c.memcg) {
+                            Some(allocs) => {
+                                taken += 1;
+                                (allocs, Vec::new())
+                            }
+                            None => {
+                                prop_assert_eq!(&fast.xa_nodes, &before.xa_nodes, "a declined settling changed nodes");
+                                prop_assert_eq!(&fast.xa_touched, &before.xa_touched);
+                                fast.xa_settle(c.memcg, |order| order as u32)
+                            }
+                        }
+                    }
+                    _ => fast.xa_settle(c.memcg, |order| order as u32),
+                };
+                prop_assert_eq!(by_fast, by_walk, "{:?}", c);
+                prop_assert_eq!(&fast.xa_nodes, &walk.xa_nodes, "{:?}", c);
+                prop_assert_eq!(fast.xa_nodes_per_level, walk.xa_nodes_per_level);
+            }
+            // Most adds into a tree with nodes take the short way.
+            let adds = changes.iter().filter(|c| !c.remove && c.settle).count();
+            prop_assert!(adds < 20 || taken > 0, "{adds} settled adds, none the short way");
         }
     }
 }
