@@ -475,20 +475,15 @@ pub fn fit(
             costs: groups.len(),
         });
     }
-    let fitted: Vec<&str> = groups.iter().flat_map(|(_, terms)| terms.iter().copied()).collect();
     // Rows: each group's count, and the target less the priors' share,
     // both divided by the target (relative error).
     let mut rows = Vec::new();
-    for (c, host_ns) in samples {
+    for (counters, host_ns) in samples {
         if *host_ns <= 0.0 {
             return Err(FitError::NoKernelTime);
         }
-        let c = &TermInput::from_counters(c);
-        let fixed: f64 = TERMS
-            .iter()
-            .filter(|t| !fitted.contains(&t.name))
-            .map(|t| (t.count)(c) as f64 * priors.get(t.name).copied().unwrap_or(0.0))
-            .sum();
+        let fixed = unfitted_ns(counters, priors, groups);
+        let c = &TermInput::from_counters(counters);
         let x: Vec<f64> = groups
             .iter()
             .map(|(_, terms)| {
@@ -510,6 +505,18 @@ pub fn fit(
         }
     }
     Ok(costs)
+}
+
+/// The priors' share of a run's kernel time: every term but `groups'`
+/// (those [`fit`] fits) at its cost in `priors`, ns.
+pub fn unfitted_ns(c: &Counters, priors: &BTreeMap<String, f64>, groups: &[(&str, &[&str])]) -> f64 {
+    let fitted = |name: &str| groups.iter().any(|(_, terms)| terms.contains(&name));
+    let c = &TermInput::from_counters(c);
+    TERMS
+        .iter()
+        .filter(|t| !fitted(t.name))
+        .map(|t| (t.count)(c) as f64 * priors.get(t.name).copied().unwrap_or(0.0))
+        .sum()
 }
 
 /// Non-negative least squares for a handful of unknowns: the best of the

@@ -205,3 +205,37 @@ fn arm64_hpa_coalesces_16k_folios_and_contpte_folds_64k() {
     assert_eq!((t64.coverage.contpte, t64.coverage.coalesced), (65536, 0));
     assert_eq!(t64.entries_needed, 16384 / 16);
 }
+
+/// `unfitted_ns` (what reclaim calibration subtracts from each point's
+/// target) is the estimate less exactly the fitted groups' terms, on a
+/// run with reclaim, swap-out and swap-in in it.
+#[test]
+fn the_priors_share_is_the_estimate_less_the_fitted_terms() {
+    use largo_workloads::cost::{unfitted_ns, RECLAIM_FIT_GROUPS};
+    let w = Workload::parse("swap-pressure:size=256M,passes=1").unwrap();
+    let config = w.machine_config(&MachineConfig {
+        mem_bytes: 512 << 20,
+        swap: vec![largo_mm::swap::SwapSpec::parse("1G").unwrap()],
+        memcg_max_bytes: Some(64 << 20),
+        ..MachineConfig::default()
+    });
+    let mut m = Machine::new(config).unwrap();
+    let out = w.run(&mut m, &RunOptions::default(), &mut |_, _| {}).unwrap();
+    let profile = Profile::default_profile();
+    let estimate = profile.estimate(&out.counters);
+    let fitted: f64 = RECLAIM_FIT_GROUPS
+        .iter()
+        .flat_map(|(_, terms)| terms.iter())
+        .map(|t| estimate.terms[t].ns)
+        .sum();
+    for t in ["reclaim_folio", "swap_out", "swap_in"] {
+        assert!(estimate.terms[t].count > 0, "{t} never counted: {:?}", estimate.terms);
+    }
+    let rest = unfitted_ns(&out.counters, &profile.costs, RECLAIM_FIT_GROUPS);
+    assert!(rest > 0.0 && fitted > 0.0);
+    assert!(
+        (rest + fitted - estimate.kernel_ns).abs() <= estimate.kernel_ns * 1e-9,
+        "{rest} + {fitted} vs {}",
+        estimate.kernel_ns
+    );
+}

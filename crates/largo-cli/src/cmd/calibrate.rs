@@ -99,6 +99,7 @@ fn run_reclaim(args: &CalibrateArgs, tty: bool, should_stop: &dyn Fn() -> bool) 
     let base = super::run::load_profile(args.profile.as_deref())?;
     let points = reclaimcal::measure(
         args.rounds as usize,
+        &base,
         &mut |what| {
             if tty {
                 eprint!("\r\x1b[Kmeasuring {what}");
