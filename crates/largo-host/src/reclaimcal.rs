@@ -172,6 +172,11 @@ pub enum ReclaimFitError {
         unlimited_ms: String,
         rounds: usize,
     },
+    #[error(
+        "no point's reclaim time exceeded the model's estimate of its limited runs' other extra work ({left}): this \
+         host's noise hid reclaim in every round; run again, or with more --rounds"
+    )]
+    ReclaimHidden { left: String },
     #[error(transparent)]
     Fit(#[from] FitError),
 }
@@ -192,6 +197,16 @@ pub fn fit_reclaim(points: &[ReclaimPoint], profile: &Profile, rounds: usize) ->
             unlimited_ms: ms(&p.host_unlimited_ns),
             rounds: p.host_limited_ns.len(),
         });
+    }
+    // With nothing left to explain at any point, every target is negative
+    // and no non-negative costs fit: said here with the figures.
+    if !points.is_empty() && points.iter().all(|p| p.reclaim_left_ns(profile) <= 0.0) {
+        let left = points
+            .iter()
+            .map(|p| format!("{} {:.1} ms", p.name, p.reclaim_left_ns(profile) / 1e6))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(ReclaimFitError::ReclaimHidden { left });
     }
     let samples: Vec<(Counters, f64)> = points
         .iter()
@@ -216,4 +231,52 @@ pub fn fit_reclaim(points: &[ReclaimPoint], profile: &Profile, rounds: usize) ->
         RECLAIM_FIT_GROUPS.iter().map(|(g, _)| *g).collect::<Vec<_>>().join(", ")
     );
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fit_reclaim, machine, ReclaimFitError, ReclaimPoint};
+    use largo_workloads::cost::Profile;
+    use largo_workloads::report::Counters;
+    use largo_workloads::{RunOptions, Workload};
+
+    /// The model's counters of the 4K write-and-read-back point, limited
+    /// or not (its limited run faults more: the swap-ins).
+    fn counters(limited: bool) -> Counters {
+        let w = Workload::parse(&format!("swap-pressure:size={},passes=1", super::SIZE)).unwrap();
+        let config = w.machine_config(&machine("4K", limited).unwrap());
+        let mut m = largo_mm::Machine::new(config).unwrap();
+        w.run(&mut m, &RunOptions::default(), &mut |_, _| {}).unwrap().counters
+    }
+
+    #[test]
+    fn reclaim_hidden_at_every_point_is_said_with_the_figures() {
+        let profile = Profile::default_profile();
+        let point = |host_reclaim_ns: f64| ReclaimPoint {
+            name: "swap-pressure @ 4K".into(),
+            limited: counters(true),
+            unlimited: counters(false),
+            host_limited_ns: vec![50e6 + host_reclaim_ns],
+            host_unlimited_ns: vec![50e6],
+        };
+        // 1 us more in the limited run: far less than its other extra work.
+        let hidden = point(1e3);
+        let left = hidden.reclaim_left_ns(&profile);
+        assert!(hidden.host_reclaim_ns() > 0.0 && left < 0.0, "{left} ns left");
+        match fit_reclaim(std::slice::from_ref(&hidden), &profile, 1) {
+            Err(ReclaimFitError::ReclaimHidden { left }) => assert!(left.contains("swap-pressure @ 4K"), "{left}"),
+            other => panic!("{other:?}"),
+        }
+        // The same point with the reclaim the profile prices on top: fitted.
+        let reclaim_ns: f64 = ["reclaim_folio", "swap_out", "swap_in"]
+            .iter()
+            .map(|t| profile.estimate(&hidden.limited).terms[t].ns)
+            .sum();
+        let shown = point(hidden.host_reclaim_ns() - hidden.reclaim_left_ns(&profile) + reclaim_ns);
+        assert!(shown.reclaim_left_ns(&profile) > 0.0);
+        // (Three points for three costs; the same point three times still
+        // leaves something to fit.)
+        let fitted = fit_reclaim(&[shown.clone(), shown.clone(), shown], &profile, 1);
+        assert!(fitted.is_ok(), "{fitted:?}");
+    }
 }

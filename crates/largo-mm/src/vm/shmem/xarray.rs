@@ -19,7 +19,9 @@
 //! change of entries marks its index, and [`Vm::shmem_xa_update`] settles
 //! the nodes on the paths it marked (and the root's, where the height
 //! changes), at the levels the tree has or had: the work is per change,
-//! not per entry of the file.
+//! not per entry of the file. A page added to the cache alone, the common
+//! change, settles through [`Vm::shmem_xa_add_one`], which skips that
+//! walk when the tree keeps its height ([`ShmemInode::xa_settle_one_add`]).
 
 use super::super::Vm;
 use super::ShmemInode;
@@ -165,7 +167,9 @@ impl ShmemInode {
     fn xa_settle_one_add(&mut self, index: u64, order: u32, memcg: u16) -> Option<usize> {
         let had = self.xa_settled_height();
         let only_change = self.xa_touched.len() == 1 && self.xa_touched[0] == index;
-        if !only_change || had == 0 || height_for(entry_last(index, order)) > had {
+        // A tree without nodes (`had` 0) is never within reach: every
+        // entry needs a height of at least 1.
+        if !only_change || height_for(entry_last(index, order)) > had {
             return None;
         }
         self.xa_touched.clear();
@@ -288,58 +292,72 @@ mod tests {
         }
     }
 
-    /// A page cache change: an entry of `order` added at (or the entry
-    /// covering) page `index`, settled now or left for the next change.
+    /// A change of entries: an entry of `order` added at (or the entry
+    /// covering) page `index`, to the page cache or, `swap`, among the
+    /// swapped-out ranges; settled now or left for the next change.
     #[derive(Clone, Debug)]
     struct Change {
         index: u64,
         order: u32,
         remove: bool,
+        swap: bool,
         settle: bool,
         memcg: u16,
     }
 
     fn change() -> impl Strategy<Value = Change> {
         let index = prop_oneof![0u64..64, 0u64..5000, 0u64..300_000, Just(0u64), 0u64..(1 << 40)];
-        (
-            index,
-            prop_oneof![Just(0u32), 0u32..10],
-            any::<bool>(),
-            prop::bool::weighted(0.8),
-            1u16..4,
-        )
-            .prop_map(|(index, order, remove, settle, memcg)| Change {
+        let order = prop_oneof![Just(0u32), 0u32..10, 10u32..14];
+        let swap = prop::bool::weighted(0.25);
+        (index, order, any::<bool>(), swap, prop::bool::weighted(0.8), 1u16..4).prop_map(
+            |(index, order, remove, swap, settle, memcg)| Change {
                 index,
                 order,
                 remove,
+                swap,
                 settle,
                 memcg,
-            })
+            },
+        )
     }
 
-    /// Applies `c` to the inode's entries (the page cache's keys are the
-    /// folio orders here); returns the index whose entry changed, if any.
+    /// The entry covering page `index` among `inode`'s cache (the keys
+    /// are the folio orders here) and swapped ranges: (first, order).
+    fn covering(i: &ShmemInode, index: u64) -> Option<(u64, u32, bool)> {
+        let cached = i.cache.range(..=index).next_back().map(|(&f, &o)| (f, o as u32, false));
+        let swapped = i.swapped.range(..=index).next_back().map(|(&f, &(_, o))| (f, o, true));
+        [cached, swapped]
+            .into_iter()
+            .flatten()
+            .find(|&(first, order, _)| index < first + (1 << order))
+    }
+
+    /// Applies `c` to the inode's entries; returns the entry that changed
+    /// (first, order, added), if any.
     fn apply(i: &mut ShmemInode, c: &Change) -> Option<(u64, u32, bool)> {
         if c.remove {
-            let (&first, &order) = i.cache.range(..=c.index).next_back()?;
-            if c.index >= first + (1 << order) {
-                return None;
+            let (first, order, swapped) = covering(i, c.index)?;
+            if swapped {
+                i.swapped.remove(&first);
+            } else {
+                i.cache.remove(&first);
             }
-            i.cache.remove(&first);
-            i.xa_count_entry(first, order as u32, -1);
-            return Some((first, order as u32, false));
+            i.xa_count_entry(first, order, -1);
+            return Some((first, order, false));
         }
         let first = c.index & !((1u64 << c.order) - 1);
         let end = first + (1 << c.order);
-        let overlaps = i
-            .cache
-            .range(..end)
-            .next_back()
-            .is_some_and(|(&f, &o)| f + (1 << o) > first);
-        if overlaps {
+        let overlaps = |m: Option<(u64, u32)>| m.is_some_and(|(f, o)| f + (1 << o) > first);
+        if overlaps(i.cache.range(..end).next_back().map(|(&f, &o)| (f, o as u32)))
+            || overlaps(i.swapped.range(..end).next_back().map(|(&f, &(_, o))| (f, o)))
+        {
             return None;
         }
-        i.cache.insert(first, c.order as usize);
+        if c.swap {
+            i.swapped.insert(first, (crate::swap::SwapEntry::new(0, 1), c.order));
+        } else {
+            i.cache.insert(first, c.order as usize);
+        }
         i.xa_count_entry(first, c.order, 1);
         Some((first, c.order, true))
     }
@@ -360,7 +378,9 @@ mod tests {
                 }
                 let by_walk = walk.xa_settle(c.memcg, |order| order as u32);
                 let by_fast = match done {
-                    Some((first, order, true)) => {
+                    // The page cache's adds take the short way; a swapped
+                    // range's are settled by the walk in the model.
+                    Some((first, order, true)) if !c.swap => {
                         let before = fast.clone();
                         match fast.xa_settle_one_add(first, order, c.memcg) {
                             Some(allocs) => {
