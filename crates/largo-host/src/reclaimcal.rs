@@ -252,10 +252,11 @@ mod tests {
     #[test]
     fn reclaim_hidden_at_every_point_is_said_with_the_figures() {
         let profile = Profile::default_profile();
+        let (limited, unlimited) = (counters(true), counters(false));
         let point = |host_reclaim_ns: f64| ReclaimPoint {
             name: "swap-pressure @ 4K".into(),
-            limited: counters(true),
-            unlimited: counters(false),
+            limited: limited.clone(),
+            unlimited: unlimited.clone(),
             host_limited_ns: vec![50e6 + host_reclaim_ns],
             host_unlimited_ns: vec![50e6],
         };
