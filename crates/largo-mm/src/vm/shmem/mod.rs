@@ -86,6 +86,28 @@ pub struct ShmemInode {
     pub ipc_held: bool,
 }
 
+impl ShmemInode {
+    /// An inode of `size_bytes` with nothing in its page cache, its
+    /// kernel objects charged to `memcg`.
+    pub(crate) fn empty(size_bytes: u64, unlinked: bool, memcg: u16) -> ShmemInode {
+        ShmemInode {
+            size_bytes,
+            cache: BTreeMap::new(),
+            swapped: BTreeMap::new(),
+            unlinked,
+            nr_fds: 0,
+            kmem_memcg: memcg,
+            xa_nodes: Default::default(),
+            xa_nodes_per_level: Default::default(),
+            xa_count: Default::default(),
+            xa_edge_count: Default::default(),
+            xa_touched: Vec::new(),
+            sysv: false,
+            ipc_held: false,
+        }
+    }
+}
+
 /// A folio in a shmem page cache.
 #[derive(Clone, Debug)]
 pub struct ShmemFolio {
@@ -133,21 +155,7 @@ impl Vm {
     /// A new shmem inode of `size_bytes`.
     pub(crate) fn new_shmem_inode(&mut self, size_bytes: u64, unlinked: bool, memcg: u16) -> usize {
         self.shmem_file_objects_alloc(memcg);
-        self.shmem.inodes.insert(ShmemInode {
-            size_bytes,
-            cache: BTreeMap::new(),
-            swapped: BTreeMap::new(),
-            unlinked,
-            nr_fds: 0,
-            kmem_memcg: memcg,
-            xa_nodes: Default::default(),
-            xa_nodes_per_level: Default::default(),
-            xa_count: Default::default(),
-            xa_edge_count: Default::default(),
-            xa_touched: Vec::new(),
-            sysv: false,
-            ipc_held: false,
-        })
+        self.shmem.inodes.insert(ShmemInode::empty(size_bytes, unlinked, memcg))
     }
 
     /// `memfd_create`: a new empty, unlinked shmem file at descriptor `fd`

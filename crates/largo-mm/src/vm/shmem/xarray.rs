@@ -272,24 +272,9 @@ impl Vm {
 mod tests {
     use super::ShmemInode;
     use proptest::prelude::*;
-    use std::collections::BTreeMap;
 
     fn empty_inode() -> ShmemInode {
-        ShmemInode {
-            size_bytes: 0,
-            cache: BTreeMap::new(),
-            swapped: BTreeMap::new(),
-            unlinked: true,
-            nr_fds: 0,
-            kmem_memcg: 0,
-            xa_nodes: Default::default(),
-            xa_nodes_per_level: Default::default(),
-            xa_count: Default::default(),
-            xa_edge_count: Default::default(),
-            xa_touched: Vec::new(),
-            sysv: false,
-            ipc_held: false,
-        }
+        ShmemInode::empty(0, true, 0)
     }
 
     /// A change of entries: an entry of `order` added at (or the entry
