@@ -447,6 +447,8 @@ impl Runner {
             }
             out.push('\n');
         }
+        // Every LRU list in order: reclaim reads them from the tail.
+        let _ = writeln!(out, "lru {:?}", vm.lru_order());
         // Every table's entries, with their accessed, dirty and write bits,
         // and the page-table work counted.
         let pt = vm.page_tables();
@@ -953,6 +955,13 @@ fn runs_match_single_accesses(
 ) -> Result<(), TestCaseError> {
     let boot = |touches: TouchMode| {
         let mut m = Machine::new(config.clone()).unwrap();
+        // The machine of single accesses takes no other fast path either:
+        // zaps page by page, lru_add batches moved folio by folio.
+        let fast = touches == TouchMode::Runs;
+        m.with_vm(0, |vm, _| {
+            vm.set_zap_runs(fast);
+            vm.set_lru_chains(fast);
+        });
         for &(path, value) in &knobs {
             let (p, v) = knob_write(&m, path, value);
             m.set_knob(&p, &v).unwrap();

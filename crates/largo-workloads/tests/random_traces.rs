@@ -640,6 +640,7 @@ fn fingerprinted_replay(
     m.with_vm(0, |vm, _| {
         vm.set_fault_runs(!one_by_one);
         vm.set_zap_runs(zap_runs);
+        vm.set_lru_chains(!one_by_one);
     });
     let opts = ReplayOptions {
         one_by_one,
@@ -653,6 +654,8 @@ fn fingerprinted_replay(
     for file in largo_mm::stats::render::ProcFile::ALL {
         f.push_str(&file.render(&m));
     }
+    // Every LRU list in order: reclaim reads them from the tail.
+    let _ = writeln!(f, "lru {:?}", m.vm().lru_order());
     let page = m.geometry().page_size();
     let (vm, memmap) = (m.vm(), m.page_alloc().memmap());
     for t in vm.tasks().filter(|t| t.alive) {
@@ -811,6 +814,7 @@ fn shipped_trace_replays_the_same_with_runs(name: &str, min_pages: u64) {
         m.with_vm(0, |vm, _| {
             vm.set_fault_runs(!one_by_one);
             vm.set_zap_runs(!one_by_one);
+            vm.set_lru_chains(!one_by_one);
         });
         m.page_alloc_mut().set_bulk_split(!one_by_one);
         let opts = ReplayOptions {
@@ -822,6 +826,7 @@ fn shipped_trace_replays_the_same_with_runs(name: &str, min_pages: u64) {
         for file in largo_mm::stats::render::ProcFile::ALL {
             f.push_str(&file.render(&m));
         }
+        f.push_str(&format!("lru {:?}\n", m.vm().lru_order()));
         (f, m.vm().fault_run_stats(), m.vm().zap_run_pages())
     };
     let (alone, runs) = (replayed(true), replayed(false));

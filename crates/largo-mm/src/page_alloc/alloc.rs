@@ -188,19 +188,25 @@ impl PageAlloc {
         if on_list == 0 || !self.zone_has_room(zi, 0, ac.highest_zoneidx, alloc_flags) {
             return;
         }
-        // Each pop is `rmqueue`'s for a pcp list that needs no refill.
-        for _ in 0..max.min(on_list) {
-            let boosted = self.zones[zi].flags.contains(ZoneFlags::BOOSTED_WATERMARK);
+        // Each pop is `rmqueue`'s for a pcp list that needs no refill. A
+        // boosted watermark ends the batch after its first pop, which
+        // wakes kswapd (pops leave the boost as it is, so one not boosted
+        // at the first stays so); the batch's allocations are counted
+        // together, before that wakeup, as the first pop's count is.
+        let boosted = self.zones[zi].flags.contains(ZoneFlags::BOOSTED_WATERMARK);
+        let nr_pops = if boosted && alloc_flags.contains(AllocFlags::KSWAPD) {
+            1
+        } else {
+            max.min(on_list)
+        };
+        for _ in 0..nr_pops {
             self.pcp[idx].free_count >>= 1;
             let pfn = self.pcp_pop(idx, pindex, 0).expect("a pcp list with pages gives one");
-            self.count_alloc(cpu, zi, zi, 0);
-            self.wake_kswapd_if_boosted(zi, alloc_flags);
             self.prep_new_page(pfn, 0);
             out.push(pfn);
-            if boosted && alloc_flags.contains(AllocFlags::KSWAPD) {
-                break;
-            }
         }
+        self.count_allocs(cpu, zi, zi, 0, nr_pops as u64);
+        self.wake_kswapd_if_boosted(zi, alloc_flags);
     }
 
     /// `prepare_alloc_pages`: validates the request and fixes the zonelist,

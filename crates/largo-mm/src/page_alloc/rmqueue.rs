@@ -222,20 +222,28 @@ impl PageAlloc {
     /// `__count_zid_vm_events(PGALLOC)` and `zone_statistics`.
     #[inline]
     pub(crate) fn count_alloc(&mut self, cpu: usize, preferred_zi: usize, zi: usize, order: u32) {
+        self.count_allocs(cpu, preferred_zi, zi, order, 1);
+    }
+
+    /// [`PageAlloc::count_alloc`] of `nr_allocs` allocations alike (same
+    /// cpu, zones and order) at once: the counters only add, and nothing
+    /// reads them between the allocations of a batch.
+    #[inline]
+    pub(crate) fn count_allocs(&mut self, cpu: usize, preferred_zi: usize, zi: usize, order: u32, nr_allocs: u64) {
         let zone_type = self.zones[zi].zone_type;
-        self.count_event(VmEvent::pgalloc(zone_type), 1 << order);
-        self.allocs_by_order[order as usize] += 1;
+        self.count_event(VmEvent::pgalloc(zone_type), nr_allocs << order);
+        self.allocs_by_order[order as usize] += nr_allocs;
         let nid = self.zones[zi].nid;
         if nid == self.zones[preferred_zi].nid {
-            self.zones[zi].stat.numa_hit += 1;
+            self.zones[zi].stat.numa_hit += nr_allocs;
         } else {
-            self.zones[zi].stat.numa_miss += 1;
-            self.zones[preferred_zi].stat.numa_foreign += 1;
+            self.zones[zi].stat.numa_miss += nr_allocs;
+            self.zones[preferred_zi].stat.numa_foreign += nr_allocs;
         }
         if nid == self.cpu_node[cpu] {
-            self.zones[zi].stat.numa_local += 1;
+            self.zones[zi].stat.numa_local += nr_allocs;
         } else {
-            self.zones[zi].stat.numa_other += 1;
+            self.zones[zi].stat.numa_other += nr_allocs;
         }
     }
 

@@ -524,17 +524,67 @@ impl Vm {
     /// `folio_batch_move_lru` of the cpu's `lru_add` batch: its folios join
     /// the head of their lists in the order the batch was filled; those
     /// the batch held last are queued to be freed.
+    ///
+    /// Folios that follow one another in the batch and join the same list
+    /// are linked to each other first and then put at the head of the
+    /// list together ([`LruChain`]): the list ends as one
+    /// [`Vm::lruvec_add`] after another would leave it, without the head's
+    /// record written and read again for every folio.
     fn lru_add_batch_move(&mut self, pa: &mut PageAlloc, cpu: usize) {
         let mut batch = std::mem::take(&mut self.lru_batches[cpu]);
         self.lru_lock_batch(batch.len());
+        let mut chain: Option<LruChain> = None;
         for &r in &batch {
+            if !self.lru_chains && !self.lru_state(r).released {
+                self.lruvec_add(pa, r, false);
+                continue;
+            }
             if self.lru_state(r).released {
                 // folios_put: the batch's reference was the last.
                 self.lru_state_mut(r).batched = false;
                 self.lru_drained_dead.push(r);
                 continue;
             }
-            self.lruvec_add(pa, r, false);
+            let (pfn, order, lru, lv) = self.lru_place(pa, r);
+            let older = match chain {
+                Some(c) if c.lv == lv && c.lru == lru => Some(c.youngest),
+                _ => {
+                    if let Some(c) = chain.take() {
+                        self.lru_chain_to_head(c);
+                    }
+                    None
+                }
+            };
+            {
+                let s = self.lru_state_mut(r);
+                debug_assert!(s.list.is_none(), "{r:?} is on an LRU list already");
+                s.list = Some(lru);
+                s.batched = false;
+                s.prev = Link::NONE;
+                s.next = Link::of(older);
+            }
+            let nr = 1i64 << order;
+            match (older, chain.as_mut()) {
+                (Some(y), Some(c)) => {
+                    self.lru_state_mut(y).prev = Link::of(Some(r));
+                    c.youngest = r;
+                    c.nr_pages += nr;
+                }
+                _ => {
+                    chain = Some(LruChain {
+                        lv,
+                        lru,
+                        youngest: r,
+                        oldest: r,
+                        nr_pages: nr,
+                    })
+                }
+            }
+            self.zone_lru_count(pa, pfn, lru, nr);
+            pa.memmap.page_mut(pfn).insert_flags(PageFlags::LRU);
+        }
+        if let Some(c) = chain {
+            self.lru_chain_to_head(c);
         }
         // The emptied batch goes back with its capacity (the kernel's
         // folio_batch is a fixed array): no allocation per drain.
@@ -542,6 +592,44 @@ impl Vm {
         if self.lru_batches[cpu].is_empty() {
             self.lru_batches[cpu] = batch;
         }
+    }
+
+    /// Whether a cpu's `lru_add` batch moves its folios to their lists
+    /// linked together (the default) or one [`Vm::lruvec_add`] at a time:
+    /// the two give the same lists, which a test checks.
+    pub fn set_lru_chains(&mut self, on: bool) {
+        self.lru_chains = on;
+    }
+
+    /// The head pfn of each folio on each list of each lruvec, youngest
+    /// first: what a test compares to know two machines' LRU lists hold
+    /// the same folios in the same order.
+    pub fn lru_order(&self) -> Vec<[Vec<u64>; 4]> {
+        self.lruvecs
+            .iter()
+            .map(|v| {
+                LruList::ALL.map(|lru| {
+                    std::iter::successors(v.head(lru), |&r| self.lru_state(r).next_link())
+                        .map(|r| self.folio_pfn_order(r).0)
+                        .collect()
+                })
+            })
+            .collect()
+    }
+
+    /// Puts a chain of linked folios at the head of its list: its oldest
+    /// before the list's old head (the end of [`Vm::lru_add_batch_move`]'s
+    /// [`Vm::lruvec_add`]s).
+    fn lru_chain_to_head(&mut self, c: LruChain) {
+        let l = c.lru as usize;
+        let old_head = self.lruvecs[c.lv].head[l];
+        self.lru_state_mut(c.oldest).next = Link::of(old_head);
+        match old_head {
+            Some(h) => self.lru_state_mut(h).prev = Link::of(Some(c.oldest)),
+            None => self.lruvecs[c.lv].tail[l] = Some(c.oldest),
+        }
+        self.lruvecs[c.lv].head[l] = Some(c.youngest);
+        self.lruvecs[c.lv].nr_pages[l] += c.nr_pages;
     }
 
     /// `folio_deactivate`: an active folio on the LRU is queued in the
@@ -807,6 +895,78 @@ impl Vm {
         self.lruvec_del(pa, r);
     }
 
+    /// [`Vm::lru_forget_listed`] of one of the folios a zap run frees one
+    /// after another: the folio leaves its list at once, but the
+    /// neighbours outside the stretch of the list that the run's folios
+    /// have left so far (`cut`) are joined only when the stretch ends
+    /// ([`Vm::lru_cut_close`]): where the run frees neighbours on the list
+    /// one after another (the order a run of faults added them), nothing
+    /// is written into a record that leaves next. The caller closes the
+    /// cut before anything reads the lists.
+    pub(crate) fn lru_forget_listed_in(&mut self, pa: &mut PageAlloc, r: FolioRef, cut: &mut Option<LruCut>) {
+        self.locks.lru_folios += 1;
+        self.locks.lru_free_pending += 1;
+        if self.locks.lru_free_pending == 1 {
+            self.locks.lru += 1;
+        }
+        if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
+            self.locks.lru_free_pending = 0;
+        }
+        let (pfn, order, _, lv) = self.lru_place(pa, r);
+        let s = *self.lru_state(r);
+        let lru = s.list.expect("the folio is on an LRU list");
+        let nr = 1i64 << order;
+        let grown = match cut.as_mut() {
+            Some(c) if c.lv == lv && c.lru == lru && c.younger == Some(r) => {
+                c.younger = s.prev.get();
+                c.nr_pages += nr;
+                true
+            }
+            Some(c) if c.lv == lv && c.lru == lru && c.older == Some(r) => {
+                c.older = s.next.get();
+                c.nr_pages += nr;
+                true
+            }
+            _ => false,
+        };
+        if !grown {
+            if let Some(c) = cut.take() {
+                self.lru_cut_close(c);
+            }
+            *cut = Some(LruCut {
+                lv,
+                lru,
+                younger: s.prev.get(),
+                older: s.next.get(),
+                nr_pages: nr,
+            });
+        }
+        {
+            let st = self.lru_state_mut(r);
+            st.list = None;
+            st.prev = Link::NONE;
+            st.next = Link::NONE;
+        }
+        self.zone_lru_count(pa, pfn, lru, -nr);
+        pa.memmap.page_mut(pfn).remove_flags(PageFlags::LRU);
+    }
+
+    /// Ends a stretch of a list that folios left one after another: its
+    /// neighbours are joined and the list's size drops by its pages, as
+    /// [`Vm::lruvec_del`] of each would have left them.
+    pub(crate) fn lru_cut_close(&mut self, c: LruCut) {
+        let l = c.lru as usize;
+        match c.younger {
+            Some(p) => self.lru_state_mut(p).next = Link::of(c.older),
+            None => self.lruvecs[c.lv].head[l] = c.older,
+        }
+        match c.older {
+            Some(n) => self.lru_state_mut(n).prev = Link::of(c.younger),
+            None => self.lruvecs[c.lv].tail[l] = c.younger,
+        }
+        self.lruvecs[c.lv].nr_pages[l] -= c.nr_pages;
+    }
+
     /// A folio that moved between metadata keys or frames keeps its place:
     /// it leaves under its old identity and joins again under the new one
     /// (the caller replaces the metadata in between).
@@ -814,6 +974,32 @@ impl Vm {
         let s = self.lru_state(r);
         s.list.is_some() || s.batched
     }
+}
+
+/// Folios of one `lru_add` batch move linked to each other before they
+/// join their list: youngest (the last added) to oldest, all of lruvec
+/// `lv`'s list `lru`, `nr_pages` pages together. The oldest's `next`
+/// is set when the chain joins the list.
+#[derive(Clone, Copy)]
+struct LruChain {
+    lv: usize,
+    lru: LruList,
+    youngest: FolioRef,
+    oldest: FolioRef,
+    nr_pages: i64,
+}
+
+/// A stretch of lruvec `lv`'s list `lru` that folios left one after
+/// another ([`Vm::lru_forget_listed_in`]), `nr_pages` pages together:
+/// `younger` and `older` are its neighbours still on the list (`None`:
+/// it reaches the head or the tail), not yet joined to each other.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LruCut {
+    lv: usize,
+    lru: LruList,
+    younger: Option<FolioRef>,
+    older: Option<FolioRef>,
+    nr_pages: i64,
 }
 
 /// The batch of `cpu` among `nr` per-cpu batches: `cpu % nr`, without a

@@ -209,6 +209,10 @@ pub struct Vm {
     /// Whether zaps free runs of sole order-0 folios together
     /// ([`Vm::set_zap_runs`]); on unless a test compares the two.
     zap_runs: bool,
+    /// Whether a cpu's `lru_add` batch moves its folios to a list linked
+    /// together ([`Vm::set_lru_chains`]); on unless a test compares the
+    /// two.
+    lru_chains: bool,
     /// Pages zapped in runs so far ([`Vm::zap_run_pages`], diagnostics).
     zap_run_pages: u64,
     /// The pages a fault run's batch of pcp allocations took, reused
@@ -305,6 +309,7 @@ impl Vm {
             vma_hint: std::cell::Cell::new(None),
             fault_runs: true,
             zap_runs: true,
+            lru_chains: true,
             zap_run_pages: 0,
             fault_run_pfns: Vec::new(),
             fault_run_stats: fault_run::FaultRunStats::default(),

@@ -15,7 +15,7 @@
 //! it.
 
 use super::folio::NO_ANON_VMA;
-use super::lru::FolioRef;
+use super::lru::{FolioRef, LruCut};
 use super::types::MmId;
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
@@ -50,6 +50,7 @@ impl Vm {
             return 0;
         }
         let mut i = start;
+        let mut cut = None;
         while i < limit {
             let pte = self.pt.get(table, i);
             if !pte.present() || pte.is_special() {
@@ -60,8 +61,11 @@ impl Vm {
                 break;
             };
             self.pt.clear_ptes(table, i, 1);
-            self.unmap_last_order0(ctx, key, pfn);
+            self.unmap_last_order0(ctx, key, pfn, &mut cut);
             i += 1;
+        }
+        if let Some(c) = cut {
+            self.lru_cut_close(c);
         }
         let nr = i - start;
         self.mms[mm].rss_anon -= nr as u64;
@@ -102,7 +106,8 @@ impl Vm {
     /// `pfn`: `folio_remove_rmap_ptes` of one page, then the last
     /// `folio_put` (`free_anon_folio` with nothing but the LRU, the
     /// memcg and the pages to let go of).
-    fn unmap_last_order0(&mut self, ctx: &mut Ctx, key: usize, pfn: u64) {
+    /// The folio leaves its LRU list as part of the run's `cut`.
+    fn unmap_last_order0(&mut self, ctx: &mut Ctx, key: usize, pfn: u64, cut: &mut Option<LruCut>) {
         self.count_rmap(1);
         let nid = self.node_of(ctx.pa, pfn);
         let page = ctx.pa.memmap.page_mut(pfn);
@@ -112,7 +117,7 @@ impl Vm {
         self.node_stat[nid].anon_mapped -= 1;
         let (anon_vma, memcg) = (self.folios[key].anon_vma, self.folios[key].memcg as usize);
         self.put_anon_vma_folio(anon_vma);
-        self.lru_forget_listed(ctx.pa, FolioRef::Anon(key));
+        self.lru_forget_listed_in(ctx.pa, FolioRef::Anon(key), cut);
         self.mem_cgroup_uncharge(ctx, memcg, 1);
         self.folios.remove(key);
         // free_user_folio and free_folio: the record back to all zero,
