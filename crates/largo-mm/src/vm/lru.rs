@@ -369,6 +369,33 @@ impl Vm {
         (pfn, order, LruList::of(file, active), lv)
     }
 
+    /// A folio's LRU state with what places it ([`Vm::lru_place`]'s
+    /// head pfn, order, list and lruvec), in one lookup of its record.
+    #[inline(always)]
+    fn lru_placed_mut(&mut self, pa: &PageAlloc, r: FolioRef) -> (&mut LruState, u64, u32, LruList, usize) {
+        let nodes = self.node_stat.len();
+        let node_of = |pfn: u64| {
+            if nodes == 1 {
+                0
+            } else {
+                pa.page_zone_index(pfn).map_or(0, |zi| pa.zones()[zi].nid)
+            }
+        };
+        let (s, pfn, order, file, memcg) = match r {
+            FolioRef::Anon(k) => {
+                let f = &mut self.folios[k];
+                (&mut f.lru, f.pfn, f.order, f.lazyfree, f.memcg)
+            }
+            FolioRef::Shmem(k) => {
+                let f = &mut self.shmem.folios[k];
+                (&mut f.lru, f.pfn, f.order, false, f.memcg)
+            }
+        };
+        let lv = memcg as usize * nodes + node_of(pfn);
+        let lru = LruList::of(file, s.active);
+        (s, pfn, order, lru, lv)
+    }
+
     /// `lruvec_add_folio` (at the head) or `lruvec_add_folio_tail`: the
     /// folio joins the list its flags choose; `PG_lru` set.
     pub(crate) fn lruvec_add(&mut self, pa: &mut PageAlloc, r: FolioRef, at_tail: bool) {
@@ -485,14 +512,24 @@ impl Vm {
     /// Only that batch moves (`folio_batch_move_lru` of `lru_add`), not
     /// the cpu's other batches.
     pub(crate) fn folio_add_lru(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef) {
-        let cpu = batch_cpu(cpu, self.lru_batches.len());
         let large = self.folio_pfn_order(r).1 > 0;
-        if large && self.lru_batches[cpu].is_empty() {
+        if large && self.lru_batches[batch_cpu(cpu, self.lru_batches.len())].is_empty() {
             // The batch would hold this folio alone and move at once.
             self.lru_lock_batch(1);
             return self.lruvec_add(pa, r, false);
         }
         self.lru_state_mut(r).batched = true;
+        self.lru_batch_push(pa, cpu, r, large);
+    }
+
+    /// The rest of [`Vm::folio_add_lru`] once the folio is marked
+    /// batched: into the cpu's (`cpu` as [`batch_cpu`] gives it) `lru_add`
+    /// batch, which moves when full or when the folio is large. A new
+    /// order-0 folio made batched with its record comes here directly.
+    #[inline]
+    pub(crate) fn lru_batch_push(&mut self, pa: &mut PageAlloc, cpu: usize, r: FolioRef, large: bool) {
+        debug_assert!(self.lru_state(r).batched);
+        let cpu = batch_cpu(cpu, self.lru_batches.len());
         self.lru_batches[cpu].push(r);
         if large || self.lru_batches[cpu].len() >= PAGEVEC_SIZE {
             self.lru_add_batch_move(pa, cpu);
@@ -539,29 +576,26 @@ impl Vm {
                 self.lruvec_add(pa, r, false);
                 continue;
             }
-            if self.lru_state(r).released {
+            let (s, pfn, order, lru, lv) = self.lru_placed_mut(pa, r);
+            if s.released {
                 // folios_put: the batch's reference was the last.
-                self.lru_state_mut(r).batched = false;
+                s.batched = false;
                 self.lru_drained_dead.push(r);
                 continue;
             }
-            let (pfn, order, lru, lv) = self.lru_place(pa, r);
+            debug_assert!(s.list.is_none(), "{r:?} is on an LRU list already");
             let older = match chain {
                 Some(c) if c.lv == lv && c.lru == lru => Some(c.youngest),
-                _ => {
-                    if let Some(c) = chain.take() {
-                        self.lru_chain_to_head(c);
-                    }
-                    None
-                }
+                _ => None,
             };
-            {
-                let s = self.lru_state_mut(r);
-                debug_assert!(s.list.is_none(), "{r:?} is on an LRU list already");
-                s.list = Some(lru);
-                s.batched = false;
-                s.prev = Link::NONE;
-                s.next = Link::of(older);
+            s.list = Some(lru);
+            s.batched = false;
+            s.prev = Link::NONE;
+            s.next = Link::of(older);
+            if older.is_none() {
+                if let Some(c) = chain.take() {
+                    self.lru_chain_to_head(c);
+                }
             }
             let nr = 1i64 << order;
             match (older, chain.as_mut()) {
@@ -912,8 +946,11 @@ impl Vm {
         if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
             self.locks.lru_free_pending = 0;
         }
-        let (pfn, order, _, lv) = self.lru_place(pa, r);
-        let s = *self.lru_state(r);
+        let (st, pfn, order, _, lv) = self.lru_placed_mut(pa, r);
+        let s = *st;
+        st.list = None;
+        st.prev = Link::NONE;
+        st.next = Link::NONE;
         let lru = s.list.expect("the folio is on an LRU list");
         let nr = 1i64 << order;
         let grown = match cut.as_mut() {
@@ -940,12 +977,6 @@ impl Vm {
                 older: s.next.get(),
                 nr_pages: nr,
             });
-        }
-        {
-            let st = self.lru_state_mut(r);
-            st.list = None;
-            st.prev = Link::NONE;
-            st.next = Link::NONE;
         }
         self.zone_lru_count(pa, pfn, lru, -nr);
         pa.memmap.page_mut(pfn).remove_flags(PageFlags::LRU);

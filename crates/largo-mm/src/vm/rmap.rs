@@ -97,6 +97,9 @@ impl Vm {
             }
             0
         };
+        // An order-0 folio always waits in the cpu's `lru_add` batch
+        // (`folio_add_lru`): its record is made batched.
+        meta.lru.batched = folio.order == 0;
         let key = self.folios.insert(meta);
         self.anon_vmas[anon_vma].nr_folios += 1;
         let excl = if new.exclusive {
@@ -123,7 +126,11 @@ impl Vm {
         let stat = &mut self.node_stat[nid];
         stat.anon_mapped += nr;
         stat.anon_thps += nr_pmdmapped;
-        self.folio_add_lru(ctx.pa, ctx.cpu, FolioRef::Anon(key));
+        if folio.order == 0 {
+            self.lru_batch_push(ctx.pa, ctx.cpu, FolioRef::Anon(key), false);
+        } else {
+            self.folio_add_lru(ctx.pa, ctx.cpu, FolioRef::Anon(key));
+        }
         self.mthp.add(folio.order, MthpStat::NrAnon, 1);
         key
     }
