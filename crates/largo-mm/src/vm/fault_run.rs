@@ -23,6 +23,7 @@
 use super::fault::store_user_page;
 use super::order::Orders;
 use super::pgtable::Pte;
+use super::rmap::NewAnon;
 use super::stats::MthpStat;
 use super::types::{Access, Pid, VmError, VmFlags};
 use super::{Ctx, Vm};
@@ -122,6 +123,14 @@ impl Vm {
         let (page_size, page_shift) = (self.page_size(), self.page_shift());
         // A PTE's index in its table: the low bits of its page number.
         let index_mask = self.pt.shape.entries_at(0) - 1;
+        // `add_new_anon_rmap`'s flags: exclusive, inactive, charged to the
+        // root memcg (the run's condition).
+        let new_anon = NewAnon {
+            exclusive: true,
+            active: false,
+            workingset: false,
+            memcg: 0,
+        };
         let mut pfns = std::mem::take(&mut self.fault_run_pfns);
         let mut next_pfn = 0;
         let mut run = none;
@@ -147,7 +156,7 @@ impl Vm {
             ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
             self.mms[mm].rss_anon += 1;
             self.mthp.add(0, MthpStat::AnonFaultAlloc, 1);
-            self.add_new_anon_rmap(ctx, folio, vma, a & !(page_size - 1), false);
+            self.add_new_anon_rmap_order0(ctx, folio.pfn.0, vma, a & !(page_size - 1), new_anon);
             self.pt
                 .set_ptes(table, index, folio.pfn.0, 1, Pte::YOUNG | Pte::DIRTY | write_bit);
             run.done += 1;
@@ -250,6 +259,30 @@ impl Vm {
         left.min(self.lru_adds_to_release(cpu).unwrap_or(u64::MAX))
     }
 
+    /// The next batch of pcp allocations for the run's faults, when the
+    /// last is used up ([`Vm::anon_fault_run_folio`]).
+    #[inline(never)]
+    fn anon_fault_run_batch(
+        &mut self,
+        ctx: &mut Ctx,
+        pfns: &mut Vec<u64>,
+        next: &mut usize,
+        left: u64,
+        per_operation: bool,
+    ) {
+        pfns.clear();
+        *next = 0;
+        let gfp = GFP_HIGHUSER_MOVABLE | Gfp::ZERO;
+        // A kswapd wakeup already pending (left by an allocation
+        // outside a fault) runs after this fault and ends the run.
+        let faults = if ctx.pa.kswapd_pending() {
+            1
+        } else {
+            self.faults_in_operation(ctx.cpu, left, per_operation)
+        };
+        ctx.pa.alloc_pcp_run(ctx.cpu, gfp, faults as usize, pfns);
+    }
+
     /// `folio_prealloc` of a zeroed order-0 folio charged to the root
     /// memcg, for the run's next fault: the next of the pages a batch of
     /// pcp allocations took ([`PageAlloc::alloc_pcp_run`], up to `left`
@@ -258,6 +291,7 @@ impl Vm {
     /// the faults the run will make ([`Vm::faults_in_operation`]).
     ///
     /// [`PageAlloc::alloc_pcp_run`]: crate::page_alloc::PageAlloc::alloc_pcp_run
+    #[inline]
     fn anon_fault_run_folio(
         &mut self,
         ctx: &mut Ctx,
@@ -267,17 +301,7 @@ impl Vm {
         per_operation: bool,
     ) -> Option<Folio> {
         if *next == pfns.len() {
-            pfns.clear();
-            *next = 0;
-            let gfp = GFP_HIGHUSER_MOVABLE | Gfp::ZERO;
-            // A kswapd wakeup already pending (left by an allocation
-            // outside a fault) runs after this fault and ends the run.
-            let faults = if ctx.pa.kswapd_pending() {
-                1
-            } else {
-                self.faults_in_operation(ctx.cpu, left, per_operation)
-            };
-            ctx.pa.alloc_pcp_run(ctx.cpu, gfp, faults as usize, pfns);
+            self.anon_fault_run_batch(ctx, pfns, next, left, per_operation);
         }
         let Some(&pfn) = pfns.get(*next) else {
             return self.folio_prealloc(ctx, 0, true);

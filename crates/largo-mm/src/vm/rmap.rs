@@ -71,6 +71,11 @@ impl Vm {
         pmd: bool,
         new: NewAnon,
     ) -> usize {
+        if folio.order == 0 {
+            // The head is the folio (and `pmd` needs a PMD-sized one).
+            debug_assert!(!pmd, "an order-0 folio mapped by a PMD");
+            return self.add_new_anon_rmap_order0(ctx, folio.pfn.0, vma, addr, new);
+        }
         self.count_rmap(if pmd { 1 } else { folio.nr_pages() });
         self.work.folios_new += 1;
         let v = &self.vmas[vma];
@@ -89,32 +94,20 @@ impl Vm {
             meta.mm_id_mapcount = [1, 0];
             nr
         } else {
-            if folio.order > 0 {
-                meta.large_mapcount = nr as i32;
-                meta.nr_pages_mapped = nr as i32;
-                meta.mm_id = [self.mms[mm].mm_id, MM_ID_DUMMY];
-                meta.mm_id_mapcount = [nr as i32, 0];
-            }
+            meta.large_mapcount = nr as i32;
+            meta.nr_pages_mapped = nr as i32;
+            meta.mm_id = [self.mms[mm].mm_id, MM_ID_DUMMY];
+            meta.mm_id_mapcount = [nr as i32, 0];
             0
         };
-        // An order-0 folio always waits in the cpu's `lru_add` batch
-        // (`folio_add_lru`): its record is made batched.
-        meta.lru.batched = folio.order == 0;
         let key = self.folios.insert(meta);
         self.anon_vmas[anon_vma].nr_folios += 1;
-        let excl = if new.exclusive {
-            PageFlags::ANON_EXCLUSIVE
-        } else {
-            PageFlags::empty()
-        };
+        let excl = anon_exclusive_flag(new.exclusive);
         let memmap = &mut ctx.pa.memmap;
         let head = memmap.page_mut(folio.pfn.0);
         head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | excl);
         head.set_private(key as u32 + 1);
-        if folio.order == 0 {
-            // The head is the folio (and `pmd` needs a PMD-sized one).
-            head.set_mapcount(1);
-        } else if !pmd {
+        if !pmd {
             memmap
                 .pages
                 .for_each_mut(folio.pfn.0 as usize, folio.end_pfn().0 as usize, |page| {
@@ -126,12 +119,45 @@ impl Vm {
         let stat = &mut self.node_stat[nid];
         stat.anon_mapped += nr;
         stat.anon_thps += nr_pmdmapped;
-        if folio.order == 0 {
-            self.lru_batch_push(ctx.pa, ctx.cpu, FolioRef::Anon(key), false);
-        } else {
-            self.folio_add_lru(ctx.pa, ctx.cpu, FolioRef::Anon(key));
-        }
+        self.folio_add_lru(ctx.pa, ctx.cpu, FolioRef::Anon(key));
         self.mthp.add(folio.order, MthpStat::NrAnon, 1);
+        key
+    }
+
+    /// [`Vm::add_new_anon_rmap_with`] of an order-0 folio at `pfn`, mapped
+    /// by the PTE of `addr`: the case of most faults, and of every fault
+    /// of a fault run. Its record is made already batched, as
+    /// `folio_add_lru` always batches an order-0 folio, and goes to the
+    /// cpu's `lru_add` batch without being looked up again. An order-0
+    /// folio has no per-size statistics and no large mapcounts.
+    #[inline]
+    pub(crate) fn add_new_anon_rmap_order0(
+        &mut self,
+        ctx: &mut Ctx,
+        pfn: u64,
+        vma: VmaId,
+        addr: u64,
+        new: NewAnon,
+    ) -> usize {
+        self.count_rmap(1);
+        self.work.folios_new += 1;
+        let v = &self.vmas[vma];
+        let anon_vma = v.anon_vma.expect("anon_vma_prepare ran");
+        let index = v.page_index(addr, self.page_shift());
+        let mut meta = AnonFolio::new(pfn, 0, anon_vma, index);
+        meta.memcg = new.memcg as u16;
+        meta.lru.active = new.active;
+        meta.lru.workingset = new.workingset;
+        meta.lru.batched = true;
+        let key = self.folios.insert(meta);
+        self.anon_vmas[anon_vma].nr_folios += 1;
+        let head = ctx.pa.memmap.page_mut(pfn);
+        head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | anon_exclusive_flag(new.exclusive));
+        head.set_private(key as u32 + 1);
+        head.set_mapcount(1);
+        let nid = self.node_of(ctx.pa, pfn);
+        self.node_stat[nid].anon_mapped += 1;
+        self.lru_batch_push(ctx.pa, ctx.cpu, FolioRef::Anon(key), false);
         key
     }
 
@@ -532,4 +558,14 @@ pub(crate) fn free_user_folio(ctx: &mut Ctx, pfn: u64, order: u32) {
     ctx.pa
         .free_folio(ctx.cpu, Folio { pfn: Pfn(pfn), order })
         .unwrap_or_else(|e| unreachable!("user folio {pfn:#x} not freeable: {e}"));
+}
+
+/// `PG_anon_exclusive` when the mapping is exclusive (`RMAP_EXCLUSIVE`).
+#[inline]
+fn anon_exclusive_flag(exclusive: bool) -> PageFlags {
+    if exclusive {
+        PageFlags::ANON_EXCLUSIVE
+    } else {
+        PageFlags::empty()
+    }
 }
