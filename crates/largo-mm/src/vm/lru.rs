@@ -936,7 +936,8 @@ impl Vm {
     /// ([`Vm::lru_cut_close`]): where the run frees neighbours on the list
     /// one after another (the order a run of faults added them), nothing
     /// is written into a record that leaves next. The caller closes the
-    /// cut before anything reads the lists.
+    /// cut before anything reads the lists, and clears the page's
+    /// `PG_lru` (a zap run clears its whole record).
     pub(crate) fn lru_forget_listed_in(&mut self, pa: &mut PageAlloc, r: FolioRef, cut: &mut Option<LruCut>) {
         self.locks.lru_folios += 1;
         self.locks.lru_free_pending += 1;
@@ -979,7 +980,6 @@ impl Vm {
             });
         }
         self.zone_lru_count(pa, pfn, lru, -nr);
-        pa.memmap.page_mut(pfn).remove_flags(PageFlags::LRU);
     }
 
     /// Ends a stretch of a list that folios left one after another: its

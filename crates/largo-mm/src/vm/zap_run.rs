@@ -110,18 +110,16 @@ impl Vm {
     fn unmap_last_order0(&mut self, ctx: &mut Ctx, key: usize, pfn: u64, cut: &mut Option<LruCut>) {
         self.count_rmap(1);
         let nid = self.node_of(ctx.pa, pfn);
-        let page = ctx.pa.memmap.page_mut(pfn);
-        page.set_mapcount(0);
-        page.remove_flags(PageFlags::ANON_EXCLUSIVE);
-        page.set_refcount(0);
         self.node_stat[nid].anon_mapped -= 1;
         let (anon_vma, memcg) = (self.folios[key].anon_vma, self.folios[key].memcg as usize);
         self.put_anon_vma_folio(anon_vma);
         self.lru_forget_listed_in(ctx.pa, FolioRef::Anon(key), cut);
         self.mem_cgroup_uncharge(ctx, memcg, 1);
         self.folios.remove(key);
-        // free_user_folio and free_folio: the record back to all zero,
-        // the page to this cpu's pcp list.
+        // The page's record goes back to all zero at once: the mapcount,
+        // PG_anon_exclusive and the reference the unmap drops, PG_lru that
+        // leaving the LRU clears, and the rest that free_user_folio and
+        // free_folio clear. Then the page goes to this cpu's pcp list.
         ctx.pa.memmap.page_mut(pfn).clear();
         ctx.pa.free_frozen_pages(ctx.cpu, pfn, 0);
     }
