@@ -374,13 +374,6 @@ impl Vm {
     #[inline(always)]
     fn lru_placed_mut(&mut self, pa: &PageAlloc, r: FolioRef) -> (&mut LruState, u64, u32, LruList, usize) {
         let nodes = self.node_stat.len();
-        let node_of = |pfn: u64| {
-            if nodes == 1 {
-                0
-            } else {
-                pa.page_zone_index(pfn).map_or(0, |zi| pa.zones()[zi].nid)
-            }
-        };
         let (s, pfn, order, file, memcg) = match r {
             FolioRef::Anon(k) => {
                 let f = &mut self.folios[k];
@@ -391,7 +384,7 @@ impl Vm {
                 (&mut f.lru, f.pfn, f.order, false, f.memcg)
             }
         };
-        let lv = memcg as usize * nodes + node_of(pfn);
+        let lv = memcg as usize * nodes + super::node_of_pfn(pa, nodes, pfn);
         let lru = LruList::of(file, s.active);
         (s, pfn, order, lru, lv)
     }
@@ -637,15 +630,33 @@ impl Vm {
 
     /// The head pfn of each folio on each list of each lruvec, youngest
     /// first: what a test compares to know two machines' LRU lists hold
-    /// the same folios in the same order.
+    /// the same folios in the same order. Panics when a list read from its
+    /// tail through the `prev` links is not the same list reversed.
     pub fn lru_order(&self) -> Vec<[Vec<u64>; 4]> {
+        let walk = |from: Option<FolioRef>, older: bool| -> Vec<u64> {
+            std::iter::successors(from, |&r| {
+                let s = self.lru_state(r);
+                if older {
+                    s.next_link()
+                } else {
+                    s.prev_link()
+                }
+            })
+            .map(|r| self.folio_pfn_order(r).0)
+            .collect()
+        };
         self.lruvecs
             .iter()
             .map(|v| {
                 LruList::ALL.map(|lru| {
-                    std::iter::successors(v.head(lru), |&r| self.lru_state(r).next_link())
-                        .map(|r| self.folio_pfn_order(r).0)
-                        .collect()
+                    let from_head = walk(v.head(lru), true);
+                    let mut from_tail = walk(v.tail(lru), false);
+                    from_tail.reverse();
+                    assert_eq!(
+                        from_head, from_tail,
+                        "{lru:?} read from its tail is not the list reversed"
+                    );
+                    from_head
                 })
             })
             .collect()

@@ -751,10 +751,7 @@ impl Vm {
     /// The node a pfn belongs to.
     #[inline]
     pub(crate) fn node_of(&self, pa: &PageAlloc, pfn: u64) -> usize {
-        if self.node_stat.len() == 1 {
-            return 0;
-        }
-        pa.page_zone_index(pfn).map_or(0, |zi| pa.zones()[zi].nid)
+        node_of_pfn(pa, self.node_stat.len(), pfn)
     }
 
     /// The metadata key of an anon folio from its head record.
@@ -771,4 +768,14 @@ impl Vm {
         let page = pa.memmap.page(head);
         (page.flags().contains(PageFlags::ANON) && page.private() > 0).then(|| page.private() as usize - 1)
     }
+}
+
+/// The node of `pfn` on a machine of `nr_nodes` nodes ([`Vm::node_of`],
+/// for callers that hold a borrow of the Vm's records).
+#[inline]
+pub(crate) fn node_of_pfn(pa: &PageAlloc, nr_nodes: usize, pfn: u64) -> usize {
+    if nr_nodes == 1 {
+        return 0;
+    }
+    pa.page_zone_index(pfn).map_or(0, |zi| pa.zones()[zi].nid)
 }

@@ -12,7 +12,10 @@
 //! `free_folio`'s checks on the pages it frees.
 //!
 //! An entry that does not qualify ends the run; the general loop takes
-//! it.
+//! it. The folios the run frees leave their LRU lists as they go, but
+//! the neighbours around each stretch they leave are joined when the
+//! stretch ends ([`Vm::lru_forget_listed_in`]): nothing the run does
+//! reads the lists before that.
 
 use super::folio::NO_ANON_VMA;
 use super::lru::{FolioRef, LruCut};
