@@ -929,6 +929,14 @@ impl Vm {
     /// lock taken once per `PAGEVEC_SIZE` folios freed (`folios_put_refs`
     /// releasing a batch under one lock).
     pub(crate) fn lru_forget_listed(&mut self, pa: &mut PageAlloc, r: FolioRef) {
+        self.lru_lock_for_free();
+        self.lruvec_del(pa, r);
+    }
+
+    /// The lruvec lock of a folio freed off its list: taken by the first
+    /// of each `PAGEVEC_SIZE` frees (`folios_put_refs`' batch).
+    #[inline]
+    fn lru_lock_for_free(&mut self) {
         self.locks.lru_folios += 1;
         self.locks.lru_free_pending += 1;
         if self.locks.lru_free_pending == 1 {
@@ -937,7 +945,6 @@ impl Vm {
         if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
             self.locks.lru_free_pending = 0;
         }
-        self.lruvec_del(pa, r);
     }
 
     /// [`Vm::lru_forget_listed`] of one of the folios a zap run frees one
@@ -949,15 +956,8 @@ impl Vm {
     /// is written into a record that leaves next. The caller closes the
     /// cut before anything reads the lists, and clears the page's
     /// `PG_lru` (a zap run clears its whole record).
-    pub(crate) fn lru_forget_listed_in(&mut self, pa: &mut PageAlloc, r: FolioRef, cut: &mut Option<LruCut>) {
-        self.locks.lru_folios += 1;
-        self.locks.lru_free_pending += 1;
-        if self.locks.lru_free_pending == 1 {
-            self.locks.lru += 1;
-        }
-        if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
-            self.locks.lru_free_pending = 0;
-        }
+    pub(crate) fn lru_forget_listed_in(&mut self, pa: &PageAlloc, r: FolioRef, cut: &mut Option<LruCut>) {
+        self.lru_lock_for_free();
         let (st, pfn, order, _, lv) = self.lru_placed_mut(pa, r);
         let s = *st;
         st.list = None;
