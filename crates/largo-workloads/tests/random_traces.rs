@@ -888,6 +888,38 @@ const PREAMBLE: &str = "largo-trace 1
 1 touch 0x7d0000000000 4194304 w
 ";
 
+/// Found by `fault_runs_change_nothing`: two tasks on other cpus read
+/// shmem pages a second time, so those cpus' `activate` batches held the
+/// folios, and then MADV_PAGEOUT (which drains only its own cpu's
+/// batches) wrote them to swap and freed them under the batches. The
+/// kernel's `is_page_cache_freeable` counts the batch's reference and
+/// keeps such a folio.
+#[test]
+fn pageout_keeps_a_shmem_folio_another_cpus_batch_holds() {
+    let text = PREAMBLE.to_string()
+        + "1 clone 2 process
+1 clone 3 process
+2 clone 4 process
+2 exit
+3 touch 0x7d000020e000 126976 w
+1 clone 5 process
+5 exit
+3 exit
+4 touch 0x7d000020f000 122880 w
+4 exit
+1 madvise 0x7d00001fb000 86016 pageout
+1 exit
+";
+    let s = &SETUPS[FAULT_RUN_SETUP];
+    let alone = fingerprinted_replay(s, 56 * M, &text, true, false, false);
+    let runs = fingerprinted_replay(s, 56 * M, &text, false, true, true);
+    assert!(
+        alone == runs,
+        "runs changed the replay:\n{}",
+        first_difference(&alone, &runs)
+    );
+}
+
 /// Found by the property above: a shmem fault at a hole chose a 64K folio
 /// whose aligned range still held a swap entry (the kernel's
 /// `shmem_suitable_orders` looks for any entry, `XA_PRESENT`, not only
