@@ -259,19 +259,11 @@ impl Vm {
         left.min(self.lru_adds_to_release(cpu).unwrap_or(u64::MAX))
     }
 
-    /// The next batch of pcp allocations for the run's faults, when the
-    /// last is used up ([`Vm::anon_fault_run_folio`]).
+    /// Fills `pfns` with the next batch of pcp allocations for the run's
+    /// faults, when the last is used up ([`Vm::anon_fault_run_folio`]).
     #[inline(never)]
-    fn anon_fault_run_batch(
-        &mut self,
-        ctx: &mut Ctx,
-        pfns: &mut Vec<u64>,
-        next: &mut usize,
-        left: u64,
-        per_operation: bool,
-    ) {
+    fn anon_fault_run_batch(&mut self, ctx: &mut Ctx, pfns: &mut Vec<u64>, left: u64, per_operation: bool) {
         pfns.clear();
-        *next = 0;
         let gfp = GFP_HIGHUSER_MOVABLE | Gfp::ZERO;
         // A kswapd wakeup already pending (left by an allocation
         // outside a fault) runs after this fault and ends the run.
@@ -301,7 +293,8 @@ impl Vm {
         per_operation: bool,
     ) -> Option<Folio> {
         if *next == pfns.len() {
-            self.anon_fault_run_batch(ctx, pfns, next, left, per_operation);
+            self.anon_fault_run_batch(ctx, pfns, left, per_operation);
+            *next = 0;
         }
         let Some(&pfn) = pfns.get(*next) else {
             return self.folio_prealloc(ctx, 0, true);
