@@ -460,3 +460,26 @@ fn munmap_gives_page_tables_back_after_a_grace_period() {
     assert_eq!(charged - kmem(p.m), freed_kb / 4, "their kmem charge went with them");
     p.m.check().unwrap();
 }
+
+/// MADV_PAGEOUT drains only its own cpu's batches. A folio another cpu's
+/// `lru_lazyfree` batch holds still carries that batch's reference, so
+/// `pageout` finds it not freeable (`is_page_cache_freeable`) and keeps
+/// it unwritten in the swap cache; the rest of the range is written.
+#[test]
+fn pageout_keeps_an_anonymous_folio_another_cpus_batch_holds() {
+    let mut m = machine(config("1G"), &[]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(MIB);
+    p.touch(addr, MIB, true);
+    let held = 8;
+    let pid = p.pid;
+    p.m.with_vm(1, |vm, ctx| vm.madvise(ctx, pid, addr, held * PAGE, Advice::Free))
+        .unwrap();
+    p.madvise(addr, MIB, Advice::PageOut);
+    assert_eq!(
+        p.vmstat("pswpout"),
+        MIB / PAGE - held,
+        "the batch's folios are not written"
+    );
+    p.m.check().unwrap();
+}

@@ -13,6 +13,7 @@ use super::pageout::Pageout;
 use super::references::Verdict;
 use super::ScanControl;
 use crate::memmap::PageFlags;
+use crate::page_alloc::PageAlloc;
 use crate::stats::VmEvent;
 
 /// `struct reclaim_stat` and what the pass leaves for its caller.
@@ -136,6 +137,10 @@ impl Vm {
         let pfn = self.folios[key].pfn;
         let dirty = ctx.pa.memmap.page(pfn).flags().contains(PageFlags::DIRTY);
         if dirty && !self.folios[key].lazyfree {
+            // pageout: a folio something else still holds is not written.
+            if !self.swap_cache_freeable(ctx.pa, key) {
+                return (Outcome::Keep, key);
+            }
             let nr = self.folios[key].nr_pages();
             match self.swap_writeout(ctx, key) {
                 Pageout::SwapFreed => {
@@ -230,6 +235,16 @@ impl Vm {
         Some(head)
     }
 
+    /// `is_page_cache_freeable` of an isolated swap-cache folio: only
+    /// reclaim's reference and the swap cache's hold it. An entry in a cpu
+    /// batch is a reference too (another cpu's `lru_lazyfree`, deactivate
+    /// or activate batch: MADV_PAGEOUT drains only its own cpu's), which
+    /// the memmap's count does not carry: such a folio stays, unwritten.
+    fn swap_cache_freeable(&self, pa: &PageAlloc, key: usize) -> bool {
+        let nr = self.folios[key].nr_pages();
+        self.folio_refcount(pa, key) == 1 + nr as u32 && !self.folios[key].lru.held_by_batch()
+    }
+
     /// `__remove_mapping` of a swap-cache folio: only when nothing but
     /// reclaim and the swap cache holds it; it leaves the cache with a
     /// shadow and its memory charge moves to swap (`memcg1_swapout`).
@@ -240,7 +255,7 @@ impl Vm {
         let nr = self.folios[key].nr_pages();
         let pfn = self.folios[key].pfn;
         let dirty = ctx.pa.memmap.page(pfn).flags().contains(PageFlags::DIRTY);
-        if self.folio_refcount(ctx.pa, key) != 1 + nr as u32 || dirty || self.folios[key].writeback {
+        if !self.swap_cache_freeable(ctx.pa, key) || dirty || self.folios[key].writeback {
             return false;
         }
         let shadow = self.workingset_eviction(ctx, key, target_memcg);
