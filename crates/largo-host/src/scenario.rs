@@ -27,6 +27,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/collapse-after-fork.trace"),
     ),
     (
+        "collapse-piece-without-pmd",
+        include_str!("../scenarios/collapse-piece-without-pmd.trace"),
+    ),
+    (
         "collapse-read-only",
         include_str!("../scenarios/collapse-read-only.trace"),
     ),

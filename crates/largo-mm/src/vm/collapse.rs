@@ -90,7 +90,8 @@ impl Scan {
 
 impl Vm {
     /// `madvise_collapse` on `[start, end)` of one VMA: every PMD-aligned
-    /// range inside it collapsed or already PMD-mapped is success.
+    /// range inside it collapsed or already PMD-mapped is success; a piece
+    /// with no PMD-aligned range that crosses no PMD boundary is `EINVAL`.
     pub(crate) fn madvise_collapse(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) -> Result<(), VmError> {
         let pmd_size = self.pmd_size();
         // thp_vma_allowable_order outside a fault: the VMA must hold a
@@ -116,7 +117,12 @@ impl Vm {
             }
             addr += pmd_size;
         }
-        let wanted = hend.saturating_sub(hstart) / pmd_size;
+        // The kernel compares the count with `(hend - hstart) >> PMD_SHIFT`
+        // in unsigned arithmetic: a piece of a VMA that holds no whole PMD
+        // block and crosses no block boundary (hstart past hend) wraps, so
+        // its call fails with `EINVAL` and the madvise stops there, before
+        // the VMAs after it (host: 6.18).
+        let wanted = hend.wrapping_sub(hstart) / pmd_size;
         match last_fail {
             _ if thps == wanted => Ok(()),
             Some(r) => Err(r.error()),
