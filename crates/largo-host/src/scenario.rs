@@ -299,6 +299,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/shmem-zap-recency.trace"),
     ),
     (
+        "split-pieces-lru-order",
+        include_str!("../scenarios/split-pieces-lru-order.trace"),
+    ),
+    (
         "swap-cold-then-limit",
         include_str!("../scenarios/swap-cold-then-limit.trace"),
     ),

@@ -308,12 +308,19 @@ impl Vm {
             self.put_anon_vma_folio(old.anon_vma);
         }
         if on_list {
-            // The head keeps the old place; each tail goes just younger
-            // than the one before it, so the head is the oldest piece.
+            // lru_add_split_folio, as 6.18's __folio_split calls it (tails
+            // in page order, each just younger than the head): the head
+            // keeps the old place, the first tail is the youngest piece, the
+            // last tail the one just younger than the head (as the shmem
+            // split places them). Pieces freed at the split leave no gap.
+            let head = kept.first().copied().filter(|&k| self.folios[k].pfn == pfn);
             let mut anchor = younger;
-            for &k in kept.iter().rev() {
+            for &k in kept.iter().filter(|&&k| Some(k) != head) {
                 self.lruvec_insert_after(ctx.pa, FolioRef::Anon(k), anchor);
                 anchor = Some(FolioRef::Anon(k));
+            }
+            if let Some(h) = head {
+                self.lruvec_insert_after(ctx.pa, FolioRef::Anon(h), anchor);
             }
         }
         self.mthp.add(order, MthpStat::Split, 1);
