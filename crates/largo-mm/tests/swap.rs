@@ -483,3 +483,26 @@ fn pageout_keeps_an_anonymous_folio_another_cpus_batch_holds() {
     );
     p.m.check().unwrap();
 }
+
+/// A lazyfree folio another cpu's `lru_lazyfree` batch still holds (two
+/// cpus advised it; MADV_PAGEOUT moved only its own cpu's batch) is not
+/// discarded: `try_to_unmap_one` finds a reference beyond reclaim's and
+/// the mappings', restores the entries and fails, so reclaim activates
+/// it. The rest of the range is swapped out.
+#[test]
+fn pageout_keeps_a_lazyfree_folio_another_cpus_batch_holds() {
+    let mut m = machine(config("1G"), &[]);
+    let mut p = Proc::spawn(&mut m);
+    let addr = p.mmap(MIB);
+    p.touch(addr, MIB, true);
+    let held = 8;
+    let pid = p.pid;
+    p.m.with_vm(1, |vm, ctx| vm.madvise(ctx, pid, addr, held * PAGE, Advice::Free))
+        .unwrap();
+    p.madvise(addr, held * PAGE, Advice::Free);
+    p.madvise(addr, MIB, Advice::PageOut);
+    assert_eq!(p.vmstat("pglazyfree"), held, "cpu 0's batch moved them");
+    assert_eq!(p.vmstat("pglazyfreed"), 0, "cpu 1's batch still holds them");
+    assert_eq!(p.vmstat("pswpout"), MIB / PAGE - held);
+    p.m.check().unwrap();
+}

@@ -768,7 +768,7 @@ fn madv_collapse_needs_an_anon_vma_and_allowed_thps_not_a_writable_entry() {
     assert_eq!(p.stat("thp_collapse_alloc"), 2);
     assert_eq!(meminfo_kb(p.m, "AnonHugePages"), 4096);
     // A range holding no whole PMD of a large enough VMA is no work when
-    // it crosses a PMD boundary, and EINVAL when it does not: the kernel's
+    // it contains a PMD boundary, and EINVAL when it does not: the kernel's
     // unsigned (hend - hstart) >> PMD_SHIFT wraps (the host returns the same).
     p.madvise(addr + 2 * MIB - PAGE, 2 * PAGE, Advice::Collapse);
     let err = p.try_madvise(addr + 2 * MIB + PAGE, MIB, Advice::Collapse).unwrap_err();

@@ -91,7 +91,8 @@ impl Scan {
 impl Vm {
     /// `madvise_collapse` on `[start, end)` of one VMA: every PMD-aligned
     /// range inside it collapsed or already PMD-mapped is success; a piece
-    /// with no PMD-aligned range that crosses no PMD boundary is `EINVAL`.
+    /// with no PMD-aligned range and no PMD boundary in it (its start and
+    /// end included) is `EINVAL`.
     pub(crate) fn madvise_collapse(&mut self, ctx: &mut Ctx, vma: VmaId, start: u64, end: u64) -> Result<(), VmError> {
         let pmd_size = self.pmd_size();
         // thp_vma_allowable_order outside a fault: the VMA must hold a
@@ -119,7 +120,8 @@ impl Vm {
         }
         // The kernel compares the count with `(hend - hstart) >> PMD_SHIFT`
         // in unsigned arithmetic: a piece of a VMA that holds no whole PMD
-        // block and crosses no block boundary (hstart past hend) wraps, so
+        // block and contains no block boundary, start and end included
+        // (hstart past hend), wraps, so
         // its call fails with `EINVAL` and the madvise stops there, before
         // the VMAs after it (host: 6.18).
         let wanted = hend.wrapping_sub(hstart) / pmd_size;

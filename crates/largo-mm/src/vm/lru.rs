@@ -454,6 +454,29 @@ impl Vm {
         lru
     }
 
+    /// `lru_add_split_folio` for each piece of a split folio that was on
+    /// a list, as 6.18's `__folio_split` calls it: every tail, in page
+    /// order, just younger than the head, which keeps the folio's place
+    /// (`younger` was its neighbour on the young side). So the head is the
+    /// oldest piece, the last tail next, the first tail the youngest.
+    /// `head` is `None` when the split freed the head page.
+    pub(crate) fn lru_add_split_pieces(
+        &mut self,
+        pa: &mut PageAlloc,
+        younger: Option<FolioRef>,
+        head: Option<FolioRef>,
+        tails: impl IntoIterator<Item = FolioRef>,
+    ) {
+        let mut anchor = younger;
+        for t in tails {
+            self.lruvec_insert_after(pa, t, anchor);
+            anchor = Some(t);
+        }
+        if let Some(h) = head {
+            self.lruvec_insert_after(pa, h, anchor);
+        }
+    }
+
     /// Puts `r` on the list just older than `younger` (at the head when
     /// `None`), the list being the one its flags choose.
     pub(crate) fn lruvec_insert_after(&mut self, pa: &mut PageAlloc, r: FolioRef, younger: Option<FolioRef>) {

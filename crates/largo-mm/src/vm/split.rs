@@ -219,7 +219,8 @@ impl Vm {
     /// [`Self::split_anon_folio`] for a caller holding `caller_pins`
     /// references of its own (reclaim's isolation), returning the keys of
     /// the folios that remain, by page index. A folio on an LRU list
-    /// leaves its pieces in its place, the head oldest (`lru_add_split_folio`);
+    /// leaves its pieces in its place, the head oldest and the first tail
+    /// youngest (`lru_add_split_folio`, as 6.18's `__folio_split` calls it);
     /// an isolated one's pieces inherit the caller's reference each (they go
     /// on the caller's list); a swap-cache folio's pieces keep their slots.
     pub(crate) fn split_anon_folio_to(&mut self, ctx: &mut Ctx, key: usize, caller_pins: u32) -> Option<Vec<usize>> {
@@ -308,20 +309,9 @@ impl Vm {
             self.put_anon_vma_folio(old.anon_vma);
         }
         if on_list {
-            // lru_add_split_folio, as 6.18's __folio_split calls it (tails
-            // in page order, each just younger than the head): the head
-            // keeps the old place, the first tail is the youngest piece, the
-            // last tail the one just younger than the head (as the shmem
-            // split places them). Pieces freed at the split leave no gap.
             let head = kept.first().copied().filter(|&k| self.folios[k].pfn == pfn);
-            let mut anchor = younger;
-            for &k in kept.iter().filter(|&&k| Some(k) != head) {
-                self.lruvec_insert_after(ctx.pa, FolioRef::Anon(k), anchor);
-                anchor = Some(FolioRef::Anon(k));
-            }
-            if let Some(h) = head {
-                self.lruvec_insert_after(ctx.pa, FolioRef::Anon(h), anchor);
-            }
+            let tails = kept.iter().filter(|&&k| Some(k) != head).map(|&k| FolioRef::Anon(k));
+            self.lru_add_split_pieces(ctx.pa, younger, head.map(FolioRef::Anon), tails);
         }
         self.mthp.add(order, MthpStat::Split, 1);
         self.work.split_pages += old.nr_pages();

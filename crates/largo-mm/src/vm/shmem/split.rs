@@ -163,14 +163,8 @@ impl Vm {
         let node_memcg = if at.is_some() { task_memcg } else { 0 };
         self.shmem_xa_update(inode, node_memcg);
         if on_list {
-            // The origin back in its place, each new piece just younger
-            // than it, in page order.
-            self.lruvec_insert_after(ctx.pa, origin, younger);
-            let mut anchor = younger;
-            for &k in keys.iter().filter(|&&k| k != key) {
-                self.lruvec_insert_after(ctx.pa, FolioRef::Shmem(k), anchor);
-                anchor = Some(FolioRef::Shmem(k));
-            }
+            let tails = keys.iter().filter(|&&k| k != key).map(|&k| FolioRef::Shmem(k));
+            self.lru_add_split_pieces(ctx.pa, younger, Some(origin), tails);
         }
         if order == pmd_order {
             let nid = self.node_of(ctx.pa, pfn);

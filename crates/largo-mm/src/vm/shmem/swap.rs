@@ -70,11 +70,9 @@ impl Vm {
         self.shmem_try_to_unmap(ctx, key);
         let f = &self.shmem.folios[key];
         let (pfn, nr) = (f.pfn, f.nr_pages());
-        // is_page_cache_freeable / __remove_mapping: the cache's and
-        // reclaim's references only. A cpu batch's entry is a reference
-        // too (another cpu's activate, deactivate or lazyfree batch:
-        // MADV_PAGEOUT drains only its own cpu's), so such a folio stays.
-        if ctx.pa.memmap.page(pfn).refcount() != 1 + nr as u32 || self.lru_state(r).held_by_batch() {
+        // is_page_cache_freeable / __remove_mapping (a cpu batch's entry
+        // counts: such a folio stays).
+        if !self.cache_freeable(ctx.pa, r) {
             return ShmemReclaim::Keep(r);
         }
         if !ctx.pa.memmap.page(pfn).flags().contains(PageFlags::DIRTY) {

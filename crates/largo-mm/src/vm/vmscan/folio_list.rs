@@ -41,7 +41,7 @@ enum Outcome {
 impl Vm {
     /// `shrink_folio_list`: each folio of `list` (holding an isolation
     /// reference) is reclaimed, kept or activated; large folios split
-    /// here put their pieces at the back of the list, processed next.
+    /// here put their pieces at the front of the list, processed next.
     pub(crate) fn shrink_folio_list(
         &mut self,
         ctx: &mut Ctx,
@@ -138,7 +138,7 @@ impl Vm {
         let dirty = ctx.pa.memmap.page(pfn).flags().contains(PageFlags::DIRTY);
         if dirty && !self.folios[key].lazyfree {
             // pageout: a folio something else still holds is not written.
-            if !self.swap_cache_freeable(ctx.pa, key) {
+            if !self.cache_freeable(ctx.pa, FolioRef::Anon(key)) {
                 return (Outcome::Keep, key);
             }
             let nr = self.folios[key].nr_pages();
@@ -156,6 +156,11 @@ impl Vm {
             }
         }
         if self.folios[key].lazyfree {
+            // folio_ref_freeze(folio, 1): only reclaim's reference may be
+            // left (a cpu batch's entry is one the memmap does not count).
+            if self.folio_refcount(ctx.pa, key) != 1 || self.folios[key].lru.held_by_batch() {
+                return (Outcome::Keep, key);
+            }
             ctx.pa.events.count(VmEvent::Pglazyfreed, self.folios[key].nr_pages());
             return (Outcome::Free, key);
         }
@@ -224,25 +229,28 @@ impl Vm {
     }
 
     /// `split_folio_to_list`: the head stays in hand (its key returned),
-    /// the other pieces join the back of `list` from the last page down,
-    /// the order in which reclaim then meets them.
+    /// the other pieces go where `shrink_folio_list` takes its next folio
+    /// from (6.18's `__folio_split` adds each tail in page order with
+    /// `list_add_tail`, and `lru_to_folio` takes the list's tail): reclaim
+    /// meets them right after the head, the last page first.
     fn split_to_list(&mut self, ctx: &mut Ctx, key: usize, list: &mut VecDeque<FolioRef>) -> Option<usize> {
         let pieces = self.split_anon_folio_to(ctx, key, 1)?;
         let (&head, tails) = pieces.split_first()?;
-        for &t in tails.iter().rev() {
-            list.push_back(FolioRef::Anon(t));
+        for &t in tails {
+            list.push_front(FolioRef::Anon(t));
         }
         Some(head)
     }
 
-    /// `is_page_cache_freeable` of an isolated swap-cache folio: only
-    /// reclaim's reference and the swap cache's hold it. An entry in a cpu
-    /// batch is a reference too (another cpu's `lru_lazyfree`, deactivate
-    /// or activate batch: MADV_PAGEOUT drains only its own cpu's), which
-    /// the memmap's count does not carry: such a folio stays, unwritten.
-    fn swap_cache_freeable(&self, pa: &PageAlloc, key: usize) -> bool {
-        let nr = self.folios[key].nr_pages();
-        self.folio_refcount(pa, key) == 1 + nr as u32 && !self.folios[key].lru.held_by_batch()
+    /// `is_page_cache_freeable` of an isolated cache folio (the swap
+    /// cache's, or a shmem file's): only reclaim's reference and the
+    /// cache's hold it. An entry in a cpu batch is a reference too
+    /// (another cpu's `lru_lazyfree`, deactivate or activate batch:
+    /// MADV_PAGEOUT drains only its own cpu's), which the memmap's count
+    /// does not carry: such a folio stays, unwritten.
+    pub(crate) fn cache_freeable(&self, pa: &PageAlloc, r: FolioRef) -> bool {
+        let (pfn, order) = self.folio_pfn_order(r);
+        pa.memmap.page(pfn).refcount() == 1 + (1u32 << order) && !self.lru_state(r).held_by_batch()
     }
 
     /// `__remove_mapping` of a swap-cache folio: only when nothing but
@@ -255,7 +263,7 @@ impl Vm {
         let nr = self.folios[key].nr_pages();
         let pfn = self.folios[key].pfn;
         let dirty = ctx.pa.memmap.page(pfn).flags().contains(PageFlags::DIRTY);
-        if !self.swap_cache_freeable(ctx.pa, key) || dirty || self.folios[key].writeback {
+        if !self.cache_freeable(ctx.pa, FolioRef::Anon(key)) || dirty || self.folios[key].writeback {
             return false;
         }
         let shadow = self.workingset_eviction(ctx, key, target_memcg);

@@ -56,7 +56,8 @@ impl Vm {
     /// A lazyfree folio: discarded where every PTE is clean; a dirty PTE
     /// (written since MADV_FREE) makes it swap-backed again and nothing
     /// is unmapped; a reference beyond the mappings and reclaim's own (a
-    /// fault copying it, a pin) leaves it mapped for now.
+    /// fault copying it, a pin, another cpu's batch entry) leaves it
+    /// mapped for now (`try_to_unmap_one`: `ref_count != 1 + map_count`).
     fn unmap_lazyfree(&mut self, ctx: &mut Ctx, key: usize) -> bool {
         let mappings = self.rmap_walk(key);
         let dirty = mappings
@@ -66,7 +67,9 @@ impl Vm {
             self.folio_set_swapbacked(ctx, key);
             return false;
         }
-        if self.folio_refcount(ctx.pa, key) as u64 != 1 + self.folio_mapcount(ctx.pa, key) as u64 {
+        if self.folio_refcount(ctx.pa, key) as u64 != 1 + self.folio_mapcount(ctx.pa, key) as u64
+            || self.folios[key].lru.held_by_batch()
+        {
             return false;
         }
         let pfn = self.folios[key].pfn;
