@@ -481,6 +481,11 @@ fn pageout_keeps_an_anonymous_folio_another_cpus_batch_holds() {
         MIB / PAGE - held,
         "the batch's folios are not written"
     );
+    assert_eq!(
+        meminfo_kb(p.m, "SwapCached"),
+        held * PAGE / KIB,
+        "kept in the swap cache"
+    );
     p.m.check().unwrap();
 }
 
