@@ -119,11 +119,10 @@ impl Vm {
             addr += pmd_size;
         }
         // The kernel compares the count with `(hend - hstart) >> PMD_SHIFT`
-        // in unsigned arithmetic: a piece of a VMA that holds no whole PMD
-        // block and contains no block boundary, start and end included
-        // (hstart past hend), wraps, so
-        // its call fails with `EINVAL` and the madvise stops there, before
-        // the VMAs after it (host: 6.18).
+        // in unsigned arithmetic: for a piece of a VMA that holds no whole
+        // PMD block and no block boundary, its ends included (hstart past
+        // hend), that wraps, so the call fails with `EINVAL` and the
+        // madvise stops there, before the VMAs after it (host: 6.18).
         let wanted = hend.wrapping_sub(hstart) / pmd_size;
         match last_fail {
             _ if thps == wanted => Ok(()),
