@@ -82,9 +82,15 @@ impl<'m> Proc<'m> {
 
     #[track_caller]
     fn madvise(&mut self, addr: u64, len: u64, advice: Advice) {
+        self.madvise_on(0, addr, len, advice);
+    }
+
+    /// The madvise made by a thread of the process running on `cpu`.
+    #[track_caller]
+    fn madvise_on(&mut self, cpu: usize, addr: u64, len: u64, advice: Advice) {
         let pid = self.pid;
         self.m
-            .with_vm(0, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice))
+            .with_vm(cpu, |vm, ctx| vm.madvise(ctx, pid, addr, len, advice))
             .unwrap();
     }
 
@@ -472,9 +478,7 @@ fn pageout_keeps_an_anonymous_folio_another_cpus_batch_holds() {
     let addr = p.mmap(MIB);
     p.touch(addr, MIB, true);
     let held = 8;
-    let pid = p.pid;
-    p.m.with_vm(1, |vm, ctx| vm.madvise(ctx, pid, addr, held * PAGE, Advice::Free))
-        .unwrap();
+    p.madvise_on(1, addr, held * PAGE, Advice::Free);
     p.madvise(addr, MIB, Advice::PageOut);
     assert_eq!(
         p.vmstat("pswpout"),
@@ -501,9 +505,7 @@ fn pageout_keeps_a_lazyfree_folio_another_cpus_batch_holds() {
     let addr = p.mmap(MIB);
     p.touch(addr, MIB, true);
     let held = 8;
-    let pid = p.pid;
-    p.m.with_vm(1, |vm, ctx| vm.madvise(ctx, pid, addr, held * PAGE, Advice::Free))
-        .unwrap();
+    p.madvise_on(1, addr, held * PAGE, Advice::Free);
     p.madvise(addr, held * PAGE, Advice::Free);
     p.madvise(addr, MIB, Advice::PageOut);
     assert_eq!(p.vmstat("pglazyfree"), held, "cpu 0's batch moved them");
