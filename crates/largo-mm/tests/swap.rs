@@ -56,6 +56,15 @@ impl<'m> Proc<'m> {
         Proc { m, pid }
     }
 
+    /// A new process with `len` bytes of anonymous memory mapped and
+    /// written; returns it and the mapping's address.
+    fn spawn_written(m: &'m mut Machine, len: u64) -> (Proc<'m>, u64) {
+        let mut p = Proc::spawn(m);
+        let addr = p.mmap(len);
+        p.touch(addr, len, true);
+        (p, addr)
+    }
+
     fn mmap(&mut self, len: u64) -> u64 {
         let pid = self.pid;
         let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
@@ -160,9 +169,7 @@ fn pageout_without_contiguous_slots_splits_and_counts_the_fallback() {
 #[test]
 fn a_disk_keeps_paged_out_folios_in_the_swap_cache_until_reclaim() {
     let mut m = machine(config("1G:disk"), &[]);
-    let mut p = Proc::spawn(&mut m);
-    let addr = p.mmap(MIB);
-    p.touch(addr, MIB, true);
+    let (mut p, addr) = Proc::spawn_written(&mut m, MIB);
     p.madvise(addr, MIB, Advice::PageOut);
     assert_eq!(p.vmstat("pswpout"), 256);
     assert_eq!(
@@ -384,9 +391,7 @@ fn shmem_entries_read_ahead_by_anonymous_faults_split_and_come_back() {
 #[test]
 fn small_folios_freed_lazily_stay_allocated_after_munmap_until_their_batch_moves() {
     let mut m = machine(config("1G"), &[]);
-    let mut p = Proc::spawn(&mut m);
-    let addr = p.mmap(MIB);
-    p.touch(addr, MIB, true);
+    let (mut p, addr) = Proc::spawn_written(&mut m, MIB);
     // Free pages, those on the per-cpu lists too.
     let free_kb = |m: &Machine| meminfo_kb(m, "MemFree") + m.page_alloc().nr_pcp_pages() * 4;
     let before = free_kb(p.m);
@@ -474,9 +479,7 @@ fn munmap_gives_page_tables_back_after_a_grace_period() {
 #[test]
 fn pageout_keeps_an_anonymous_folio_another_cpus_batch_holds() {
     let mut m = machine(config("1G"), &[]);
-    let mut p = Proc::spawn(&mut m);
-    let addr = p.mmap(MIB);
-    p.touch(addr, MIB, true);
+    let (mut p, addr) = Proc::spawn_written(&mut m, MIB);
     let held = 8;
     p.madvise_on(1, addr, held * PAGE, Advice::Free);
     p.madvise(addr, MIB, Advice::PageOut);
@@ -501,9 +504,7 @@ fn pageout_keeps_an_anonymous_folio_another_cpus_batch_holds() {
 #[test]
 fn pageout_keeps_a_lazyfree_folio_another_cpus_batch_holds() {
     let mut m = machine(config("1G"), &[]);
-    let mut p = Proc::spawn(&mut m);
-    let addr = p.mmap(MIB);
-    p.touch(addr, MIB, true);
+    let (mut p, addr) = Proc::spawn_written(&mut m, MIB);
     let held = 8;
     p.madvise_on(1, addr, held * PAGE, Advice::Free);
     p.madvise(addr, held * PAGE, Advice::Free);
