@@ -5,6 +5,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use largo_cli::args::{report_parse_error, Cli};
 
+/// The model's large arrays on host huge pages (`largo_physmem::HugeAlloc`).
+#[global_allocator]
+static GLOBAL: largo_physmem::HugeAlloc = largo_physmem::HugeAlloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

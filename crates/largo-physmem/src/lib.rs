@@ -18,6 +18,7 @@ mod chase;
 pub mod copy;
 pub mod handshake;
 pub mod host;
+mod huge_alloc;
 pub mod native;
 mod ram;
 mod sim;
@@ -25,6 +26,7 @@ mod spans;
 pub mod sysv;
 
 pub use backing::{Backing, BackingError, BackingKind, BackingStats};
+pub use huge_alloc::{advise_huge_pages, HugeAlloc};
 pub use ram::RamBacking;
 pub use sim::SimBacking;
 

@@ -5,6 +5,10 @@ use std::ops::{Index, IndexMut};
 
 use super::page::Page;
 
+/// The largest record array advised onto host huge pages: 256 MiB, the
+/// memmap of a 64 GiB machine of 4K pages.
+pub const HUGE_MEMMAP_BYTES: usize = 256 << 20;
+
 /// One record per pfn, stored in two zero-initialised arrays: the records
 /// of pfns aligned to `1 << head_order` (pageblock_order: the pageblock
 /// heads) densely in `heads`, every other record at its pfn in `rest`
@@ -31,10 +35,20 @@ impl PageArray {
     /// `nr_pfns` zeroed records, the heads of `1 << head_order`-page blocks
     /// kept apart. Allocated lazily (zeroed pages cost no host memory until
     /// written).
+    ///
+    /// A machine of up to [`HUGE_MEMMAP_BYTES`] of records has its `rest`
+    /// on host huge pages: a workload writes much of so small a memmap,
+    /// and one host fault per 2 MiB of records costs less than 512. A
+    /// larger one keeps base pages, so that a TiB machine's host memory is
+    /// what its workload touches.
     pub fn new(nr_pfns: usize, head_order: u32) -> PageArray {
+        let mut rest: Vec<Page> = bytemuck::allocation::zeroed_vec(nr_pfns);
+        if std::mem::size_of_val(rest.as_slice()) <= HUGE_MEMMAP_BYTES {
+            largo_physmem::advise_huge_pages(&mut rest);
+        }
         PageArray {
             heads: bytemuck::allocation::zeroed_vec(nr_pfns.div_ceil(1 << head_order)),
-            rest: bytemuck::allocation::zeroed_vec(nr_pfns),
+            rest,
             head_mask: (1 << head_order) - 1,
             head_order,
         }
