@@ -102,6 +102,15 @@ impl PageAlloc {
             return;
         }
         let zi = self.zone_of(pfn);
+        self.free_frozen_pages_in(cpu, zi, pfn, order);
+    }
+
+    /// [`PageAlloc::free_frozen_pages`] of a block of an order the pcp
+    /// caches, in the zone `zi` the caller found (a zap run finds it once
+    /// for the LRU count and the free).
+    #[inline]
+    pub(crate) fn free_frozen_pages_in(&mut self, cpu: usize, zi: usize, pfn: u64, order: u32) {
+        debug_assert!(self.pcp_allowed_order(order) && self.page_zone_index(pfn) == Some(zi));
         let mut mt = self.pageblocks.migratetype(pfn);
         if !mt.is_mergeable() {
             if mt == MigrateType::Isolate {

@@ -296,6 +296,15 @@ impl PageAlloc {
         if pcp.free_count < batch << PCP_BATCH_SCALE_MAX {
             pcp.free_count += 1 << order;
         }
+        if !free_high && pcp.count < pcp.high && (pcp.high_min..=pcp.high_max).contains(&pcp.high) {
+            // nr_pcp_high of a zone neither reclaimed nor below its high
+            // mark would return `high` unchanged, which the count is below:
+            // no drain, and nothing for it to change.
+            let zone_flags = self.zones[zi].flags;
+            if !zone_flags.intersects(ZoneFlags::RECLAIM_ACTIVE | ZoneFlags::BELOW_HIGH) {
+                return;
+            }
+        }
         let high = self.nr_pcp_high(idx, zi, batch, free_high);
         if self.pcp[idx].count >= high {
             self.pcp_drain_over_high(idx, zi, batch, high, free_high, pindex);

@@ -24,8 +24,7 @@ use super::fault::store_user_page;
 use super::order::Orders;
 use super::pgtable::Pte;
 use super::rmap::NewAnon;
-use super::stats::MthpStat;
-use super::types::{Access, Pid, VmError, VmFlags};
+use super::types::{Access, AnonVmaId, MmId, Pid, VmError, VmFlags};
 use super::{Ctx, Vm};
 use crate::memmap::Folio;
 use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_KERNEL};
@@ -41,6 +40,16 @@ pub struct FaultRunStats {
     pub faults: u64,
     /// Of those, faults given a page of a batch of pcp allocations.
     pub batched: u64,
+}
+
+/// Counts of a run's faults not yet added to their counters
+/// ([`Vm::flush_run_counts`]).
+#[derive(Default)]
+struct RunCounts {
+    /// Faults begun (`pgfault`).
+    faults: u64,
+    /// Folios mapped.
+    mapped: u64,
 }
 
 /// What a run of faults did: the faults completed, and the outcome that
@@ -131,17 +140,29 @@ impl Vm {
             workingset: false,
             memcg: 0,
         };
+        if nones == 0 {
+            return none;
+        }
+        // do_anonymous_page's anon_vma_prepare: the first fault's prepares
+        // the VMA's, the others find it.
+        self.anon_vma_prepare(vma);
+        self.memcg_oom_pending = None;
         let mut pfns = std::mem::take(&mut self.fault_run_pfns);
         let mut next_pfn = 0;
         let mut run = none;
+        let anon_vma = self.vmas[vma].anon_vma.expect("anon_vma_prepare ran");
+        let mut counts = RunCounts::default();
         while run.done < nones {
             // access_fault: a fault is counted before it is handled.
-            self.memcg_oom_pending = None;
-            ctx.pa.events.count(VmEvent::Pgfault, 1);
-            // do_anonymous_page, for a write with no large order allowed.
-            self.anon_vma_prepare(vma);
+            counts.faults += 1;
             let left = nones - run.done;
+            if next_pfn == pfns.len() {
+                // Whatever takes the next pages may reclaim or kill:
+                // it sees the faults counted so far.
+                self.flush_run_counts(ctx, mm, anon_vma, &mut counts);
+            }
             let Some(folio) = self.anon_fault_run_folio(ctx, &mut pfns, &mut next_pfn, left, per_operation) else {
+                self.flush_run_counts(ctx, mm, anon_vma, &mut counts);
                 self.run_pending_kswapd(ctx);
                 // None: the fault is made again, by the caller's general path
                 // (counted again, as the kernel's retry counts it).
@@ -154,13 +175,19 @@ impl Vm {
             let a = addr_of(run.done);
             let index = (a >> page_shift) as usize & index_mask;
             ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
-            self.mms[mm].rss_anon += 1;
-            self.mthp.add(0, MthpStat::AnonFaultAlloc, 1);
-            self.add_new_anon_rmap_order0(ctx, folio.pfn.0, vma, a & !(page_size - 1), new_anon);
+            // The rss, the (order-0, so uncounted) mTHP fault allocation
+            // and the rmap's counts go in `counts`.
+            counts.mapped += 1;
+            if self.node_stat.len() > 1 {
+                let nid = self.node_of(ctx.pa, folio.pfn.0);
+                self.node_stat[nid].anon_mapped += 1;
+            }
+            self.add_new_anon_rmap_order0_uncounted(ctx, folio.pfn.0, vma, anon_vma, a & !(page_size - 1), new_anon);
             self.pt
                 .set_ptes(table, index, folio.pfn.0, 1, Pte::YOUNG | Pte::DIRTY | write_bit);
             run.done += 1;
             if ctx.pa.kswapd_pending() {
+                self.flush_run_counts(ctx, mm, anon_vma, &mut counts);
                 self.run_pending_kswapd(ctx);
                 // The store goes through whatever kswapd left of the
                 // entry (it may have reclaimed the page just mapped).
@@ -179,6 +206,7 @@ impl Vm {
                 break;
             }
         }
+        self.flush_run_counts(ctx, mm, anon_vma, &mut counts);
         // A batch serves only faults the run makes: it ends with a fault
         // that runs kswapd only at its last page (the pop that woke it, or
         // a batch of one while a wakeup was pending), and with one that
@@ -192,6 +220,27 @@ impl Vm {
         pfns.clear();
         self.fault_run_pfns = pfns;
         run
+    }
+
+    /// Adds the run's faults and mapped folios not yet counted to their
+    /// counters, and starts counting again: `pgfault` per fault; per
+    /// folio mapped the rss, the rmap call, the new folio, the anon_vma's
+    /// folios and the node's `anon_mapped`, as
+    /// [`Vm::add_new_anon_rmap_order0`] counts them.
+    fn flush_run_counts(&mut self, ctx: &mut Ctx, mm: MmId, anon_vma: AnonVmaId, counts: &mut RunCounts) {
+        let RunCounts { faults, mapped } = std::mem::take(counts);
+        ctx.pa.events.count(VmEvent::Pgfault, faults);
+        if mapped == 0 {
+            return;
+        }
+        self.mms[mm].rss_anon += mapped;
+        self.work.rmap_calls += mapped;
+        self.work.rmap_pages += mapped;
+        self.work.folios_new += mapped;
+        self.anon_vmas[anon_vma].nr_folios += mapped;
+        if self.node_stat.len() == 1 {
+            self.node_stat[0].anon_mapped += mapped as i64;
+        }
     }
 
     /// How many of the accesses `addr_of(0)`, `addr_of(1)`, ... (up to

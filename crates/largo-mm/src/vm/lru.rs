@@ -341,6 +341,12 @@ impl Vm {
     #[inline]
     fn zone_lru_count(&mut self, pa: &PageAlloc, pfn: u64, lru: LruList, nr: i64) {
         let zi = pa.page_zone_index(pfn).expect("an LRU folio lies in a zone");
+        self.zone_lru_count_in(zi, lru, nr);
+    }
+
+    /// [`Vm::zone_lru_count`] in the zone `zi` the caller found.
+    #[inline]
+    fn zone_lru_count_in(&mut self, zi: usize, lru: LruList, nr: i64) {
         let z = &mut self.zone_lru[zi];
         match lru {
             LruList::InactiveAnon => z.inactive_anon += nr,
@@ -970,6 +976,21 @@ impl Vm {
         }
     }
 
+    /// [`Vm::lru_lock_for_free`] of `nr` frees one after another: every
+    /// `PAGEVEC_SIZE`-th from the first of a batch takes the lock.
+    pub(crate) fn lru_lock_for_frees(&mut self, nr: u64) {
+        let batch = PAGEVEC_SIZE as u64;
+        let pending = self.locks.lru_free_pending;
+        // The frees that find the batch empty: the first at the
+        // (batch - pending) % batch-th, then every batch-th.
+        let first = (batch - pending) % batch;
+        if nr > first {
+            self.locks.lru += 1 + (nr - 1 - first) / batch;
+        }
+        self.locks.lru_folios += nr;
+        self.locks.lru_free_pending = (pending + nr) % batch;
+    }
+
     /// [`Vm::lru_forget_listed`] of one of the folios a zap run frees one
     /// after another: the folio leaves its list at once, but the
     /// neighbours outside the stretch of the list that the run's folios
@@ -979,9 +1000,10 @@ impl Vm {
     /// is written into a record that leaves next. The caller closes the
     /// cut before anything reads the lists, and clears the page's
     /// `PG_lru` (a zap run clears its whole record).
-    pub(crate) fn lru_forget_listed_in(&mut self, pa: &PageAlloc, r: FolioRef, cut: &mut Option<LruCut>) {
-        self.lru_lock_for_free();
-        let (st, pfn, order, _, lv) = self.lru_placed_mut(pa, r);
+    /// The caller counts the lru lock ([`Vm::lru_lock_for_frees`]) and
+    /// gives the folio's zone `zi`.
+    pub(crate) fn lru_forget_listed_in(&mut self, pa: &PageAlloc, r: FolioRef, zi: usize, cut: &mut Option<LruCut>) {
+        let (st, _, order, _, lv) = self.lru_placed_mut(pa, r);
         let s = *st;
         st.list = None;
         st.prev = Link::NONE;
@@ -1013,7 +1035,7 @@ impl Vm {
                 nr_pages: nr,
             });
         }
-        self.zone_lru_count(pa, pfn, lru, -nr);
+        self.zone_lru_count_in(zi, lru, -nr);
     }
 
     /// Ends a stretch of a list that folios left one after another: its

@@ -7,7 +7,7 @@ use super::folio::{AnonFolio, MM_ID_DUMMY};
 use super::lru::FolioRef;
 use super::pgtable::Slot;
 use super::stats::MthpStat;
-use super::types::{MmId, VmaId};
+use super::types::{AnonVmaId, MmId, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::PageAlloc;
@@ -139,24 +139,40 @@ impl Vm {
         addr: u64,
         new: NewAnon,
     ) -> usize {
+        let anon_vma = self.vmas[vma].anon_vma.expect("anon_vma_prepare ran");
         self.count_rmap(1);
         self.work.folios_new += 1;
-        let v = &self.vmas[vma];
-        let anon_vma = v.anon_vma.expect("anon_vma_prepare ran");
-        let index = v.page_index(addr, self.page_shift());
+        self.anon_vmas[anon_vma].nr_folios += 1;
+        let nid = self.node_of(ctx.pa, pfn);
+        self.node_stat[nid].anon_mapped += 1;
+        self.add_new_anon_rmap_order0_uncounted(ctx, pfn, vma, anon_vma, addr, new)
+    }
+
+    /// [`Vm::add_new_anon_rmap_order0`] without its counts (the rmap
+    /// call, the new folio, the anon_vma's folios and the node's
+    /// `anon_mapped`), which a run of faults makes for its folios
+    /// together. `anon_vma` is the VMA's.
+    #[inline(always)]
+    pub(crate) fn add_new_anon_rmap_order0_uncounted(
+        &mut self,
+        ctx: &mut Ctx,
+        pfn: u64,
+        vma: VmaId,
+        anon_vma: AnonVmaId,
+        addr: u64,
+        new: NewAnon,
+    ) -> usize {
+        let index = self.vmas[vma].page_index(addr, self.page_shift());
         let mut meta = AnonFolio::new(pfn, 0, anon_vma, index);
         meta.memcg = new.memcg as u16;
         meta.lru.active = new.active;
         meta.lru.workingset = new.workingset;
         meta.lru.batched = true;
         let key = self.folios.insert(meta);
-        self.anon_vmas[anon_vma].nr_folios += 1;
         let head = ctx.pa.memmap.page_mut(pfn);
         head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | anon_exclusive_flag(new.exclusive));
         head.set_private(key as u32 + 1);
         head.set_mapcount(1);
-        let nid = self.node_of(ctx.pa, pfn);
-        self.node_stat[nid].anon_mapped += 1;
         self.lru_batch_push(ctx.pa, ctx.cpu, FolioRef::Anon(key), false);
         key
     }

@@ -54,6 +54,7 @@ impl Vm {
         }
         let mut i = start;
         let mut cut = None;
+        let one_node = self.node_stat.len() == 1;
         while i < limit {
             let pte = self.pt.get(table, i);
             if !pte.present() || pte.is_special() {
@@ -63,14 +64,25 @@ impl Vm {
             let Some(key) = self.sole_order0_folio(ctx.pa, pfn) else {
                 break;
             };
-            self.pt.clear_ptes(table, i, 1);
-            self.unmap_last_order0(ctx, key, pfn, &mut cut);
+            self.unmap_last_order0(ctx, key, pfn, one_node, &mut cut);
             i += 1;
         }
         if let Some(c) = cut {
             self.lru_cut_close(c);
         }
         let nr = i - start;
+        if nr > 0 {
+            // What each zap did alike, counted for the run: nothing in it
+            // reads the entries, the rmap counts, the node's anon_mapped
+            // or the lock counts.
+            self.pt.clear_ptes(table, start, nr);
+            self.work.rmap_calls += nr as u64;
+            self.work.rmap_pages += nr as u64;
+            if one_node {
+                self.node_stat[0].anon_mapped -= nr as i64;
+            }
+            self.lru_lock_for_frees(nr as u64);
+        }
         self.mms[mm].rss_anon -= nr as u64;
         self.zap_run_pages += nr as u64;
         nr
@@ -110,13 +122,18 @@ impl Vm {
     /// `folio_put` (`free_anon_folio` with nothing but the LRU, the
     /// memcg and the pages to let go of).
     /// The folio leaves its LRU list as part of the run's `cut`.
-    fn unmap_last_order0(&mut self, ctx: &mut Ctx, key: usize, pfn: u64, cut: &mut Option<LruCut>) {
-        self.count_rmap(1);
-        let nid = self.node_of(ctx.pa, pfn);
-        self.node_stat[nid].anon_mapped -= 1;
+    /// The run counts the rmap call, the node's `anon_mapped` (on a
+    /// machine of `one_node`), the PTE and the lru lock of each unmap
+    /// together ([`Vm::zap_order0_run`]).
+    fn unmap_last_order0(&mut self, ctx: &mut Ctx, key: usize, pfn: u64, one_node: bool, cut: &mut Option<LruCut>) {
+        let zi = ctx.pa.zone_of(pfn);
+        if !one_node {
+            let nid = ctx.pa.zones()[zi].nid;
+            self.node_stat[nid].anon_mapped -= 1;
+        }
         let (anon_vma, memcg) = (self.folios[key].anon_vma, self.folios[key].memcg as usize);
         self.put_anon_vma_folio(anon_vma);
-        self.lru_forget_listed_in(ctx.pa, FolioRef::Anon(key), cut);
+        self.lru_forget_listed_in(ctx.pa, FolioRef::Anon(key), zi, cut);
         self.mem_cgroup_uncharge(ctx, memcg, 1);
         self.folios.remove(key);
         // The page's record goes back to all zero at once: the mapcount,
@@ -124,6 +141,6 @@ impl Vm {
         // leaving the LRU clears, and the rest that free_user_folio and
         // free_folio clear. Then the page goes to this cpu's pcp list.
         ctx.pa.memmap.page_mut(pfn).clear();
-        ctx.pa.free_frozen_pages(ctx.cpu, pfn, 0);
+        ctx.pa.free_frozen_pages_in(ctx.cpu, zi, pfn, 0);
     }
 }
