@@ -184,7 +184,7 @@ impl PageAlloc {
         }
         let idx = self.pcp_index(zi, cpu);
         let pindex = self.order_to_pindex(ac.migratetype, 0);
-        let on_list = self.pcp[idx].lists[pindex].nr as usize;
+        let on_list = self.pcp[idx].lists[pindex].len();
         if max == 0 || on_list == 0 || !self.zone_has_room(zi, 0, ac.highest_zoneidx, alloc_flags) {
             return;
         }

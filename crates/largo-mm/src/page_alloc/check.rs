@@ -289,10 +289,10 @@ impl PageAlloc {
         for cpu in 0..self.nr_cpus {
             let pcp = self.pcp(zi, cpu);
             let mut count = 0i64;
+            let mut seen = std::collections::HashSet::new();
             for (pindex, list) in pcp.lists.iter().enumerate() {
                 let order = self.pindex_to_order(pindex);
-                let mut n = 0;
-                for pfn in list.iter(&self.memmap.pages) {
+                for pfn in list.iter() {
                     let page = self.memmap.page(pfn);
                     ensure!(
                         page.flags() == PageFlags::PCP && page.order() == order,
@@ -304,14 +304,12 @@ impl PageAlloc {
                         self.zones[zi].spans(pfn),
                         "{name}: cpu {cpu} pcp page {pfn:#x} is outside the zone"
                     );
+                    ensure!(
+                        seen.insert(pfn),
+                        "{name}: cpu {cpu} pcp page {pfn:#x} is on its lists twice"
+                    );
                     count += 1 << order;
-                    n += 1;
                 }
-                ensure!(
-                    n == list.nr,
-                    "{name}: cpu {cpu} pcp list {pindex} length {n}, head says {}",
-                    list.nr
-                );
             }
             ensure!(
                 count == pcp.count as i64,

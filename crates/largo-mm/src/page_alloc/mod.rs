@@ -31,6 +31,7 @@ pub mod isolation;
 pub mod list;
 pub mod pageblock;
 pub mod pcp;
+pub mod pcp_list;
 mod rmqueue;
 pub mod shape;
 mod split;

@@ -6,7 +6,7 @@ use bitflags::bitflags;
 use largo_types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, PAGE_ALLOC_COSTLY_ORDER};
 
 use super::gfp::AllocFlags;
-use super::list::ListHead;
+use super::pcp_list::PcpList;
 use super::{PageAlloc, Wmark, ZoneFlags};
 use crate::memmap::{PageArray, PageFlags};
 use crate::stats::VmEvent;
@@ -50,7 +50,7 @@ pub struct PerCpuPages {
     pub alloc_factor: u8,
     /// Recent frees without allocations; sizes the next drain.
     pub free_count: i32,
-    pub lists: [ListHead; NR_PCP_LISTS],
+    pub lists: [PcpList; NR_PCP_LISTS],
 }
 
 impl PerCpuPages {
@@ -65,7 +65,7 @@ impl PerCpuPages {
             flags: PcpFlags::empty(),
             alloc_factor: 0,
             free_count: 0,
-            lists: [ListHead::EMPTY; NR_PCP_LISTS],
+            lists: Default::default(),
         }
     }
 }
@@ -125,17 +125,10 @@ impl PageAlloc {
         page.set_order(order);
         let list = &mut pcp.lists[pindex];
         if tail {
-            list.push_back(pages, pfn);
+            list.push_back(pfn);
         } else {
-            list.push_front(pages, pfn);
+            list.push_front(pfn);
         }
-    }
-
-    /// Unlinks a block from a pcp list and clears its record.
-    #[inline]
-    fn pcp_list_del(pcp: &mut PerCpuPages, pages: &mut PageArray, pindex: usize, pfn: u64) {
-        pcp.lists[pindex].remove(pages, pfn);
-        pages[pfn as usize].clear();
     }
 
     /// `nr_pcp_alloc`: how many blocks a refill takes; grows `high` while
@@ -199,8 +192,8 @@ impl PageAlloc {
     #[inline]
     pub(crate) fn pcp_pop(&mut self, idx: usize, pindex: usize, order: u32) -> Option<u64> {
         let (pcp, pages) = (&mut self.pcp[idx], &mut self.memmap.pages);
-        let pfn = pcp.lists[pindex].first()?;
-        Self::pcp_list_del(pcp, pages, pindex, pfn);
+        let pfn = pcp.lists[pindex].pop_front()?;
+        pages[pfn as usize].clear();
         pcp.count -= 1 << order;
         self.work.alloc_pcp += 1;
         Some(pfn)
@@ -346,9 +339,9 @@ impl PageAlloc {
             }
             let order = self.pindex_to_order(pindex);
             let nr_pages = 1i32 << order;
-            while let Some(pfn) = self.pcp[pcp_idx].lists[pindex].last() {
+            while let Some(pfn) = self.pcp[pcp_idx].lists[pindex].pop_back() {
                 let mt = self.pageblocks.migratetype(pfn);
-                Self::pcp_list_del(&mut self.pcp[pcp_idx], &mut self.memmap.pages, pindex, pfn);
+                self.memmap.pages[pfn as usize].clear();
                 count -= nr_pages;
                 self.pcp[pcp_idx].count -= nr_pages;
                 self.__free_one_page(zi, pfn, order, mt, super::Fpi::NONE);
