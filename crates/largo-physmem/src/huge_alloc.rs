@@ -20,6 +20,11 @@
 //! allocations, and the rare layout aligned beyond 2 MiB, go to the
 //! system allocator unchanged.
 //!
+//! A freed mapping is kept for the next allocation that fits it (up to 16
+//! mappings and 256 MiB), as the system allocator keeps freed heap memory:
+//! a sweep or a benchmark makes machine after machine in one process, and
+//! each new machine's arrays then reuse host pages already faulted in.
+//!
 //! Installed by the `largo` binary (`#[global_allocator]`); a library user
 //! may install it too.
 
@@ -32,6 +37,76 @@ const HUGE_BYTES: usize = 2 << 20;
 /// The global allocator described in the module documentation.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HugeAlloc;
+
+/// Mappings freed and kept for reuse: a sweep or a benchmark makes one
+/// machine after another, and a new machine's arrays then land on host
+/// pages already faulted in, as they do on the system allocator's heap,
+/// instead of fresh ones the host must zero. At most [`CACHE_SLOTS`]
+/// mappings and [`CACHE_BYTES`] are kept; the rest go back to the host.
+struct Cache {
+    /// `(address, bytes)` of each kept mapping; `bytes == 0`: a free slot.
+    slots: [(usize, usize); CACHE_SLOTS],
+}
+
+const CACHE_SLOTS: usize = 16;
+const CACHE_BYTES: usize = 256 << 20;
+
+static CACHE: std::sync::Mutex<Cache> = std::sync::Mutex::new(Cache {
+    slots: [(0, 0); CACHE_SLOTS],
+});
+
+impl Cache {
+    /// Takes the smallest kept mapping of at least `bytes`.
+    fn take(&mut self, bytes: usize) -> Option<(usize, usize)> {
+        let (i, _) = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, &(_, len))| len >= bytes)
+            .min_by_key(|(_, &(_, len))| len)?;
+        Some(std::mem::replace(&mut self.slots[i], (0, 0)))
+    }
+
+    /// Keeps a mapping if there is room; returns whether it did.
+    fn keep(&mut self, addr: usize, bytes: usize) -> bool {
+        let held: usize = self.slots.iter().map(|&(_, len)| len).sum();
+        if held + bytes > CACHE_BYTES {
+            return false;
+        }
+        match self.slots.iter_mut().find(|(_, len)| *len == 0) {
+            Some(slot) => {
+                *slot = (addr, bytes);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A kept mapping of at least `bytes`, trimmed to `bytes`; null if none.
+fn reuse(bytes: usize) -> *mut u8 {
+    let Some((addr, len)) = CACHE.lock().ok().and_then(|mut c| c.take(bytes)) else {
+        return ptr::null_mut();
+    };
+    if len > bytes {
+        // SAFETY: the tail beyond `bytes` is part of the kept mapping,
+        // which nothing else refers to.
+        unsafe { libc::munmap((addr + bytes) as *mut libc::c_void, len - bytes) };
+    }
+    addr as *mut u8
+}
+
+/// Gives a mapping of `bytes` at `p` up: kept for reuse, or unmapped.
+///
+/// # Safety
+/// `p` is a mapping of `bytes` made by this allocator that nothing uses.
+unsafe fn release(p: *mut u8, bytes: usize) {
+    let kept = CACHE.lock().map(|mut c| c.keep(p as usize, bytes)).unwrap_or(false);
+    if !kept {
+        // SAFETY: the caller gives the mapping up.
+        unsafe { libc::munmap(p.cast(), bytes) };
+    }
+}
 
 /// Whether an allocation of `layout` gets a mapping of its own. The rule
 /// reads only the layout, so `dealloc` and `realloc` (which are given the
@@ -178,7 +253,14 @@ unsafe impl GlobalAlloc for HugeAlloc {
             // SAFETY: forwarded with the caller's guarantees.
             return unsafe { System.alloc(layout) };
         }
-        map_aligned(mapping_bytes(layout.size()), true)
+        let bytes = mapping_bytes(layout.size());
+        let p = reuse(bytes);
+        if !p.is_null() {
+            // A kept zeroed array's mapping was not advised.
+            advise_huge(p, bytes);
+            return p;
+        }
+        map_aligned(bytes, true)
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -197,7 +279,7 @@ unsafe impl GlobalAlloc for HugeAlloc {
         }
         // SAFETY: `p` is a mapping of this size made by `alloc` or
         // `alloc_zeroed`, which the caller gives up.
-        unsafe { libc::munmap(p.cast(), mapping_bytes(layout.size())) };
+        unsafe { release(p, mapping_bytes(layout.size())) };
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -301,6 +383,48 @@ mod tests {
         assert!(bytes.iter().step_by(997).all(|&b| b == 0));
         // SAFETY: allocated with this layout.
         unsafe { a.dealloc(p, layout(size)) };
+    }
+
+    #[test]
+    fn the_cache_hands_back_the_smallest_mapping_that_fits_and_keeps_to_its_bounds() {
+        let mut c = Cache {
+            slots: [(0, 0); CACHE_SLOTS],
+        };
+        assert!(c.keep(0x1000_0000, 8 << 20));
+        assert!(c.keep(0x2000_0000, 4 << 20));
+        assert!(c.keep(0x3000_0000, 16 << 20));
+        assert_eq!(c.take(3 << 20), Some((0x2000_0000, 4 << 20)));
+        assert_eq!(c.take(9 << 20), Some((0x3000_0000, 16 << 20)));
+        assert_eq!(c.take(9 << 20), None);
+        // The byte bound: what is held plus the new one.
+        assert!(!c.keep(0x4000_0000, CACHE_BYTES));
+        // The slot bound.
+        let mut full = Cache {
+            slots: [(0x1000, 2 << 20); CACHE_SLOTS],
+        };
+        assert!(!full.keep(0x5000_0000, 2 << 20));
+        assert_eq!(full.take(2 << 20), Some((0x1000, 2 << 20)));
+        assert!(full.keep(0x5000_0000, 2 << 20));
+    }
+
+    #[test]
+    fn a_freed_mapping_serves_the_next_allocation_that_fits() {
+        let a = HugeAlloc;
+        let size = 6 << 20;
+        // SAFETY: non-zero layouts, each freed with its own below.
+        let p = unsafe { a.alloc(layout(size)) };
+        fill(p, size);
+        // SAFETY: allocated with this layout.
+        unsafe { a.dealloc(p, layout(size)) };
+        // A smaller one may take (a trimmed piece of) it; either way it is
+        // aligned and usable over its whole length.
+        // SAFETY: as above.
+        let q = unsafe { a.alloc(layout(3 << 20)) };
+        assert_eq!(q as usize % HUGE_BYTES, 0);
+        fill(q, 3 << 20);
+        check(q, 3 << 20);
+        // SAFETY: allocated with this layout.
+        unsafe { a.dealloc(q, layout(3 << 20)) };
     }
 
     #[test]
