@@ -64,7 +64,7 @@ impl Cache {
             .enumerate()
             .filter(|(_, &(_, len))| len >= bytes)
             .min_by_key(|(_, &(_, len))| len)?;
-        Some(std::mem::replace(&mut self.slots[i], (0, 0)))
+        Some(std::mem::take(&mut self.slots[i]))
     }
 
     /// Keeps a mapping if there is room; returns whether it did.
