@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::{assert_usage_error, largo_env, stdout};
 use serde_json::Value;
 
@@ -17,14 +15,6 @@ fn advise_json(args: &[&str]) -> Value {
     let j: Value = serde_json::from_str(lines.next().expect("one line")).expect("JSON");
     assert!(lines.next().is_none(), "one JSON object");
     j
-}
-
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("largo-cli-advise-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 fn f(v: &Value) -> f64 {
@@ -114,7 +104,7 @@ fn the_bloat_budget_moves_the_recommendation() {
 #[test]
 fn madvise_mixes_help_only_where_the_program_madvises() {
     // 2 MiB advised, 2 MiB not: always helps both halves, madvise one.
-    let path = temp_file(
+    let path = common::temp_file(
         "half-advised.trace",
         "largo-trace 1\n\
          1 mmap 0x7f0000000000 4M rw- private,anonymous\n\
@@ -183,7 +173,8 @@ fn bad_input_says_why() {
 /// zeros, mostly user time, once measured 0 in both.
 #[test]
 fn a_command_is_recorded_then_advised() {
-    let cache = std::env::temp_dir().join(format!("largo-cli-advise-cache-{}", std::process::id()));
+    let cache_dir = tempfile::tempdir().expect("a temporary directory");
+    let cache = cache_dir.path().join("cache");
     let out = largo_env(
         &[
             "advise",
@@ -238,7 +229,8 @@ fn verify_measures_the_top_candidates_and_recommends_the_best_measured() {
     if !largo_host::skip::recorder_ready("verify_measures_the_top_candidates_and_recommends_the_best_measured") {
         return;
     }
-    let cache = std::env::temp_dir().join(format!("largo-cli-verify-cache-{}", std::process::id()));
+    let cache_dir = tempfile::tempdir().expect("a temporary directory");
+    let cache = cache_dir.path().join("cache");
     let out = largo_env(
         &[
             "advise",

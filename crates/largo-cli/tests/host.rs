@@ -37,8 +37,8 @@ fn validate_agrees_with_this_host_and_calibrate_fits_it() {
         "{text}"
     );
     // A scenario file with its own configuration, as JSON.
-    let dir = std::env::temp_dir().join(format!("largo-cli-host-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().to_path_buf();
     let file = dir.join("s.trace");
     std::fs::write(
         &file,
@@ -59,7 +59,6 @@ fn validate_agrees_with_this_host_and_calibrate_fits_it() {
     assert_eq!(j["largo"]["mthp"]["64kB"]["anon_fault_alloc"], 1);
     assert_eq!(j["host"]["mthp"]["64kB"]["anon_fault_alloc"], 1);
     assert_eq!(j["host"]["layout"]["aligned"]["4"], 16);
-    std::fs::remove_dir_all(&dir).unwrap();
 
     let out = largo(&["calibrate", "--iterations", "2", "--repeats", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -178,8 +177,8 @@ fn record_restores_everything_and_its_trace_validates() {
     if !largo_host::skip::recorder_ready("record_restores_everything_and_its_trace_validates") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("largo-cli-record-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().to_path_buf();
     // A deterministic program nobody here wrote: sort(1) on 300k numbers.
     let input = dir.join("numbers.txt");
     let numbers: String = (0..300_000u64)
@@ -260,7 +259,6 @@ fn record_restores_everything_and_its_trace_validates() {
     assert!(started.elapsed().as_secs() < 10);
     println!("record after SIGTERM: {status}");
     assert_eq!(recorder_settings(), before, "restored after SIGTERM");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn nix_kill(pid: u32, signal: &str) {
@@ -537,9 +535,8 @@ fn calibrate_reclaim_fits_memcg_reclaim_to_zram() {
         largo_host::skip::skip(name, "the host swaps already or has no cgroup v1 memory controller");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("largo-cli-reclaim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("profile.json");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("profile.json");
     let out = Command::new(env!("CARGO_BIN_EXE_largo"))
         .args(["calibrate", "--reclaim", "--rounds", "3", "--output"])
         .arg(&file)
@@ -596,7 +593,6 @@ fn calibrate_reclaim_fits_memcg_reclaim_to_zram() {
         errors.iter().all(|e| e.abs() < 35.0) && mean_abs < 20.0,
         "{errors:?}\n{text}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -619,8 +615,8 @@ fn a_host_snapshot_boots_a_model_and_predicts_a_burst() {
         );
         text
     };
-    let dir = std::env::temp_dir().join(format!("largo-cli-hostsnap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().to_path_buf();
     let file = dir.join("host.lsnap");
     // The free runs split into buddy blocks as pagetypeinfo counted them.
     // The host moves between the two reads (a test before this one may
@@ -695,7 +691,6 @@ fn a_host_snapshot_boots_a_model_and_predicts_a_burst() {
     // The fragmenter fragments and lets go.
     let frag = run(&["host", "fragment", "--fill", "256M", "--for", "1s"]);
     assert!(frag.contains("every other page freed"), "{frag}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -42,17 +42,9 @@ fn a_closed_stdout_ends_the_command_quietly() {
     }
 }
 
-fn write_trace(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("largo-reliability-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[test]
 fn a_trace_that_touches_unmapped_memory_reports_sigsegv_and_fails() {
-    let path = write_trace(
+    let path = common::temp_file(
         "segv.trace",
         "largo-trace 1\n\
          # a mapping, a write into it, then writes where nothing is mapped\n\
@@ -82,7 +74,7 @@ fn a_trace_that_touches_unmapped_memory_reports_sigsegv_and_fails() {
     assert_eq!(j["problems"]["segv_at"][0]["code"], "SEGV_MAPERR");
     assert_eq!(j["mthp"]["64kB"]["anon_fault_alloc"], 1);
     // A fault on a file mapping is not modelled, but it is no crash.
-    let file = write_trace(
+    let file = common::temp_file(
         "file.trace",
         "largo-trace 1\n7 mmap 0x7f0000000000 64K r-- private\n7 fault 0x7f0000001000 r\n7 exit\n",
     );
@@ -102,7 +94,7 @@ fn the_shipped_programs_replay_without_a_crash() {
 fn input_sizes_are_bounded() {
     // move_pages over 16 TiB of address space: the work follows what is
     // mapped, not the length (no 4-billion-entry arrays).
-    let path = write_trace(
+    let path = common::temp_file(
         "huge-move.trace",
         "largo-trace 1\n\
          1 mmap 0x7f0000000000 1M rw- private,anonymous\n\
@@ -129,14 +121,14 @@ fn input_sizes_are_bounded() {
         std::io::Write::write_all(&mut enc, &bytes).unwrap();
         bytes = enc.finish().unwrap();
     }
-    let nested = write_trace("nested.trace.gz", "");
+    let nested = common::temp_file("nested.trace.gz", "");
     std::fs::write(&nested, bytes).unwrap();
     assert_usage_error(&["replay", nested.to_str().unwrap()], "gzip data inside gzip data");
 }
 
 #[test]
 fn bad_input_names_what_is_accepted() {
-    let dir = write_trace("plain.trace.gz", "largo-trace 1\n1 exit\n");
+    let dir = common::temp_file("plain.trace.gz", "largo-trace 1\n1 exit\n");
     let cases: [(&[&str], &str); 9] = [
         (&["run", "--config", "nocolon"], "expected NAME:FLAGS"),
         (&["run", "--config", ":--thp 64K"], "needs a name"),

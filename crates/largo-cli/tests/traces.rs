@@ -3,17 +3,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::{assert_usage_error, json_lines, stdout};
-
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("largo-cli-traces-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 /// `largo replay PATH ARGS --json`, its one object.
 fn replay_json(path: &std::path::Path, args: &[&str]) -> serde_json::Value {
@@ -74,7 +64,7 @@ fn run_without_arguments_includes_the_recorded_programs_at_4k_pages_only() {
 
 #[test]
 fn a_hand_written_trace_replays_and_run_accepts_it_too() {
-    let path = temp_file(
+    let path = common::temp_file(
         "two-blocks.trace",
         "largo-trace 1\n# two 64K blocks, one written, one read\n\
          1 mmap 0x7f0000000000 128K rw- private,anonymous\n\
@@ -93,7 +83,7 @@ fn a_hand_written_trace_replays_and_run_accepts_it_too() {
 
 #[test]
 fn bad_traces_and_misuse_say_where_and_why() {
-    let bad = temp_file(
+    let bad = common::temp_file(
         "bad.trace",
         "largo-trace 1\n1 mmap 0x7f0000000000 64K rw- private,anonymous\n1 tuch 0x7f0000000000 4K w\n",
     );
@@ -167,7 +157,7 @@ fn bench_migrate_reports_each_cell_and_the_memcpy_limit() {
 
 #[test]
 fn a_trace_can_move_pages_between_nodes() {
-    let path = temp_file(
+    let path = common::temp_file(
         "move.trace",
         "largo-trace 1\n\
          1 mmap 0x7f0000000000 2M rw- private,anonymous\n\
@@ -185,7 +175,7 @@ fn a_trace_can_move_pages_between_nodes() {
 
 #[test]
 fn a_trace_can_take_a_memory_block_offline_and_online() {
-    let path = temp_file(
+    let path = common::temp_file(
         "hotplug.trace",
         "largo-trace 1\n\
          1 mmap 0x7f0000000000 900M rw- private,anonymous\n\

@@ -1,7 +1,40 @@
 //! Running the `largo` binary from the CLI tests.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// A file written for one test in a directory of its own, both removed
+/// when the value is dropped (the test's end, failed or not).
+pub struct TempFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TempFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// `text` written to a file named `name` in a fresh temporary directory.
+pub fn temp_file(name: &str, text: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("largo-cli-test-")
+        .tempdir()
+        .expect("a temporary directory");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("the file is written");
+    TempFile { _dir: dir, path }
+}
 
 pub fn largo(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_largo"))
