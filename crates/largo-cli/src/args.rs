@@ -107,6 +107,25 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Whether the command only models (no program forked to measure the
+    /// host kernel), so that the model's large arrays may go on host huge
+    /// pages (`largo_physmem::HugeAlloc`).
+    pub fn models_only(&self) -> bool {
+        match self {
+            Command::Run(_) | Command::Replay(_) | Command::Show(_) | Command::List(_) | Command::Age(_) => true,
+            Command::Bench { bench } => matches!(
+                bench,
+                BenchCommand::Alloc(_)
+                    | BenchCommand::Replay(_)
+                    | BenchCommand::Gigantic(_)
+                    | BenchCommand::Pageblock(_)
+            ),
+            _ => false,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum HostCommand {
     /// Record this host's physical memory pfn by pfn (/proc/kpageflags,

@@ -14,5 +14,8 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return report_parse_error(e),
     };
+    if cli.command.models_only() {
+        largo_physmem::enable_huge_alloc();
+    }
     largo_cli::exit::status(largo_cli::cmd::run(cli))
 }

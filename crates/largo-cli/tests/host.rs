@@ -538,7 +538,7 @@ fn calibrate_reclaim_fits_memcg_reclaim_to_zram() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("profile.json");
     let out = Command::new(env!("CARGO_BIN_EXE_largo"))
-        .args(["calibrate", "--reclaim", "--rounds", "3", "--output"])
+        .args(["calibrate", "--reclaim", "--rounds", "5", "--output"])
         .arg(&file)
         .output()
         .expect("largo runs");
@@ -584,9 +584,12 @@ fn calibrate_reclaim_fits_memcg_reclaim_to_zram() {
         })
         .collect();
     // A host point is its least limited run less its least unlimited one
-    // over three rounds of system time; in one full-suite run on this VM a
+    // over five rounds of system time; in one full-suite run on this VM a
     // point's unlimited runs spread from 151 to 193 ms and one point missed
     // by 25.5%. A point may miss by a quarter; the fit as a whole may not.
+    // With three rounds, on a noisier day, the point without passes at 64K
+    // missed by 55-78% in four runs of this file out of four (host reclaim
+    // 93-208 ms from one run to the next); with five, two of two passed.
     assert_eq!(errors.len(), 4, "{text}");
     let mean_abs = errors.iter().map(|e| e.abs()).sum::<f64>() / errors.len() as f64;
     assert!(

@@ -25,11 +25,14 @@
 //! a sweep or a benchmark makes machine after machine in one process, and
 //! each new machine's arrays then reuse host pages already faulted in.
 //!
-//! Installed by the `largo` binary (`#[global_allocator]`); a library user
-//! may install it too.
+//! Installed by the `largo` binary (`#[global_allocator]`), and on only
+//! for its commands that model and do not fork programs to measure the
+//! host kernel ([`enable`]); off, every allocation goes to the system
+//! allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// 2 MiB: the x86-64 and arm64 (4K) PMD size, the size of a host THP.
 const HUGE_BYTES: usize = 2 << 20;
@@ -108,12 +111,44 @@ unsafe fn release(p: *mut u8, bytes: usize) {
     }
 }
 
-/// Whether an allocation of `layout` gets a mapping of its own. The rule
-/// reads only the layout, so `dealloc` and `realloc` (which are given the
-/// layout again) know how the memory was obtained.
+/// Whether large allocations get mappings of their own: [`UNDECIDED`]
+/// until [`enable`] or the first large allocation decides, then
+/// [`HUGE`] or [`SYSTEM`] for the rest of the process. Decided once, the
+/// rule reads only the layout, so `dealloc` and `realloc` (which are given
+/// the layout again) know how the memory was obtained.
+static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
+const UNDECIDED: u8 = 0;
+const HUGE: u8 = 1;
+const SYSTEM: u8 = 2;
+
+/// Turns the huge mappings on for this process; returns whether they
+/// are on. Call it before the first allocation of 2 MiB or more (which
+/// otherwise decides for the system allocator). A process that forks
+/// programs to measure the host kernel leaves them off: its children
+/// would inherit its huge mappings, and a host reclaim calibration
+/// (`calibrate_reclaim_fits_memcg_reclaim_to_zram`) missed its bounds
+/// with them in the parent.
+pub fn enable() -> bool {
+    let _ = MODE.compare_exchange(UNDECIDED, HUGE, Ordering::Relaxed, Ordering::Relaxed);
+    MODE.load(Ordering::Relaxed) == HUGE
+}
+
+/// Whether an allocation of `layout` gets a mapping of its own (the first
+/// large allocation of an undecided process decides for the system
+/// allocator).
 #[inline]
 fn own_mapping(layout: Layout) -> bool {
-    layout.size() >= HUGE_BYTES && layout.align() <= HUGE_BYTES
+    if layout.size() < HUGE_BYTES || layout.align() > HUGE_BYTES {
+        return false;
+    }
+    match MODE.load(Ordering::Relaxed) {
+        HUGE => true,
+        SYSTEM => false,
+        _ => {
+            let _ = MODE.compare_exchange(UNDECIDED, SYSTEM, Ordering::Relaxed, Ordering::Relaxed);
+            MODE.load(Ordering::Relaxed) == HUGE
+        }
+    }
 }
 
 /// The length of the mapping that holds `size` bytes: whole huge pages.
@@ -180,6 +215,9 @@ fn advise_huge(p: *mut u8, bytes: usize) {
 /// the bytes advised (0 when `v` spans no whole aligned 2 MiB, or the
 /// host refused).
 pub fn advise_huge_pages<T>(v: &mut [T]) -> usize {
+    if MODE.load(Ordering::Relaxed) != HUGE {
+        return 0;
+    }
     let start = v.as_mut_ptr() as usize;
     let end = start + std::mem::size_of_val(v);
     let (first, last) = (start.next_multiple_of(HUGE_BYTES), end & !(HUGE_BYTES - 1));
@@ -340,6 +378,10 @@ mod tests {
 
     #[test]
     fn large_allocations_are_aligned_and_keep_their_contents_when_they_grow() {
+        assert!(
+            enable(),
+            "this test process allocates nothing large through HugeAlloc first"
+        );
         let a = HugeAlloc;
         let small = 3 << 20;
         // SAFETY: a non-zero layout; the memory is freed with it below.
@@ -373,6 +415,7 @@ mod tests {
 
     #[test]
     fn zeroed_large_allocations_read_as_zero() {
+        enable();
         let a = HugeAlloc;
         let size = (4 << 20) + 100;
         // SAFETY: a non-zero layout; freed with it below.
@@ -409,6 +452,7 @@ mod tests {
 
     #[test]
     fn a_freed_mapping_serves_the_next_allocation_that_fits() {
+        enable();
         let a = HugeAlloc;
         let size = 6 << 20;
         // SAFETY: non-zero layouts, each freed with its own below.
@@ -429,6 +473,7 @@ mod tests {
 
     #[test]
     fn small_and_over_aligned_allocations_go_to_the_system_allocator() {
+        enable();
         assert!(!own_mapping(layout(HUGE_BYTES - 1)));
         assert!(own_mapping(layout(HUGE_BYTES)));
         assert!(!own_mapping(Layout::from_size_align(8 << 20, 4 << 20).unwrap()));

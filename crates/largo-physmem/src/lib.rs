@@ -26,6 +26,8 @@ mod spans;
 pub mod sysv;
 
 pub use backing::{Backing, BackingError, BackingKind, BackingStats};
+/// Turns [`HugeAlloc`]'s huge mappings on for the process.
+pub use huge_alloc::enable as enable_huge_alloc;
 pub use huge_alloc::{advise_huge_pages, HugeAlloc};
 pub use ram::RamBacking;
 pub use sim::SimBacking;
