@@ -10,11 +10,6 @@ mod commands;
 mod config;
 mod errors;
 
-/// The engine's large arrays on host huge pages, as in the `largo` binary
-/// (`largo_physmem::HugeAlloc`).
-#[global_allocator]
-static GLOBAL: largo_physmem::HugeAlloc = largo_physmem::HugeAlloc;
-
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Ctrl-C stays Python's; helper processes are the largo binary.
