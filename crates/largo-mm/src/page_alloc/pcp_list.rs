@@ -32,18 +32,6 @@ impl PcpList {
         self.pfns.len()
     }
 
-    /// The head: the block the next allocation takes.
-    #[inline]
-    pub fn first(&self) -> Option<u64> {
-        self.pfns.front().map(|&p| u64::from(p))
-    }
-
-    /// The tail: the block the next drain takes.
-    #[inline]
-    pub fn last(&self) -> Option<u64> {
-        self.pfns.back().map(|&p| u64::from(p))
-    }
-
     /// `list_add`: a freed block joins at the head.
     #[inline]
     pub fn push_front(&mut self, pfn: u64) {
@@ -90,7 +78,7 @@ mod tests {
         l.push_back(2);
         l.push_front(3);
         assert_eq!(l.iter().collect::<Vec<_>>(), [3, 1, 2]);
-        assert_eq!((l.first(), l.last(), l.len()), (Some(3), Some(2), 3));
+        assert_eq!(l.len(), 3);
         assert_eq!(l.pop_front(), Some(3));
         assert_eq!(l.pop_back(), Some(2));
         assert_eq!(l.pop_back(), Some(1));

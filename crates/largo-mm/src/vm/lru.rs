@@ -966,14 +966,7 @@ impl Vm {
     /// of each `PAGEVEC_SIZE` frees (`folios_put_refs`' batch).
     #[inline]
     fn lru_lock_for_free(&mut self) {
-        self.locks.lru_folios += 1;
-        self.locks.lru_free_pending += 1;
-        if self.locks.lru_free_pending == 1 {
-            self.locks.lru += 1;
-        }
-        if self.locks.lru_free_pending == PAGEVEC_SIZE as u64 {
-            self.locks.lru_free_pending = 0;
-        }
+        self.lru_lock_for_frees(1);
     }
 
     /// [`Vm::lru_lock_for_free`] of `nr` frees one after another: every
