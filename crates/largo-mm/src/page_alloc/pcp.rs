@@ -304,6 +304,72 @@ impl PageAlloc {
         }
     }
 
+    /// How many order-0 frees in a row, from now, would each take
+    /// [`PageAlloc::free_frozen_page_commit`]'s quick return: the count
+    /// stays below `high`, which is within its bounds, in a zone neither
+    /// reclaimed nor below its high mark. None of them drains or changes
+    /// `high`, so each changes only the list and the counts it adds to.
+    fn pcp_quick_frees(&self, idx: usize, zi: usize) -> usize {
+        let pcp = &self.pcp[idx];
+        let quiet = !self.zones[zi]
+            .flags
+            .intersects(ZoneFlags::RECLAIM_ACTIVE | ZoneFlags::BELOW_HIGH);
+        if !quiet || !(pcp.high_min..=pcp.high_max).contains(&pcp.high) {
+            return 0;
+        }
+        // The k-th free (from 1) leaves count + k, which must stay below high.
+        (pcp.high - pcp.count - 1).max(0) as usize
+    }
+
+    /// `free_frozen_pages` of the order-0 pages `pfns` of zone `zi`, one
+    /// after another, each as [`PageAlloc::free_frozen_pages_in`] frees it
+    /// (`free_unref_folios` of a zap's batch). Where the frees take the
+    /// commit's quick return ([`PageAlloc::pcp_quick_frees`]), each page
+    /// joins its list and the counts the commit adds to take the stretch
+    /// at once: `pgfree`, the pcp's count, its `free_count` up to its cap,
+    /// `alloc_factor` halved once per free.
+    pub(crate) fn free_frozen_pages_run(&mut self, cpu: usize, zi: usize, pfns: &[u64]) {
+        let idx = self.pcp_index(zi, cpu);
+        let mut i = 0;
+        while i < pfns.len() {
+            let quick = self.pcp_quick_frees(idx, zi).min(pfns.len() - i);
+            let mut n = 0;
+            while n < quick {
+                let pfn = pfns[i + n];
+                let mt = match self.pageblocks.migratetype(pfn) {
+                    MigrateType::Isolate => break,
+                    mt if mt.is_mergeable() => mt,
+                    _ => MigrateType::Movable,
+                };
+                let pindex = self.order_to_pindex(mt, 0);
+                Self::pcp_list_add(&mut self.pcp[idx], &mut self.memmap.pages, pindex, pfn, 0, false);
+                n += 1;
+            }
+            if n > 0 {
+                self.count_quick_frees(idx, n);
+                i += n;
+            } else {
+                self.free_frozen_pages_in(cpu, zi, pfns[i], 0);
+                i += 1;
+            }
+        }
+    }
+
+    /// What `n` order-0 frees that took the commit's quick return added
+    /// to the counts ([`PageAlloc::free_frozen_pages_run`]).
+    fn count_quick_frees(&mut self, idx: usize, n: usize) {
+        self.count_event(VmEvent::Pgfree, n as u64);
+        self.work.free_pcp += n as u64;
+        let pcp = &mut self.pcp[idx];
+        pcp.alloc_factor = pcp.alloc_factor.checked_shr(n as u32).unwrap_or(0);
+        pcp.count += n as i32;
+        pcp.flags.remove(PcpFlags::PREV_FREE_HIGH_ORDER);
+        let cap = pcp.batch << PCP_BATCH_SCALE_MAX;
+        if pcp.free_count < cap {
+            pcp.free_count = (pcp.free_count + n as i32).min(cap);
+        }
+    }
+
     /// The drain half of `free_frozen_page_commit`.
     #[cold]
     fn pcp_drain_over_high(&mut self, idx: usize, zi: usize, batch: i32, high: i32, free_high: bool, pindex: usize) {
@@ -453,6 +519,91 @@ impl PageAlloc {
             pcp.high_min = high_min;
             pcp.high_max = high_max;
             pcp.flags.set(PcpFlags::FREE_HIGH_BATCH, slice_pages > 3 * batch as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::page_alloc::gfp::GFP_HIGHUSER_MOVABLE;
+    use crate::{Machine, MachineConfig};
+    use largo_types::MigrateType;
+
+    /// A machine with `n` order-0 pages allocated on cpu 0 (all of the
+    /// first one's zone), one pageblock among them isolated.
+    fn machine_with_pages(n: usize) -> (Machine, usize, Vec<u64>) {
+        let mut m = Machine::new(MachineConfig {
+            mem_bytes: 1 << 30,
+            ..MachineConfig::default()
+        })
+        .unwrap();
+        let mut pfns = Vec::new();
+        for _ in 0..n {
+            let f = m.alloc_pages(0, GFP_HIGHUSER_MOVABLE, 0).unwrap().expect("free memory");
+            pfns.push(f.pfn.0);
+        }
+        let pa = m.page_alloc_mut();
+        let zi = pa.zone_of(pfns[0]);
+        pfns.retain(|&p| pa.zone_of(p) == zi);
+        pa.set_pageblock_migratetype(pfns[n / 2], MigrateType::Isolate);
+        (m, zi, pfns)
+    }
+
+    /// What the frees can change: the pcp, the zone (its free areas and
+    /// counts), the events and the work; and every page record.
+    fn state(m: &Machine, zi: usize) -> (String, Vec<crate::memmap::Page>) {
+        let pa = m.page_alloc();
+        let records = (0..pa.memmap.len()).map(|p| *pa.memmap.page(p)).collect();
+        let text = format!(
+            "{:?}\n{:?}\n{:?}\n{:?}",
+            pa.pcp(zi, 0),
+            pa.zones()[zi],
+            pa.events,
+            pa.work
+        );
+        (text, records)
+    }
+
+    fn assert_same(a: &Machine, b: &Machine, zi: usize, what: &str) {
+        let ((ta, ra), (tb, rb)) = (state(a, zi), state(b, zi));
+        assert_eq!(ta, tb, "{what}");
+        let differ = ra.iter().zip(&rb).position(|(x, y)| x != y);
+        assert_eq!(differ, None, "{what}: the first page record that differs");
+    }
+
+    #[test]
+    fn a_run_of_frees_is_each_free_in_turn() {
+        // Enough pages to cross `high` and drain, in two orders.
+        for reverse in [false, true] {
+            let (mut one, zi, mut pfns) = machine_with_pages(3000);
+            let (mut run, _, _) = machine_with_pages(3000);
+            if reverse {
+                pfns.reverse();
+            }
+            assert_same(&one, &run, zi, "at the start");
+            // Runs of growing length, compared after each.
+            let (mut at, mut len) = (0, 1);
+            while at < pfns.len() {
+                let chunk = &pfns[at..(at + len).min(pfns.len())];
+                for &pfn in chunk {
+                    let pa = one.page_alloc_mut();
+                    pa.memmap.page_mut(pfn).clear();
+                    pa.free_frozen_pages_in(0, zi, pfn, 0);
+                }
+                let pa = run.page_alloc_mut();
+                for &pfn in chunk {
+                    pa.memmap.page_mut(pfn).clear();
+                }
+                pa.free_frozen_pages_run(0, zi, chunk);
+                assert_same(
+                    &one,
+                    &run,
+                    zi,
+                    &format!("reverse {reverse}, after {} frees", at + chunk.len()),
+                );
+                (at, len) = (at + chunk.len(), len * 3);
+            }
+            assert!(one.page_alloc().work.pcp_bulk_blocks > 0, "the frees drained the pcp");
         }
     }
 }

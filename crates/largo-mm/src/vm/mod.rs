@@ -218,6 +218,9 @@ pub struct Vm {
     /// The pages a fault run's batch of pcp allocations took, reused
     /// from run to run (empty between runs).
     fault_run_pfns: Vec<u64>,
+    /// A zap run's pages on their way to the pcp lists, reused from run
+    /// to run (empty between runs).
+    zap_run_frees: zap_run::RunFrees,
     fault_run_stats: fault_run::FaultRunStats,
     /// Bumped by every change to the VMAs' ranges or anon_vma lists
     /// ([`Vm::vma_layout_changed`]): rmap indexes of an older value are
@@ -312,6 +315,7 @@ impl Vm {
             lru_chains: true,
             zap_run_pages: 0,
             fault_run_pfns: Vec::new(),
+            zap_run_frees: zap_run::RunFrees::default(),
             fault_run_stats: fault_run::FaultRunStats::default(),
             vma_layout_gen: 0,
             next_pid: 1,

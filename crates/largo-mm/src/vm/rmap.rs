@@ -481,11 +481,19 @@ impl Vm {
 
     /// A folio of `anon_vma` went away; free the anon_vma if nothing uses it.
     pub(crate) fn put_anon_vma_folio(&mut self, anon_vma: usize) {
-        let av = &mut self.anon_vmas[anon_vma];
-        av.nr_folios -= 1;
-        if av.nr_folios == 0 && av.vmas.is_empty() {
+        let freed = self.anon_vma_freed_by_put(anon_vma);
+        self.anon_vmas[anon_vma].nr_folios -= 1;
+        if freed {
             self.free_anon_vma(anon_vma);
         }
+    }
+
+    /// Whether [`Vm::put_anon_vma_folio`] frees the anon_vma: it loses
+    /// its last folio and no VMA links it.
+    #[inline]
+    pub(crate) fn anon_vma_freed_by_put(&self, anon_vma: usize) -> bool {
+        let av = &self.anon_vmas[anon_vma];
+        av.nr_folios == 1 && av.vmas.is_empty()
     }
 
     /// `rmap_walk_anon`: every PTE range and PMD mapping the folio, found

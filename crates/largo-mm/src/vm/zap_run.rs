@@ -54,6 +54,7 @@ impl Vm {
         }
         let mut i = start;
         let mut cut = None;
+        let mut frees = std::mem::take(&mut self.zap_run_frees);
         let one_node = self.node_stat.len() == 1;
         while i < limit {
             let pte = self.pt.get(table, i);
@@ -64,9 +65,11 @@ impl Vm {
             let Some(key) = self.sole_order0_folio(ctx.pa, pfn) else {
                 break;
             };
-            self.unmap_last_order0(ctx, key, pfn, one_node, &mut cut);
+            self.unmap_last_order0(ctx, key, pfn, one_node, &mut cut, &mut frees);
             i += 1;
         }
+        frees.flush(ctx);
+        self.zap_run_frees = frees;
         if let Some(c) = cut {
             self.lru_cut_close(c);
         }
@@ -125,13 +128,25 @@ impl Vm {
     /// The run counts the rmap call, the node's `anon_mapped` (on a
     /// machine of `one_node`), the PTE and the lru lock of each unmap
     /// together ([`Vm::zap_order0_run`]).
-    fn unmap_last_order0(&mut self, ctx: &mut Ctx, key: usize, pfn: u64, one_node: bool, cut: &mut Option<LruCut>) {
+    fn unmap_last_order0(
+        &mut self,
+        ctx: &mut Ctx,
+        key: usize,
+        pfn: u64,
+        one_node: bool,
+        cut: &mut Option<LruCut>,
+        frees: &mut RunFrees,
+    ) {
         let zi = ctx.pa.zone_of(pfn);
         if !one_node {
             let nid = ctx.pa.zones()[zi].nid;
             self.node_stat[nid].anon_mapped -= 1;
         }
         let (anon_vma, memcg) = (self.folios[key].anon_vma, self.folios[key].memcg as usize);
+        if self.anon_vma_freed_by_put(anon_vma) {
+            // Its free may free a slab page: after the pages before it.
+            frees.flush(ctx);
+        }
         self.put_anon_vma_folio(anon_vma);
         self.lru_forget_listed_in(ctx.pa, FolioRef::Anon(key), zi, cut);
         self.mem_cgroup_uncharge(ctx, memcg, 1);
@@ -139,8 +154,40 @@ impl Vm {
         // The page's record goes back to all zero at once: the mapcount,
         // PG_anon_exclusive and the reference the unmap drops, PG_lru that
         // leaving the LRU clears, and the rest that free_user_folio and
-        // free_folio clear. Then the page goes to this cpu's pcp list.
+        // free_folio clear. Then the page goes to this cpu's pcp list,
+        // with the run's other pages.
         ctx.pa.memmap.page_mut(pfn).clear();
-        ctx.pa.free_frozen_pages_in(ctx.cpu, zi, pfn, 0);
+        frees.push(ctx, zi, pfn);
+    }
+}
+
+/// The pages a zap run frees, in the order it frees them, all of one
+/// zone, not yet on the pcp lists: they go there together
+/// ([`PageAlloc::free_frozen_pages_run`]) when the run ends, when a page
+/// of another zone comes, and before anything in the run that may free a
+/// page itself. Nothing else the run does reads the pcp lists or the
+/// buddy lists.
+///
+/// [`PageAlloc::free_frozen_pages_run`]: crate::page_alloc::PageAlloc::free_frozen_pages_run
+#[derive(Debug, Default)]
+pub(super) struct RunFrees {
+    zi: usize,
+    pfns: Vec<u64>,
+}
+
+impl RunFrees {
+    fn push(&mut self, ctx: &mut Ctx, zi: usize, pfn: u64) {
+        if zi != self.zi {
+            self.flush(ctx);
+            self.zi = zi;
+        }
+        self.pfns.push(pfn);
+    }
+
+    fn flush(&mut self, ctx: &mut Ctx) {
+        if !self.pfns.is_empty() {
+            ctx.pa.free_frozen_pages_run(ctx.cpu, self.zi, &self.pfns);
+            self.pfns.clear();
+        }
     }
 }
