@@ -63,6 +63,14 @@ pub trait Backing: Send + Sync {
     fn page_size(&self) -> u64;
     /// Fills `nr_pages` pages from `pfn` with zeroes (`clear_page`).
     fn zero(&mut self, pfn: Pfn, nr_pages: u64) -> Result<(), BackingError>;
+    /// Zeroes each of the pages `pfns`, one after another: what a batch
+    /// of order-0 allocations each zeroes (`clear_page` per page).
+    fn zero_each(&mut self, pfns: &[u64]) -> Result<(), BackingError> {
+        for &pfn in pfns {
+            self.zero(Pfn(pfn), 1)?;
+        }
+        Ok(())
+    }
     /// Copies `nr_pages` pages from `src` to `dst` (`copy_page`).
     fn copy(&mut self, src: Pfn, dst: Pfn, nr_pages: u64) -> Result<(), BackingError>;
     /// Gives the pages' host memory back; they read as zeroes afterwards.

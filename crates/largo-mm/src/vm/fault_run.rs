@@ -322,6 +322,12 @@ impl Vm {
             self.faults_in_operation(ctx.cpu, left, per_operation)
         };
         ctx.pa.alloc_pcp_run(ctx.cpu, gfp, faults as usize, pfns);
+        // The zeroing of each page (`__GFP_ZERO`), for the batch at once:
+        // no fault reads a page before its own.
+        self.work.pages_zeroed += pfns.len() as u64;
+        ctx.backing
+            .zero_each(pfns)
+            .unwrap_or_else(|e| unreachable!("allocated memory outside the backing: {e}"));
     }
 
     /// `folio_prealloc` of a zeroed order-0 folio charged to the root
@@ -354,9 +360,8 @@ impl Vm {
             pfn: largo_types::Pfn(pfn),
             order: 0,
         };
-        // The rest of alloc_folio and folio_prealloc: the zeroing, the
-        // charge (to the root memcg, which always takes it).
-        self.zero_folio(ctx, folio);
+        // The rest of alloc_folio and folio_prealloc (the batch zeroed its
+        // pages): the charge (to the root memcg, which always takes it).
         let charged = self.mem_cgroup_charge(ctx, folio, 0, GFP_KERNEL);
         debug_assert!(charged, "the root memcg refused a charge");
         Some(folio)
