@@ -606,8 +606,9 @@ impl Vm {
                 continue;
             }
             debug_assert!(s.list.is_none(), "{r:?} is on an LRU list already");
+            let zi = pa.page_zone_index(pfn).expect("an LRU folio lies in a zone");
             let older = match chain {
-                Some(c) if c.lv == lv && c.lru == lru => Some(c.youngest),
+                Some(c) if c.lv == lv && c.lru == lru && c.zi == zi => Some(c.youngest),
                 _ => None,
             };
             s.list = Some(lru);
@@ -630,13 +631,13 @@ impl Vm {
                     chain = Some(LruChain {
                         lv,
                         lru,
+                        zi,
                         youngest: r,
                         oldest: r,
                         nr_pages: nr,
                     })
                 }
             }
-            self.zone_lru_count(pa, pfn, lru, nr);
             pa.memmap.page_mut(pfn).insert_flags(PageFlags::LRU);
         }
         if let Some(c) = chain {
@@ -704,6 +705,7 @@ impl Vm {
         }
         self.lruvecs[c.lv].head[l] = Some(c.youngest);
         self.lruvecs[c.lv].nr_pages[l] += c.nr_pages;
+        self.zone_lru_count_in(c.zi, c.lru, c.nr_pages);
     }
 
     /// `folio_deactivate`: an active folio on the LRU is queued in the
@@ -998,18 +1000,15 @@ impl Vm {
     pub(crate) fn lru_forget_listed_in(&mut self, pa: &PageAlloc, r: FolioRef, zi: usize, cut: &mut Option<LruCut>) {
         let (st, _, order, _, lv) = self.lru_placed_mut(pa, r);
         let s = *st;
-        st.list = None;
-        st.prev = Link::NONE;
-        st.next = Link::NONE;
         let lru = s.list.expect("the folio is on an LRU list");
         let nr = 1i64 << order;
         let grown = match cut.as_mut() {
-            Some(c) if c.lv == lv && c.lru == lru && c.younger == Some(r) => {
+            Some(c) if c.lv == lv && c.lru == lru && c.zi == zi && c.younger == Some(r) => {
                 c.younger = s.prev.get();
                 c.nr_pages += nr;
                 true
             }
-            Some(c) if c.lv == lv && c.lru == lru && c.older == Some(r) => {
+            Some(c) if c.lv == lv && c.lru == lru && c.zi == zi && c.older == Some(r) => {
                 c.older = s.next.get();
                 c.nr_pages += nr;
                 true
@@ -1020,15 +1019,22 @@ impl Vm {
             if let Some(c) = cut.take() {
                 self.lru_cut_close(c);
             }
+            // Closing the stretch before may have joined this folio to
+            // the neighbour beyond it: its links as they are now.
+            let s = *self.lru_state(r);
             *cut = Some(LruCut {
                 lv,
                 lru,
+                zi,
                 younger: s.prev.get(),
                 older: s.next.get(),
                 nr_pages: nr,
             });
         }
-        self.zone_lru_count_in(zi, lru, -nr);
+        let st = self.lru_state_mut(r);
+        st.list = None;
+        st.prev = Link::NONE;
+        st.next = Link::NONE;
     }
 
     /// Ends a stretch of a list that folios left one after another: its
@@ -1045,6 +1051,7 @@ impl Vm {
             None => self.lruvecs[c.lv].tail[l] = c.younger,
         }
         self.lruvecs[c.lv].nr_pages[l] -= c.nr_pages;
+        self.zone_lru_count_in(c.zi, c.lru, -c.nr_pages);
     }
 
     /// A folio that moved between metadata keys or frames keeps its place:
@@ -1064,6 +1071,9 @@ impl Vm {
 struct LruChain {
     lv: usize,
     lru: LruList,
+    /// The zone of its folios (a folio of another zone starts another
+    /// chain), whose list size grows by its pages when it joins.
+    zi: usize,
     youngest: FolioRef,
     oldest: FolioRef,
     nr_pages: i64,
@@ -1077,6 +1087,9 @@ struct LruChain {
 pub(crate) struct LruCut {
     lv: usize,
     lru: LruList,
+    /// The zone of its folios (a folio of another zone ends the stretch),
+    /// whose list size drops by its pages when it closes.
+    zi: usize,
     younger: Option<FolioRef>,
     older: Option<FolioRef>,
     nr_pages: i64,
