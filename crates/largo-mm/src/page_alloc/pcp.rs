@@ -323,7 +323,8 @@ impl PageAlloc {
 
     /// `free_frozen_pages` of the order-0 pages `pfns` of zone `zi`, one
     /// after another, each as [`PageAlloc::free_frozen_pages_in`] frees it
-    /// (`free_unref_folios` of a zap's batch). Where the frees take the
+    /// (`free_unref_folios` of a zap's batch), each record first cleared
+    /// as `free_pages_prepare` clears it. Where the frees take the
     /// commit's quick return ([`PageAlloc::pcp_quick_frees`]), each page
     /// joins its list and the counts the commit adds to take the stretch
     /// at once: `pgfree`, the pcp's count, its `free_count` up to its cap,
@@ -342,13 +343,18 @@ impl PageAlloc {
                     _ => MigrateType::Movable,
                 };
                 let pindex = self.order_to_pindex(mt, 0);
-                Self::pcp_list_add(&mut self.pcp[idx], &mut self.memmap.pages, pindex, pfn, 0, false);
+                // Cleared and marked as `pcp_list_add` marks it, in one write.
+                let page = &mut self.memmap.pages[pfn as usize];
+                page.clear();
+                page.set_flags(PageFlags::PCP);
+                self.pcp[idx].lists[pindex].push_front(pfn);
                 n += 1;
             }
             if n > 0 {
                 self.count_quick_frees(idx, n);
                 i += n;
             } else {
+                self.memmap.pages[pfns[i] as usize].clear();
                 self.free_frozen_pages_in(cpu, zi, pfns[i], 0);
                 i += 1;
             }
@@ -590,11 +596,7 @@ mod tests {
                     pa.memmap.page_mut(pfn).clear();
                     pa.free_frozen_pages_in(0, zi, pfn, 0);
                 }
-                let pa = run.page_alloc_mut();
-                for &pfn in chunk {
-                    pa.memmap.page_mut(pfn).clear();
-                }
-                pa.free_frozen_pages_run(0, zi, chunk);
+                run.page_alloc_mut().free_frozen_pages_run(0, zi, chunk);
                 assert_same(
                     &one,
                     &run,

@@ -559,6 +559,13 @@ impl Vm {
 #[inline]
 pub(super) fn store_user_page(ctx: &mut Ctx, pfn: u64, offset: u64) {
     ctx.pa.memmap.page_mut(pfn).insert_flags(PageFlags::USER_WRITTEN);
+    store_user_data(ctx, pfn, offset);
+}
+
+/// The byte a user store writes, in a ram backing (its mark,
+/// `PageFlags::USER_WRITTEN`, made by the caller).
+#[inline]
+pub(super) fn store_user_data(ctx: &mut Ctx, pfn: u64, offset: u64) {
     if ctx.ram {
         ctx.backing
             .write(largo_types::Pfn(pfn), offset, &[WRITE_BYTE])

@@ -20,13 +20,13 @@
 //! pages of this table), and at a failed allocation; the general path
 //! takes it from there.
 
-use super::fault::store_user_page;
+use super::fault::store_user_data;
 use super::order::Orders;
 use super::pgtable::Pte;
-use super::rmap::NewAnon;
+use super::rmap::{NewAnon, NewPage};
 use super::types::{Access, AnonVmaId, MmId, Pid, VmError, VmFlags};
 use super::{Ctx, Vm};
-use crate::memmap::Folio;
+use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_KERNEL};
 use crate::stats::VmEvent;
 
@@ -174,7 +174,6 @@ impl Vm {
             };
             let a = addr_of(run.done);
             let index = (a >> page_shift) as usize & index_mask;
-            ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(1);
             // The rss, the (order-0, so uncounted) mTHP fault allocation
             // and the rmap's counts go in `counts`.
             counts.mapped += 1;
@@ -182,11 +181,35 @@ impl Vm {
                 let nid = self.node_of(ctx.pa, folio.pfn.0);
                 self.node_stat[nid].anon_mapped += 1;
             }
-            self.add_new_anon_rmap_order0_uncounted(ctx, folio.pfn.0, vma, anon_vma, a & !(page_size - 1), new_anon);
+            // The page's first reference, and the mark of the store through
+            // the entry about to be set, go into its record with the
+            // rmap's: nothing in between reads them. Not the mark when
+            // kswapd is to run first (woken by this fault's allocation;
+            // nothing after it wakes kswapd): its reclaim decides whether
+            // the store finds the page.
+            let stored = !ctx.pa.kswapd_pending();
+            let page = NewPage {
+                first_ref: true,
+                flags: if stored {
+                    PageFlags::USER_WRITTEN
+                } else {
+                    PageFlags::empty()
+                },
+            };
+            self.add_new_anon_rmap_order0_uncounted(
+                ctx,
+                folio.pfn.0,
+                vma,
+                anon_vma,
+                a & !(page_size - 1),
+                new_anon,
+                page,
+            );
             self.pt
                 .set_ptes(table, index, folio.pfn.0, 1, Pte::YOUNG | Pte::DIRTY | write_bit);
             run.done += 1;
-            if ctx.pa.kswapd_pending() {
+            debug_assert_eq!(stored, !ctx.pa.kswapd_pending(), "the rmap woke kswapd");
+            if !stored {
                 self.flush_run_counts(ctx, mm, anon_vma, &mut counts);
                 self.run_pending_kswapd(ctx);
                 // The store goes through whatever kswapd left of the
@@ -197,8 +220,8 @@ impl Vm {
                 }
                 break;
             }
-            // The store, through the entry just set.
-            store_user_page(ctx, folio.pfn.0, a & (page_size - 1));
+            // The rest of the store, through the entry just set.
+            store_user_data(ctx, folio.pfn.0, a & (page_size - 1));
             if per_operation && self.operation_work_pending() {
                 // The fault left work for the end of its operation (its
                 // LRU add drained a batch that held released folios): the

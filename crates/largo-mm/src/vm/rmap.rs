@@ -22,6 +22,14 @@ pub(crate) struct NewAnon {
     pub memcg: usize,
 }
 
+/// What [`Vm::add_new_anon_rmap_order0_uncounted`] writes into the page's
+/// record besides the rmap's own: its first reference, more flags.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NewPage {
+    pub first_ref: bool,
+    pub flags: PageFlags,
+}
+
 /// Where a folio is mapped: one entry per PTE range or PMD.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapping {
@@ -145,13 +153,15 @@ impl Vm {
         self.anon_vmas[anon_vma].nr_folios += 1;
         let nid = self.node_of(ctx.pa, pfn);
         self.node_stat[nid].anon_mapped += 1;
-        self.add_new_anon_rmap_order0_uncounted(ctx, pfn, vma, anon_vma, addr, new)
+        self.add_new_anon_rmap_order0_uncounted(ctx, pfn, vma, anon_vma, addr, new, NewPage::default())
     }
 
     /// [`Vm::add_new_anon_rmap_order0`] without its counts (the rmap
     /// call, the new folio, the anon_vma's folios and the node's
     /// `anon_mapped`), which a run of faults makes for its folios
     /// together. `anon_vma` is the VMA's.
+    /// `page` is what the caller's record write would add to it (a fault
+    /// run's reference and store), made in the same write.
     #[inline(always)]
     pub(crate) fn add_new_anon_rmap_order0_uncounted(
         &mut self,
@@ -161,6 +171,7 @@ impl Vm {
         anon_vma: AnonVmaId,
         addr: u64,
         new: NewAnon,
+        page: NewPage,
     ) -> usize {
         let index = self.vmas[vma].page_index(addr, self.page_shift());
         let mut meta = AnonFolio::new(pfn, 0, anon_vma, index);
@@ -170,7 +181,10 @@ impl Vm {
         meta.lru.batched = true;
         let key = self.folios.insert(meta);
         let head = ctx.pa.memmap.page_mut(pfn);
-        head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | anon_exclusive_flag(new.exclusive));
+        if page.first_ref {
+            head.set_refcount(1);
+        }
+        head.insert_flags(PageFlags::ANON | PageFlags::SWAPBACKED | anon_exclusive_flag(new.exclusive) | page.flags);
         head.set_private(key as u32 + 1);
         head.set_mapcount(1);
         self.lru_batch_push(ctx.pa, ctx.cpu, FolioRef::Anon(key), false);

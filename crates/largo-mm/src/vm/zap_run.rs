@@ -151,18 +151,17 @@ impl Vm {
         self.lru_forget_listed_in(ctx.pa, FolioRef::Anon(key), zi, cut);
         self.mem_cgroup_uncharge(ctx, memcg, 1);
         self.folios.remove(key);
-        // The page's record goes back to all zero at once: the mapcount,
+        // The page goes to this cpu's pcp list with the run's other pages.
+        // Its record goes back to all zero there, at once: the mapcount,
         // PG_anon_exclusive and the reference the unmap drops, PG_lru that
         // leaving the LRU clears, and the rest that free_user_folio and
-        // free_folio clear. Then the page goes to this cpu's pcp list,
-        // with the run's other pages.
-        ctx.pa.memmap.page_mut(pfn).clear();
+        // free_folio clear (nothing in the run reads it before).
         frees.push(ctx, zi, pfn);
     }
 }
 
 /// The pages a zap run frees, in the order it frees them, all of one
-/// zone, not yet on the pcp lists: they go there together
+/// zone, not yet on the pcp lists (their records not yet cleared): they go there together
 /// ([`PageAlloc::free_frozen_pages_run`]) when the run ends, when a page
 /// of another zone comes, and before anything in the run that may free a
 /// page itself. Nothing else the run does reads the pcp lists or the
