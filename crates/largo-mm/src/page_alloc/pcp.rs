@@ -551,7 +551,7 @@ mod tests {
         let pa = m.page_alloc_mut();
         let zi = pa.zone_of(pfns[0]);
         pfns.retain(|&p| pa.zone_of(p) == zi);
-        pa.set_pageblock_migratetype(pfns[n / 2], MigrateType::Isolate);
+        pa.set_pageblock_migratetype(pfns[pfns.len() / 2], MigrateType::Isolate);
         (m, zi, pfns)
     }
 

@@ -161,11 +161,12 @@ impl Vm {
 }
 
 /// The pages a zap run frees, in the order it frees them, all of one
-/// zone, not yet on the pcp lists (their records not yet cleared): they go there together
-/// ([`PageAlloc::free_frozen_pages_run`]) when the run ends, when a page
-/// of another zone comes, and before anything in the run that may free a
-/// page itself. Nothing else the run does reads the pcp lists or the
-/// buddy lists.
+/// zone, not yet on the pcp lists (their records not yet cleared): they
+/// go there together ([`PageAlloc::free_frozen_pages_run`]) when the run
+/// ends, when a page of another zone comes, and before anything in the
+/// run that may free a page itself (the put that frees an anon_vma).
+/// Nothing else the run does reads the pcp lists, the buddy lists or
+/// these pages' records.
 ///
 /// [`PageAlloc::free_frozen_pages_run`]: crate::page_alloc::PageAlloc::free_frozen_pages_run
 #[derive(Debug, Default)]
