@@ -163,6 +163,7 @@ impl Vm {
     /// `page` is what the caller's record write would add to it (a fault
     /// run's reference and store), made in the same write.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // a fault run's per-page call: no struct to fill per page
     pub(crate) fn add_new_anon_rmap_order0_uncounted(
         &mut self,
         ctx: &mut Ctx,
