@@ -174,6 +174,14 @@ impl HeldBatch {
 }
 
 impl LruState {
+    /// Off its list: no list, no neighbours.
+    #[inline]
+    fn forget_links(&mut self) {
+        self.list = None;
+        self.prev = Link::NONE;
+        self.next = Link::NONE;
+    }
+
     /// A cpu batch holds a reference on the folio: its last put leaves it
     /// to the batch ([`Vm::release_to_batch`]).
     pub fn held_by_batch(&self) -> bool {
@@ -1015,26 +1023,26 @@ impl Vm {
             }
             _ => false,
         };
-        if !grown {
-            if let Some(c) = cut.take() {
-                self.lru_cut_close(c);
-            }
-            // Closing the stretch before may have joined this folio to
-            // the neighbour beyond it: its links as they are now.
-            let s = *self.lru_state(r);
-            *cut = Some(LruCut {
-                lv,
-                lru,
-                zi,
-                younger: s.prev.get(),
-                older: s.next.get(),
-                nr_pages: nr,
-            });
+        if grown {
+            st.forget_links();
+            return;
         }
+        if let Some(c) = cut.take() {
+            self.lru_cut_close(c);
+        }
+        // Closing the stretch before may have joined this folio to the
+        // neighbour beyond it: its links as they are now.
         let st = self.lru_state_mut(r);
-        st.list = None;
-        st.prev = Link::NONE;
-        st.next = Link::NONE;
+        let s = *st;
+        st.forget_links();
+        *cut = Some(LruCut {
+            lv,
+            lru,
+            zi,
+            younger: s.prev.get(),
+            older: s.next.get(),
+            nr_pages: nr,
+        });
     }
 
     /// Ends a stretch of a list that folios left one after another: its
