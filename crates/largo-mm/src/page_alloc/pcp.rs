@@ -335,14 +335,21 @@ impl PageAlloc {
         while i < pfns.len() {
             let quick = self.pcp_quick_frees(idx, zi).min(pfns.len() - i);
             let mut n = 0;
+            // The list of the pageblock of the page before (nothing in the
+            // stretch changes a pageblock's type): a run's pages are
+            // mostly of one block.
+            let (mut block, mut pindex) = (u64::MAX, 0);
             while n < quick {
                 let pfn = pfns[i + n];
-                let mt = match self.pageblocks.migratetype(pfn) {
-                    MigrateType::Isolate => break,
-                    mt if mt.is_mergeable() => mt,
-                    _ => MigrateType::Movable,
-                };
-                let pindex = self.order_to_pindex(mt, 0);
+                if pfn >> self.geo.pageblock_order != block {
+                    let mt = match self.pageblocks.migratetype(pfn) {
+                        MigrateType::Isolate => break,
+                        mt if mt.is_mergeable() => mt,
+                        _ => MigrateType::Movable,
+                    };
+                    block = pfn >> self.geo.pageblock_order;
+                    pindex = self.order_to_pindex(mt, 0);
+                }
                 // Cleared and marked as `pcp_list_add` marks it, in one write.
                 let page = &mut self.memmap.pages[pfn as usize];
                 page.clear();
