@@ -174,14 +174,6 @@ impl HeldBatch {
 }
 
 impl LruState {
-    /// Off its list: no list, no neighbours.
-    #[inline]
-    fn forget_links(&mut self) {
-        self.list = None;
-        self.prev = Link::NONE;
-        self.next = Link::NONE;
-    }
-
     /// A cpu batch holds a reference on the folio: its last put leaves it
     /// to the batch ([`Vm::release_to_batch`]).
     pub fn held_by_batch(&self) -> bool {
@@ -994,54 +986,55 @@ impl Vm {
         self.locks.lru_free_pending = (pending + nr) % batch;
     }
 
-    /// [`Vm::lru_forget_listed`] of one of the folios a zap run frees one
-    /// after another: the folio leaves its list at once, but the
+    /// [`Vm::lru_forget_listed`] of one of the order-0 folios a zap run
+    /// frees one after another: the folio leaves its list at once, but the
     /// neighbours outside the stretch of the list that the run's folios
     /// have left so far (`cut`) are joined only when the stretch ends
     /// ([`Vm::lru_cut_close`]): where the run frees neighbours on the list
     /// one after another (the order a run of faults added them), nothing
-    /// is written into a record that leaves next. The caller closes the
-    /// cut before anything reads the lists, and clears the page's
-    /// `PG_lru` (a zap run clears its whole record).
-    /// The caller counts the lru lock ([`Vm::lru_lock_for_frees`]) and
-    /// gives the folio's zone `zi`.
-    pub(crate) fn lru_forget_listed_in(&mut self, pa: &PageAlloc, r: FolioRef, zi: usize, cut: &mut Option<LruCut>) {
-        let (st, _, order, _, lv) = self.lru_placed_mut(pa, r);
-        let s = *st;
+    /// is written into a record that leaves next. The caller read the
+    /// folio's record (`s`, its LRU state; `lv`, its lruvec; `zi`, its
+    /// zone) and takes the record away right after, so a folio that grows
+    /// the cut is not looked up again, and its links are left as they
+    /// are: nothing reads them. One that begins a cut is read again after
+    /// the cut before it closes (the close may have joined it to the
+    /// neighbour beyond). The caller closes the cut before anything reads
+    /// the lists, clears the page's `PG_lru` (a zap run clears its whole
+    /// record) and counts the lru lock ([`Vm::lru_lock_for_frees`]).
+    #[inline]
+    pub(crate) fn lru_forget_order0_going(
+        &mut self,
+        r: FolioRef,
+        s: &LruState,
+        lv: usize,
+        zi: usize,
+        cut: &mut Option<LruCut>,
+    ) {
         let lru = s.list.expect("the folio is on an LRU list");
-        let nr = 1i64 << order;
-        let grown = match cut.as_mut() {
+        match cut.as_mut() {
             Some(c) if c.lv == lv && c.lru == lru && c.zi == zi && c.younger == Some(r) => {
                 c.younger = s.prev.get();
-                c.nr_pages += nr;
-                true
+                c.nr_pages += 1;
+                return;
             }
             Some(c) if c.lv == lv && c.lru == lru && c.zi == zi && c.older == Some(r) => {
                 c.older = s.next.get();
-                c.nr_pages += nr;
-                true
+                c.nr_pages += 1;
+                return;
             }
-            _ => false,
-        };
-        if grown {
-            st.forget_links();
-            return;
+            _ => {}
         }
         if let Some(c) = cut.take() {
             self.lru_cut_close(c);
         }
-        // Closing the stretch before may have joined this folio to the
-        // neighbour beyond it: its links as they are now.
-        let st = self.lru_state_mut(r);
-        let s = *st;
-        st.forget_links();
+        let s = *self.lru_state(r);
         *cut = Some(LruCut {
             lv,
             lru,
             zi,
             younger: s.prev.get(),
             older: s.next.get(),
-            nr_pages: nr,
+            nr_pages: 1,
         });
     }
 
@@ -1088,7 +1081,7 @@ struct LruChain {
 }
 
 /// A stretch of lruvec `lv`'s list `lru` that folios left one after
-/// another ([`Vm::lru_forget_listed_in`]), `nr_pages` pages together:
+/// another ([`Vm::lru_forget_order0_going`]), `nr_pages` pages together:
 /// `younger` and `older` are its neighbours still on the list (`None`:
 /// it reaches the head or the tail), not yet joined to each other.
 #[derive(Clone, Copy, Debug)]

@@ -14,12 +14,12 @@
 //! An entry that does not qualify ends the run; the general loop takes
 //! it. The folios the run frees leave their LRU lists as they go, but
 //! the neighbours around each stretch they leave are joined when the
-//! stretch ends ([`Vm::lru_forget_listed_in`]): nothing the run does
+//! stretch ends ([`Vm::lru_forget_order0_going`]): nothing the run does
 //! reads the lists before that.
 
 use super::folio::NO_ANON_VMA;
-use super::lru::{FolioRef, LruCut};
-use super::types::MmId;
+use super::lru::{FolioRef, LruCut, LruState};
+use super::types::{AnonVmaId, MmId};
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
 use crate::page_alloc::PageAlloc;
@@ -55,6 +55,7 @@ impl Vm {
         let mut i = start;
         let mut cut = None;
         let mut frees = std::mem::take(&mut self.zap_run_frees);
+        let mut puts = AnonVmaPuts::NONE;
         let one_node = self.node_stat.len() == 1;
         while i < limit {
             let pte = self.pt.get(table, i);
@@ -62,12 +63,13 @@ impl Vm {
                 break;
             }
             let pfn = pte.pfn();
-            let Some(key) = self.sole_order0_folio(ctx.pa, pfn) else {
+            let Some(folio) = self.sole_order0_folio(ctx.pa, pfn) else {
                 break;
             };
-            self.unmap_last_order0(ctx, key, pfn, one_node, &mut cut, &mut frees);
+            self.unmap_last_order0(ctx, folio, pfn, one_node, &mut cut, &mut frees, &mut puts);
             i += 1;
         }
+        self.put_anon_vma_folios(&mut puts);
         frees.flush(ctx);
         self.zap_run_frees = frees;
         if let Some(c) = cut {
@@ -91,12 +93,13 @@ impl Vm {
         nr
     }
 
-    /// The key of the order-0 anonymous folio at `pfn` when a zap of its
-    /// one mapping frees it: mapped once and referenced once (by that
-    /// mapping), on an LRU list with no cpu batch holding it. So it is
-    /// in no swap cache (which holds a reference of its own), and, of
-    /// order 0, on no deferred split queue.
-    fn sole_order0_folio(&self, pa: &PageAlloc, pfn: u64) -> Option<usize> {
+    /// The order-0 anonymous folio at `pfn` when a zap of its one mapping
+    /// frees it: mapped once and referenced once (by that mapping), on an
+    /// LRU list with no cpu batch holding it. So it is in no swap cache
+    /// (which holds a reference of its own), and, of order 0, on no
+    /// deferred split queue.
+    #[inline]
+    fn sole_order0_folio(&self, pa: &PageAlloc, pfn: u64) -> Option<SoleOrder0> {
         let page = pa.memmap.page(pfn);
         let flags = page.flags();
         let not_order0 = PageFlags::HEAD | PageFlags::BUDDY | PageFlags::PCP | PageFlags::RESERVED;
@@ -117,38 +120,60 @@ impl Vm {
         debug_assert!(f.anon_vma != NO_ANON_VMA && !f.from_shmem);
         // Isolation takes a reference, so with none but the mapping's the
         // folio is on its list; the general loop is left any that is not.
-        (f.lru.list.is_some() && !f.lru.held_by_batch()).then_some(key)
+        (f.lru.list.is_some() && !f.lru.held_by_batch()).then_some(SoleOrder0 {
+            key,
+            anon_vma: f.anon_vma,
+            memcg: f.memcg as usize,
+            lru: f.lru,
+        })
     }
 
-    /// The zap of the one mapping of the sole order-0 folio `key` at
-    /// `pfn`: `folio_remove_rmap_ptes` of one page, then the last
-    /// `folio_put` (`free_anon_folio` with nothing but the LRU, the
-    /// memcg and the pages to let go of).
-    /// The folio leaves its LRU list as part of the run's `cut`.
+    /// The zap of the one mapping of the sole order-0 folio at `pfn`:
+    /// `folio_remove_rmap_ptes` of one page, then the last `folio_put`
+    /// (`free_anon_folio` with nothing but the LRU, the memcg and the
+    /// pages to let go of).
+    /// The folio leaves its LRU list as part of the run's `cut`, and its
+    /// anon_vma's count of folios drops with the run's `puts`.
     /// The run counts the rmap call, the node's `anon_mapped` (on a
     /// machine of `one_node`), the PTE and the lru lock of each unmap
     /// together ([`Vm::zap_order0_run`]).
+    #[allow(clippy::too_many_arguments)] // a zap run's per-page call: no struct to fill per page
     fn unmap_last_order0(
         &mut self,
         ctx: &mut Ctx,
-        key: usize,
+        folio: SoleOrder0,
         pfn: u64,
         one_node: bool,
         cut: &mut Option<LruCut>,
         frees: &mut RunFrees,
+        puts: &mut AnonVmaPuts,
     ) {
         let zi = ctx.pa.zone_of(pfn);
-        if !one_node {
+        let nid = if one_node {
+            0
+        } else {
             let nid = ctx.pa.zones()[zi].nid;
             self.node_stat[nid].anon_mapped -= 1;
+            nid
+        };
+        let SoleOrder0 {
+            key,
+            anon_vma,
+            memcg,
+            lru,
+        } = folio;
+        if !puts.take_one(anon_vma) {
+            self.put_anon_vma_folios(puts);
+            if self.anon_vma_freed_by_put(anon_vma) {
+                // Its free may free a slab page: after the pages before it.
+                frees.flush(ctx);
+                self.put_anon_vma_folio(anon_vma);
+            } else {
+                *puts = AnonVmaPuts::first(anon_vma, &self.anon_vmas[anon_vma]);
+            }
         }
-        let (anon_vma, memcg) = (self.folios[key].anon_vma, self.folios[key].memcg as usize);
-        if self.anon_vma_freed_by_put(anon_vma) {
-            // Its free may free a slab page: after the pages before it.
-            frees.flush(ctx);
-        }
-        self.put_anon_vma_folio(anon_vma);
-        self.lru_forget_listed_in(ctx.pa, FolioRef::Anon(key), zi, cut);
+        let lv = memcg * self.node_stat.len() + nid;
+        self.lru_forget_order0_going(FolioRef::Anon(key), &lru, lv, zi, cut);
         self.mem_cgroup_uncharge(ctx, memcg, 1);
         self.folios.remove(key);
         // The page goes to this cpu's pcp list with the run's other pages.
@@ -157,6 +182,69 @@ impl Vm {
         // leaving the LRU clears, and the rest that free_user_folio and
         // free_folio clear (nothing in the run reads it before).
         frees.push(ctx, zi, pfn);
+    }
+}
+
+/// What a zap run reads of a sole order-0 folio's record, in one look.
+#[derive(Clone, Copy)]
+struct SoleOrder0 {
+    key: usize,
+    anon_vma: AnonVmaId,
+    memcg: usize,
+    /// Its LRU state (on a list, in no cpu batch).
+    lru: LruState,
+}
+
+/// The folio puts (`put_anon_vma_folio`) a zap run owes one anon_vma,
+/// made together when a folio of another anon_vma comes and when the run
+/// ends: nothing the run does reads an anon_vma's count of folios. A put
+/// that frees the anon_vma is never owed: it is made in its turn.
+#[derive(Clone, Copy)]
+struct AnonVmaPuts {
+    anon_vma: AnonVmaId,
+    /// Puts owed.
+    owed: u64,
+    /// The most puts that leave it a folio (its folios less one when no
+    /// VMA links it, else no limit).
+    most: u64,
+}
+
+impl AnonVmaPuts {
+    const NONE: AnonVmaPuts = AnonVmaPuts {
+        anon_vma: NO_ANON_VMA,
+        owed: 0,
+        most: 0,
+    };
+
+    /// The first put owed to `anon_vma` (`av`), which that put leaves
+    /// linked or with a folio.
+    fn first(anon_vma: AnonVmaId, av: &super::vma::AnonVma) -> AnonVmaPuts {
+        let most = if av.vmas.is_empty() { av.nr_folios - 1 } else { u64::MAX };
+        debug_assert!(most >= 1, "a put that frees the anon_vma owed");
+        AnonVmaPuts {
+            anon_vma,
+            owed: 1,
+            most,
+        }
+    }
+
+    /// Owes one more put to `anon_vma` if it is the one owed puts and
+    /// that put leaves it a folio.
+    #[inline]
+    fn take_one(&mut self, anon_vma: AnonVmaId) -> bool {
+        let more = self.anon_vma == anon_vma && self.owed < self.most;
+        self.owed += more as u64;
+        more
+    }
+}
+
+impl Vm {
+    /// Makes the puts a zap run owes ([`AnonVmaPuts`]).
+    fn put_anon_vma_folios(&mut self, puts: &mut AnonVmaPuts) {
+        if puts.owed > 0 {
+            self.anon_vmas[puts.anon_vma].nr_folios -= puts.owed;
+        }
+        *puts = AnonVmaPuts::NONE;
     }
 }
 
@@ -189,5 +277,45 @@ impl RunFrees {
             ctx.pa.free_frozen_pages_run(ctx.cpu, self.zi, &self.pfns);
             self.pfns.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vm::vma::AnonVma;
+
+    fn anon_vma(nr_folios: u64, vmas: Vec<usize>) -> AnonVma {
+        AnonVma {
+            vmas,
+            nr_folios,
+            ..AnonVma::default()
+        }
+    }
+
+    #[test]
+    fn puts_owed_never_include_the_one_that_frees() {
+        // Unlinked, three folios: two puts may be owed, the third frees.
+        let av = anon_vma(3, Vec::new());
+        let mut puts = AnonVmaPuts::first(7, &av);
+        assert_eq!((puts.owed, puts.most), (1, 2));
+        assert!(puts.take_one(7));
+        assert!(!puts.take_one(7), "the put that frees the anon_vma was owed");
+        assert_eq!(puts.owed, 2);
+        // Another anon_vma's put is never owed to this one.
+        assert!(!puts.take_one(8));
+        assert_eq!(puts.owed, 2);
+    }
+
+    #[test]
+    fn a_linked_anon_vma_is_owed_every_put() {
+        let av = anon_vma(10, vec![0]);
+        let mut puts = AnonVmaPuts::first(3, &av);
+        for _ in 0..5 {
+            assert!(puts.take_one(3));
+        }
+        assert_eq!(puts.owed, 6);
+        let mut none = AnonVmaPuts::NONE;
+        assert!(!none.take_one(3));
     }
 }
