@@ -199,12 +199,7 @@ impl PageAlloc {
         } else {
             max.min(on_list)
         };
-        for _ in 0..nr_pops {
-            self.pcp[idx].free_count >>= 1;
-            let pfn = self.pcp_pop(idx, pindex, 0).expect("a pcp list with pages gives one");
-            self.prep_new_page(pfn, 0);
-            out.push(pfn);
-        }
+        self.pcp_pop_order0_run(idx, pindex, nr_pops, out);
         self.count_allocs(cpu, zi, zi, 0, nr_pops as u64);
         self.wake_kswapd_if_boosted(zi, alloc_flags);
     }

@@ -199,6 +199,27 @@ impl PageAlloc {
         Some(pfn)
     }
 
+    /// `n` order-0 [`PageAlloc::pcp_pop`]s from list `pindex` of pcp `idx`,
+    /// each after the halving of `free_count` that `__rmqueue_pcplist`
+    /// makes, their pfns appended to `out` in the order they leave. Each
+    /// page's record is left as `prep_new_page` leaves an order-0 page
+    /// (all zero, one reference), and its host refault counted.
+    pub(crate) fn pcp_pop_order0_run(&mut self, idx: usize, pindex: usize, n: usize, out: &mut Vec<u64>) {
+        let start = out.len();
+        let pcp = &mut self.pcp[idx];
+        pcp.free_count = shr_times(pcp.free_count, n);
+        pcp.lists[pindex].pop_front_into(n, out);
+        pcp.count -= n as i32;
+        self.work.alloc_pcp += n as u64;
+        let refaults = &mut self.reporting;
+        for &pfn in &out[start..] {
+            refaults.stats.host_refault_pages += refaults.discarded.take_range(pfn, 1);
+            let page = &mut self.memmap.pages[pfn as usize];
+            page.clear();
+            page.set_refcount(1);
+        }
+    }
+
     /// The refill half of `__rmqueue_pcplist`: a batch from the buddy lists.
     #[cold]
     fn pcp_refill(
@@ -536,11 +557,68 @@ impl PageAlloc {
     }
 }
 
+/// `x` halved `n` times as `x >>= 1` halves it (an arithmetic shift; from
+/// 32 halvings on, what the sign leaves).
+#[inline]
+fn shr_times(x: i32, n: usize) -> i32 {
+    match u32::try_from(n) {
+        Ok(n) if n < i32::BITS => x >> n,
+        _ => x >> (i32::BITS - 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::page_alloc::gfp::GFP_HIGHUSER_MOVABLE;
     use crate::{Machine, MachineConfig};
     use largo_types::MigrateType;
+
+    #[test]
+    fn a_run_of_pcp_allocations_is_each_allocation_in_turn() {
+        // Two machines alike, their pcp lists filled by frees.
+        let (mut one, zi, pfns) = machine_with_pages(600);
+        let (mut run, _, _) = machine_with_pages(600);
+        for m in [&mut one, &mut run] {
+            for &pfn in &pfns {
+                let pa = m.page_alloc_mut();
+                pa.memmap.page_mut(pfn).clear();
+                pa.free_frozen_pages_in(0, zi, pfn, 0);
+            }
+        }
+        assert_same(&one, &run, zi, "after the frees");
+        // Runs of growing length, compared after each, until the lists
+        // run dry (a run takes no more than the list holds).
+        let mut len = 1;
+        for step in 0..6 {
+            let mut got = Vec::new();
+            run.page_alloc_mut()
+                .alloc_pcp_run(0, GFP_HIGHUSER_MOVABLE, len, &mut got);
+            let expected: Vec<u64> = (0..got.len())
+                .map(|_| {
+                    one.alloc_pages(0, GFP_HIGHUSER_MOVABLE, 0)
+                        .unwrap()
+                        .expect("free memory")
+                        .pfn
+                        .0
+                })
+                .collect();
+            assert_eq!(got, expected, "step {step}: the pages, in order");
+            assert_same(&one, &run, zi, &format!("after the run of step {step}"));
+            len *= 4;
+        }
+    }
+
+    #[test]
+    fn halving_n_times_is_each_halving_in_turn() {
+        for x in [0, 1, 7, 1000, i32::MAX, -1, -7, i32::MIN] {
+            let mut y = x;
+            for n in 0..40 {
+                assert_eq!(super::shr_times(x, n), y, "{x} halved {n} times");
+                y >>= 1;
+            }
+            assert_eq!(super::shr_times(x, usize::MAX), y);
+        }
+    }
 
     /// A machine with `n` order-0 pages allocated on cpu 0 (all of the
     /// first one's zone), one pageblock among them isolated.

@@ -50,6 +50,13 @@ impl PcpList {
         self.pfns.pop_front().map(u64::from)
     }
 
+    /// The first `n` leave, head first, appended to `out` (`n` allocations).
+    /// Panics when the list holds fewer.
+    #[inline]
+    pub fn pop_front_into(&mut self, n: usize, out: &mut Vec<u64>) {
+        out.extend(self.pfns.drain(..n).map(u64::from));
+    }
+
     /// The tail leaves (a drain).
     #[inline]
     pub fn pop_back(&mut self) -> Option<u64> {
@@ -70,6 +77,18 @@ fn pfn_32(pfn: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pops_into_take_the_head_first() {
+        let mut l = PcpList::default();
+        for pfn in [5, 6, 7, 8] {
+            l.push_back(pfn);
+        }
+        let mut out = vec![1];
+        l.pop_front_into(3, &mut out);
+        assert_eq!(out, [1, 5, 6, 7]);
+        assert_eq!(l.iter().collect::<Vec<_>>(), [8]);
+    }
 
     #[test]
     fn frees_join_at_the_head_refills_at_the_tail() {
