@@ -259,7 +259,7 @@ impl Vm {
                 return self.do_swap_page(ctx, vmf, pte, e);
             }
         }
-        self.do_anonymous_page(ctx, vmf)
+        self.do_anonymous_page(ctx, vmf, pmd)
     }
 
     /// `do_wp_page` for the PTE now mapping `vmf.address` (a swap-in that
@@ -300,9 +300,24 @@ impl Vm {
         Some(table)
     }
 
-    /// `do_anonymous_page`.
-    fn do_anonymous_page(&mut self, ctx: &mut Ctx, vmf: &VmFault) -> Fault {
-        let Some(pte_table) = self.table_for(ctx, vmf.mm, vmf.address, 0) else {
+    /// `pte_alloc`: the PTE table the PMD entry `pmd` points to, allocated
+    /// and set there if it is none ([`Vm::table_for`]'s last step).
+    fn pte_alloc(&mut self, ctx: &mut Ctx, mm: MmId, pmd: Slot) -> Option<usize> {
+        let e = self.pt.entry(pmd);
+        if e.is_table() {
+            return Some(e.table_idx());
+        }
+        if !e.is_none() {
+            return None;
+        }
+        let table = self.alloc_table(ctx, mm, 0)?;
+        self.pt.set_slot(pmd, Pte::table(table));
+        Some(table)
+    }
+
+    /// `do_anonymous_page`, under the PMD entry `pmd` of the fault's walk.
+    fn do_anonymous_page(&mut self, ctx: &mut Ctx, vmf: &VmFault, pmd: Slot) -> Fault {
+        let Some(pte_table) = self.pte_alloc(ctx, vmf.mm, pmd) else {
             return Fault::Oom;
         };
         if !vmf.write {
