@@ -11,7 +11,7 @@
 //! (`fault_run.rs`).
 
 use super::fault::{access_bits, store_user_page};
-use super::fault_run::FaultRun;
+use super::fault_run::{FaultRun, Pages};
 use super::types::{Access, Pid, VmError};
 use super::{Ctx, Vm};
 
@@ -82,7 +82,14 @@ impl Vm {
             let addr = start.wrapping_add(run.done.wrapping_mul(stride));
             if write && stride == self.page_size() {
                 // A first touch of anonymous memory, fault after fault.
-                let faults = self.anon_fault_run(ctx, pid, count - run.done, |k| addr + k * stride, false);
+                let faults = self.anon_fault_run(
+                    ctx,
+                    pid,
+                    count - run.done,
+                    |k| addr + k * stride,
+                    Pages::Consecutive,
+                    false,
+                );
                 if run.count_faults(faults) {
                     continue;
                 }
@@ -121,7 +128,7 @@ impl Vm {
             let first = run.done;
             let addr = addr_of(first);
             if write {
-                let faults = self.anon_fault_run(ctx, pid, count - first, |k| addr_of(first + k), true);
+                let faults = self.anon_fault_run(ctx, pid, count - first, |k| addr_of(first + k), Pages::Any, true);
                 if run.count_faults(faults) {
                     continue;
                 }

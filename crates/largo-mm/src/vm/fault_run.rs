@@ -52,6 +52,15 @@ struct RunCounts {
     mapped: u64,
 }
 
+/// What a fault run's caller knows of the pages its accesses fall in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pages {
+    /// Access `k` is in the `k`-th page after the first's.
+    Consecutive,
+    /// Nothing: each is read from its address.
+    Any,
+}
+
 /// What a run of faults did: the faults completed, and the outcome that
 /// ended the run when it was not simply the end of the run's reach.
 pub(super) struct FaultRun {
@@ -89,6 +98,7 @@ impl Vm {
         pid: Pid,
         count: u64,
         addr_of: impl Fn(u64) -> u64,
+        pages: Pages,
         per_operation: bool,
     ) -> FaultRun {
         let addr = addr_of(0);
@@ -128,7 +138,7 @@ impl Vm {
             return none;
         };
         let write_bit = self.vma_write_bit(vma);
-        let nones = self.run_nones(table, vma, count, &addr_of);
+        let nones = self.run_nones(table, vma, count, &addr_of, pages);
         let (page_size, page_shift) = (self.page_size(), self.page_shift());
         // A PTE's index in its table: the low bits of its page number.
         let index_mask = self.pt.shape.entries_at(0) - 1;
@@ -272,8 +282,9 @@ impl Vm {
     /// outside `vma` or that table, at an entry that is not none, or in a
     /// page that does not continue the run's direction (each page after
     /// the one before, or each before it: no page twice, so no fault of
-    /// the run finds an entry an earlier one set).
-    fn run_nones(&self, table: usize, vma: usize, count: u64, addr_of: &impl Fn(u64) -> u64) -> u64 {
+    /// the run finds an entry an earlier one set). With
+    /// [`Pages::Consecutive`], the entries are read as one stretch.
+    fn run_nones(&self, table: usize, vma: usize, count: u64, addr_of: &impl Fn(u64) -> u64, pages: Pages) -> u64 {
         let page_shift = self.page_shift();
         let table_pages = self.pt.shape.entries_at(0) as u64;
         let index_mask = table_pages as usize - 1;
@@ -287,6 +298,14 @@ impl Vm {
         let none_at = |p: u64| entries[p as usize & index_mask].is_none();
         if count == 0 || page < lowest || page > highest || !none_at(page) {
             return 0;
+        }
+        if pages == Pages::Consecutive {
+            // Pages `page`, `page + 1`, ... up to the table's or the VMA's
+            // end: their entries are one stretch of the table.
+            let reach = count.min(highest - page + 1) as usize;
+            let first = page as usize & index_mask;
+            let stretch = &entries[first..first + reach];
+            return stretch.iter().position(|e| !e.is_none()).unwrap_or(reach) as u64;
         }
         // Up: each page above the one before; down: each below.
         let up = count < 2 || addr_of(1) >> page_shift > page;
