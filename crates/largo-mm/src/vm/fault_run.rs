@@ -161,6 +161,8 @@ impl Vm {
         let mut next_pfn = 0;
         let mut run = none;
         let anon_vma = self.vmas[vma].anon_vma.expect("anon_vma_prepare ran");
+        // `linear_page_index`: each page's offset in the VMA's anon_vma.
+        let (vm_start, vm_pgoff) = (self.vmas[vma].start, self.vmas[vma].pgoff);
         let mut counts = RunCounts::default();
         while run.done < nones {
             // access_fault: a fault is counted before it is handled.
@@ -206,15 +208,8 @@ impl Vm {
                     PageFlags::empty()
                 },
             };
-            self.add_new_anon_rmap_order0_uncounted(
-                ctx,
-                folio.pfn.0,
-                vma,
-                anon_vma,
-                a & !(page_size - 1),
-                new_anon,
-                page,
-            );
+            let page_index = vm_pgoff + ((a - vm_start) >> page_shift);
+            self.add_new_anon_rmap_order0_uncounted(ctx, folio.pfn.0, anon_vma, page_index, new_anon, page);
             self.pt
                 .set_ptes(table, index, folio.pfn.0, 1, Pte::YOUNG | Pte::DIRTY | write_bit);
             run.done += 1;

@@ -153,28 +153,27 @@ impl Vm {
         self.anon_vmas[anon_vma].nr_folios += 1;
         let nid = self.node_of(ctx.pa, pfn);
         self.node_stat[nid].anon_mapped += 1;
-        self.add_new_anon_rmap_order0_uncounted(ctx, pfn, vma, anon_vma, addr, new, NewPage::default())
+        let index = self.vmas[vma].page_index(addr, self.page_shift());
+        self.add_new_anon_rmap_order0_uncounted(ctx, pfn, anon_vma, index, new, NewPage::default())
     }
 
     /// [`Vm::add_new_anon_rmap_order0`] without its counts (the rmap
     /// call, the new folio, the anon_vma's folios and the node's
     /// `anon_mapped`), which a run of faults makes for its folios
-    /// together. `anon_vma` is the VMA's.
+    /// together. `anon_vma` is the VMA's, `index` the page's offset in it
+    /// (`linear_page_index` of the fault's address).
     /// `page` is what the caller's record write would add to it (a fault
     /// run's reference and store), made in the same write.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)] // a fault run's per-page call: no struct to fill per page
     pub(crate) fn add_new_anon_rmap_order0_uncounted(
         &mut self,
         ctx: &mut Ctx,
         pfn: u64,
-        vma: VmaId,
         anon_vma: AnonVmaId,
-        addr: u64,
+        index: u64,
         new: NewAnon,
         page: NewPage,
     ) -> usize {
-        let index = self.vmas[vma].page_index(addr, self.page_shift());
         let mut meta = AnonFolio::new(pfn, 0, anon_vma, index);
         meta.memcg = new.memcg as u16;
         meta.lru.active = new.active;
