@@ -164,6 +164,7 @@ impl Vm {
         // `linear_page_index`: each page's offset in the VMA's anon_vma.
         let (vm_start, vm_pgoff) = (self.vmas[vma].start, self.vmas[vma].pgoff);
         let mut counts = RunCounts::default();
+        let one_node = self.node_stat.len() == 1;
         while run.done < nones {
             // access_fault: a fault is counted before it is handled.
             counts.faults += 1;
@@ -189,7 +190,7 @@ impl Vm {
             // The rss, the (order-0, so uncounted) mTHP fault allocation
             // and the rmap's counts go in `counts`.
             counts.mapped += 1;
-            if self.node_stat.len() > 1 {
+            if !one_node {
                 let nid = self.node_of(ctx.pa, folio.pfn.0);
                 self.node_stat[nid].anon_mapped += 1;
             }
@@ -359,6 +360,8 @@ impl Vm {
             self.faults_in_operation(ctx.cpu, left, per_operation)
         };
         ctx.pa.alloc_pcp_run(ctx.cpu, gfp, faults as usize, pfns);
+        // Every page of a batch goes to a fault of the run.
+        self.fault_run_stats.batched += pfns.len() as u64;
         // The zeroing of each page (`__GFP_ZERO`), for the batch at once:
         // no fault reads a page before its own.
         self.work.pages_zeroed += pfns.len() as u64;
@@ -392,7 +395,6 @@ impl Vm {
             return self.folio_prealloc(ctx, 0, true);
         };
         *next += 1;
-        self.fault_run_stats.batched += 1;
         let folio = Folio {
             pfn: largo_types::Pfn(pfn),
             order: 0,
