@@ -200,10 +200,12 @@ impl PageAlloc {
     }
 
     /// `n` order-0 [`PageAlloc::pcp_pop`]s from list `pindex` of pcp `idx`,
-    /// each after the halving of `free_count` that `__rmqueue_pcplist`
-    /// makes, their pfns appended to `out` in the order they leave. Each
-    /// page's record is left as `prep_new_page` leaves an order-0 page
-    /// (all zero, one reference), and its host refault counted.
+    /// each after the halving of `free_count` that `rmqueue_pcplist` makes
+    /// before its pop, their pfns appended to `out` in the order they
+    /// leave. Each page's record is left as `prep_new_page` leaves an
+    /// order-0 page (all zero, one reference), and its host refault
+    /// counted. Panics when the list holds fewer than `n` pages (the
+    /// caller takes no more than it holds: no refill happens here).
     pub(crate) fn pcp_pop_order0_run(&mut self, idx: usize, pindex: usize, n: usize, out: &mut Vec<u64>) {
         let start = out.len();
         let pcp = &mut self.pcp[idx];

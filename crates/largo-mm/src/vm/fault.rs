@@ -301,7 +301,9 @@ impl Vm {
     }
 
     /// `pte_alloc`: the PTE table the PMD entry `pmd` points to, allocated
-    /// and set there if it is none ([`Vm::table_for`]'s last step).
+    /// and set there if it is none ([`Vm::table_for`]'s last step). `None`
+    /// when the allocation fails, or, as `table_for` answers, when the
+    /// entry is neither none nor a table (a huge or swap PMD entry).
     fn pte_alloc(&mut self, ctx: &mut Ctx, mm: MmId, pmd: Slot) -> Option<usize> {
         let e = self.pt.entry(pmd);
         if e.is_table() {

@@ -196,9 +196,12 @@ struct SoleOrder0 {
 }
 
 /// The folio puts (`put_anon_vma_folio`) a zap run owes one anon_vma,
-/// made together when a folio of another anon_vma comes and when the run
-/// ends: nothing the run does reads an anon_vma's count of folios. A put
-/// that frees the anon_vma is never owed: it is made in its turn.
+/// made together when a folio of another anon_vma comes, before a put of
+/// this one that would free it, and when the run ends: nothing else the
+/// run does reads an anon_vma's count of folios (the two reads below,
+/// [`Vm::anon_vma_freed_by_put`] and [`AnonVmaPuts::first`], come after
+/// the owed puts are made). A put that frees the anon_vma is never owed:
+/// it is made in its turn.
 #[derive(Clone, Copy)]
 struct AnonVmaPuts {
     anon_vma: AnonVmaId,
@@ -217,7 +220,9 @@ impl AnonVmaPuts {
     };
 
     /// The first put owed to `anon_vma` (`av`), which that put leaves
-    /// linked or with a folio.
+    /// linked or with a folio. `most` is where
+    /// [`Vm::anon_vma_freed_by_put`] (one folio left, no VMA) would first
+    /// hold: the two must agree.
     fn first(anon_vma: AnonVmaId, av: &super::vma::AnonVma) -> AnonVmaPuts {
         let most = if av.vmas.is_empty() { av.nr_folios - 1 } else { u64::MAX };
         debug_assert!(most >= 1, "a put that frees the anon_vma owed");
