@@ -213,6 +213,9 @@ impl PageAlloc {
         pcp.lists[pindex].pop_front_into(n, out);
         pcp.count -= n as i32;
         self.work.alloc_pcp += n as u64;
+        // What `prep_new_page(pfn, 0)` does, on the record directly (its
+        // bounds-checked lookup cost 5 instructions a page); the unit test
+        // below compares the records with allocations one by one.
         let refaults = &mut self.reporting;
         for &pfn in &out[start..] {
             refaults.stats.host_refault_pages += refaults.discarded.take_range(pfn, 1);

@@ -506,8 +506,7 @@ impl Vm {
     /// its last folio and no VMA links it.
     #[inline]
     pub(crate) fn anon_vma_freed_by_put(&self, anon_vma: usize) -> bool {
-        let av = &self.anon_vmas[anon_vma];
-        av.nr_folios == 1 && av.vmas.is_empty()
+        self.anon_vmas[anon_vma].puts_it_outlives() == 0
     }
 
     /// `rmap_walk_anon`: every PTE range and PMD mapping the folio, found

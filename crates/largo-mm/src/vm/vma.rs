@@ -85,3 +85,16 @@ pub struct AnonVma {
     /// Folios whose `mapping` is this anon_vma.
     pub nr_folios: u64,
 }
+
+impl AnonVma {
+    /// How many of its folios may go (`put_anon_vma_folio`) before the
+    /// one whose put frees it: all but the last when no VMA links it,
+    /// else no limit.
+    pub(crate) fn puts_it_outlives(&self) -> u64 {
+        if self.vmas.is_empty() {
+            self.nr_folios.wrapping_sub(1)
+        } else {
+            u64::MAX
+        }
+    }
+}

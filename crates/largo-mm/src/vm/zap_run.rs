@@ -20,6 +20,7 @@
 use super::folio::NO_ANON_VMA;
 use super::lru::{FolioRef, LruCut, LruState};
 use super::types::{AnonVmaId, MmId};
+use super::vma::AnonVma;
 use super::{Ctx, Vm};
 use crate::memmap::PageFlags;
 use crate::page_alloc::PageAlloc;
@@ -199,8 +200,8 @@ struct SoleOrder0 {
 /// made together when a folio of another anon_vma comes, before a put of
 /// this one that would free it, and when the run ends: nothing else the
 /// run does reads an anon_vma's count of folios (the two reads below,
-/// [`Vm::anon_vma_freed_by_put`] and [`AnonVmaPuts::first`], come after
-/// the owed puts are made). A put that frees the anon_vma is never owed:
+/// [`Vm::anon_vma_freed_by_put`] and [`AnonVmaPuts::first`], both through
+/// [`AnonVma::puts_it_outlives`], come after the owed puts are made). A put that frees the anon_vma is never owed:
 /// it is made in its turn.
 #[derive(Clone, Copy)]
 struct AnonVmaPuts {
@@ -220,11 +221,10 @@ impl AnonVmaPuts {
     };
 
     /// The first put owed to `anon_vma` (`av`), which that put leaves
-    /// linked or with a folio. `most` is where
-    /// [`Vm::anon_vma_freed_by_put`] (one folio left, no VMA) would first
-    /// hold: the two must agree.
-    fn first(anon_vma: AnonVmaId, av: &super::vma::AnonVma) -> AnonVmaPuts {
-        let most = if av.vmas.is_empty() { av.nr_folios - 1 } else { u64::MAX };
+    /// linked or with a folio ([`AnonVma::puts_it_outlives`], which
+    /// [`Vm::anon_vma_freed_by_put`] reads too).
+    fn first(anon_vma: AnonVmaId, av: &AnonVma) -> AnonVmaPuts {
+        let most = av.puts_it_outlives();
         debug_assert!(most >= 1, "a put that frees the anon_vma owed");
         AnonVmaPuts {
             anon_vma,
@@ -288,7 +288,6 @@ impl RunFrees {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vm::vma::AnonVma;
 
     fn anon_vma(nr_folios: u64, vmas: Vec<usize>) -> AnonVma {
         AnonVma {
