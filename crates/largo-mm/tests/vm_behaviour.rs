@@ -1302,3 +1302,68 @@ fn a_kswapd_wakeup_pending_before_a_fault_run_ends_it_after_one_fault() {
     assert!(runs.3 > 1000, "the faults did not go as runs");
     assert_eq!((&alone.0, alone.1, alone.2), (&runs.0, runs.1, runs.2));
 }
+
+/// Runs of faults that map 64 KiB folios (`large_fault_run.rs`) in a
+/// machine too small for what they touch: their allocations wake kswapd,
+/// whose reclaim swaps out folios of the same tables between faults, and
+/// some fall back to order 0. Each run ends after a fault that ran
+/// kswapd; the machine ends as with each access made alone.
+#[test]
+fn large_folio_fault_runs_under_kswapd_reclaim_leave_the_machine_as_single_accesses() {
+    let state = |runs: bool| {
+        let mut m = machine_with(
+            MachineConfig {
+                mem_bytes: 64 * MIB,
+                swap: vec![largo_mm::swap::SwapSpec::parse("128M").unwrap()],
+                ..MachineConfig::default()
+            },
+            &[(&size_knob(64), "always")],
+        );
+        m.with_vm(0, |vm, _| vm.set_fault_runs(runs));
+        let len = 96 * MIB;
+        let (pid, addr) = m.with_vm(0, |vm, ctx| {
+            let pid = vm.spawn(ctx).unwrap();
+            let addr = vm
+                .mmap(
+                    ctx,
+                    pid,
+                    0,
+                    len,
+                    Prot::READ | Prot::WRITE,
+                    MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+                )
+                .unwrap();
+            (pid, addr)
+        });
+        // Each 2 MiB table's first page alone (the run takes a table
+        // that exists), then the rest of it as one run.
+        let table = 2 * MIB;
+        for t in 0..len / table {
+            let start = addr + t * table;
+            m.with_vm(0, |vm, ctx| {
+                assert_eq!(vm.access(ctx, pid, start, true), Ok(Access::Faulted));
+                let run = vm.access_run(ctx, pid, start + PAGE, PAGE, table / PAGE - 1, true);
+                assert_eq!((run.done, run.stop), (table / PAGE - 1, None));
+            });
+            m.check().unwrap();
+        }
+        let pfns: Vec<_> = (0..len / PAGE)
+            .map(|i| m.vm().translate(pid, addr + i * PAGE))
+            .collect();
+        let files: String = largo_mm::stats::render::ProcFile::ALL
+            .iter()
+            .map(|f| f.render(&m))
+            .collect();
+        let stats = m.vm().fault_run_stats();
+        let swapped = vmstat_value(&m, "pswpout");
+        (pfns, files, swapped, stats.large_runs, stats.large_accesses)
+    };
+    let (alone, runs) = (state(false), state(true));
+    assert_eq!((alone.3, alone.4), (0, 0));
+    assert!(runs.4 > 10_000, "the faults did not go as runs: {} accesses", runs.4);
+    assert!(runs.2 > 0, "nothing was swapped out");
+    // More runs than tables: kswapd ended some of them early.
+    assert!(runs.3 > 48, "{} runs for 48 tables", runs.3);
+    assert!(alone.1 == runs.1, "the runs changed the machine's counters");
+    assert!(alone.0 == runs.0, "the runs mapped other pages");
+}

@@ -8,7 +8,8 @@
 //! folio, a PMD-mapped THP 1 fault and 511 hits: the hits are most of the
 //! accesses, and they cost a few instructions each here. The faults of a
 //! run share their work too when they map new order-0 folios
-//! (`fault_run.rs`).
+//! (`fault_run.rs`), and when they may map large ones
+//! (`large_fault_run.rs`, which also takes the hits in each new folio).
 
 use super::fault::{access_bits, store_user_page};
 use super::fault_run::{FaultRun, Pages};
@@ -90,6 +91,12 @@ impl Vm {
                     Pages::Consecutive,
                     false,
                 );
+                if run.count_faults(faults) {
+                    continue;
+                }
+                // Faults that may map large folios, each with the hits
+                // in the rest of its folio.
+                let faults = self.anon_large_fault_run(ctx, pid, addr, count - run.done);
                 if run.count_faults(faults) {
                     continue;
                 }

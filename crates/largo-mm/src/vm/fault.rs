@@ -338,6 +338,15 @@ impl Vm {
         let Some(folio) = folio else {
             return Fault::Oom;
         };
+        self.map_anon_folio(ctx, vmf, pte_table, folio);
+        Fault::Done
+    }
+
+    /// The rest of `do_anonymous_page` once its folio is allocated,
+    /// charged and zeroed: the folio's references and rss, its
+    /// `anon_fault_alloc`, its rmap and LRU add, and `set_ptes` of the
+    /// whole folio (young, dirty, writable as the VMA is) in `pte_table`.
+    pub(super) fn map_anon_folio(&mut self, ctx: &mut Ctx, vmf: &VmFault, pte_table: usize, folio: Folio) {
         let nr = folio.nr_pages();
         let haddr = vmf.address & !((self.page_size() << folio.order) - 1);
         ctx.pa.memmap.page_mut(folio.pfn.0).set_refcount(nr as u32);
@@ -348,7 +357,6 @@ impl Vm {
         let first = self.pt.shape.index(0, haddr);
         self.pt.set_ptes(pte_table, first, folio.pfn.0, nr as usize, flags);
         self.policy_mapped(ctx, vmf.vma, vmf.address, folio.order);
-        Fault::Done
     }
 
     /// `maybe_mkwrite`: the write bit if the VMA is writable.
@@ -364,7 +372,7 @@ impl Vm {
     /// `alloc_anon_folio`: the largest allowed, suitable order whose range
     /// is all `pte_none`, falling back order by order (each failure counted
     /// in `anon_fault_fallback`), order 0 last. The folio is zeroed.
-    fn alloc_anon_folio(&mut self, ctx: &mut Ctx, vma: VmaId, pte_table: usize, addr: u64) -> Option<Folio> {
+    pub(super) fn alloc_anon_folio(&mut self, ctx: &mut Ctx, vma: VmaId, pte_table: usize, addr: u64) -> Option<Folio> {
         let memcg = self.mm_memcg(self.vmas[vma].mm);
         let mut orders = self.allowable_orders(vma, (1 << self.pmd_order()) - 1);
         orders = self.suitable_orders(vma, addr, orders);

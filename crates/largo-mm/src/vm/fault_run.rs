@@ -40,6 +40,12 @@ pub struct FaultRunStats {
     pub faults: u64,
     /// Of those, faults given a page of a batch of pcp allocations.
     pub batched: u64,
+    /// Runs of faults that may map large folios (`large_fault_run.rs`)
+    /// that made at least one fault.
+    pub large_runs: u64,
+    /// Accesses made in those runs: their faults and the hits in the
+    /// folios they mapped.
+    pub large_accesses: u64,
 }
 
 /// Counts of a run's faults not yet added to their counters

@@ -9,7 +9,8 @@
 //! - `order.rs`: which folio orders a fault may use (mm/huge_memory.c)
 //! - `fault.rs`: `handle_mm_fault`, `do_anonymous_page`, `do_wp_page`;
 //!   `access_run.rs`: runs of accesses, hits taken table by table;
-//!   `fault_run.rs`: runs of order-0 anonymous write faults
+//!   `fault_run.rs`: runs of order-0 anonymous write faults; `large_fault_run.rs`:
+//!   runs of faults that may map large folios, with the hits in each folio
 //! - `huge.rs`: the PMD paths (THP faults, the huge zero page, PMD splits)
 //! - `zap.rs`: unmapping ranges; `mmap.rs`: mmap, munmap, mprotect, mremap, brk;
 //!   `maps.rs`: the address space as `/proc/PID/maps` shows it
@@ -34,6 +35,7 @@ mod fork;
 mod huge;
 pub mod khugepaged;
 mod kmem;
+mod large_fault_run;
 pub mod lru;
 mod madvise;
 pub mod maps;
