@@ -1321,20 +1321,8 @@ fn large_folio_fault_runs_under_kswapd_reclaim_leave_the_machine_as_single_acces
         );
         m.with_vm(0, |vm, _| vm.set_fault_runs(runs));
         let len = 96 * MIB;
-        let (pid, addr) = m.with_vm(0, |vm, ctx| {
-            let pid = vm.spawn(ctx).unwrap();
-            let addr = vm
-                .mmap(
-                    ctx,
-                    pid,
-                    0,
-                    len,
-                    Prot::READ | Prot::WRITE,
-                    MapFlags::PRIVATE | MapFlags::ANONYMOUS,
-                )
-                .unwrap();
-            (pid, addr)
-        });
+        let mut p = Proc::spawn(&mut m);
+        let (pid, addr) = (p.pid, p.mmap(len));
         // Each 2 MiB table's first page alone (the run takes a table
         // that exists), then the rest of it as one run.
         let table = 2 * MIB;

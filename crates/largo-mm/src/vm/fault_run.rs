@@ -24,7 +24,7 @@ use super::fault::store_user_data;
 use super::order::Orders;
 use super::pgtable::Pte;
 use super::rmap::{NewAnon, NewPage};
-use super::types::{Access, AnonVmaId, MmId, Pid, VmError, VmFlags};
+use super::types::{Access, AnonVmaId, MmId, Pid, VmError, VmFlags, VmaId};
 use super::{Ctx, Vm};
 use crate::memmap::{Folio, PageFlags};
 use crate::page_alloc::gfp::{Gfp, GFP_HIGHUSER_MOVABLE, GFP_KERNEL};
@@ -113,26 +113,12 @@ impl Vm {
         // here without the task or the VMA (the common case of an mTHP
         // configuration, whose faults are few and large).
         let always_orders = self.thp.size_masks()[0] & ((1 << (self.pmd_order() + 1)) - 1);
-        if !self.fault_runs || always_orders != 0 || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
+        if always_orders != 0 {
             return none;
         }
-        // A task outside the root memcg is ruled out before its VMA.
-        let Ok(mm) = self.task_mm(pid) else {
+        let Some((mm, vma)) = self.fault_run_vma(pid, addr) else {
             return none;
         };
-        if self.mm_memcg(mm) != 0 {
-            return none;
-        }
-        let Some(vma) = self.find_vma(mm, addr) else {
-            return none;
-        };
-        let v = &self.vmas[vma];
-        if !v.flags.contains(VmFlags::WRITE) || !v.flags.accessible() || !v.is_anonymous() {
-            return none;
-        }
-        if self.is_shmem_vma(vma) {
-            return none;
-        }
         // No mTHP order and no PMD order: every fault's folio is order 0
         // (`alloc_anon_folio` falls to `folio_prealloc`, and
         // `__handle_mm_fault` never tries the PMD).
@@ -255,6 +241,25 @@ impl Vm {
         pfns.clear();
         self.fault_run_pfns = pfns;
         run
+    }
+
+    /// The mm of `pid` and its VMA at `addr` when a run of faults (of
+    /// order-0 folios here, of any order in `large_fault_run.rs`) may
+    /// start there: runs on, a static order policy, the root memcg's task
+    /// (ruled out before its VMA), a writable, accessible, private
+    /// anonymous VMA. `None` sends the access to the general path.
+    pub(super) fn fault_run_vma(&self, pid: Pid, addr: u64) -> Option<(MmId, VmaId)> {
+        if !self.fault_runs || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
+            return None;
+        }
+        let mm = self.task_mm(pid).ok()?;
+        if self.mm_memcg(mm) != 0 {
+            return None;
+        }
+        let vma = self.find_vma(mm, addr)?;
+        let v = &self.vmas[vma];
+        let anonymous = v.flags.contains(VmFlags::WRITE) && v.flags.accessible() && v.is_anonymous();
+        (anonymous && !self.is_shmem_vma(vma)).then_some((mm, vma))
     }
 
     /// Adds the run's faults and mapped folios not yet counted to their

@@ -24,7 +24,7 @@
 
 use super::fault::VmFault;
 use super::fault_run::FaultRun;
-use super::types::{Pid, VmFlags};
+use super::types::Pid;
 use super::{Ctx, Vm};
 use crate::stats::VmEvent;
 
@@ -38,22 +38,9 @@ impl Vm {
     /// the general path for it).
     pub(super) fn anon_large_fault_run(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, count: u64) -> FaultRun {
         let none = FaultRun { done: 0, stop: None };
-        if !self.fault_runs || !self.thp.policy.is_static() || addr >= self.pt.shape.task_size {
-            return none;
-        }
-        let Ok(mm) = self.task_mm(pid) else {
+        let Some((mm, vma)) = self.fault_run_vma(pid, addr) else {
             return none;
         };
-        if self.mm_memcg(mm) != 0 {
-            return none;
-        }
-        let Some(vma) = self.find_vma(mm, addr) else {
-            return none;
-        };
-        let v = &self.vmas[vma];
-        if !v.flags.contains(VmFlags::WRITE) || !v.flags.accessible() || !v.is_anonymous() || self.is_shmem_vma(vma) {
-            return none;
-        }
         let Some(table) = self.pt.lookup(self.mms[mm].pgd, addr, 0) else {
             return none;
         };
