@@ -480,6 +480,23 @@ impl PageTables {
         n
     }
 
+    /// Of the `nr` PTEs from `first` of the PTE table `table`: how many
+    /// are present and not special (map a page of their own), and whether
+    /// any is neither none, special nor present (a swap or migration
+    /// entry).
+    pub fn block_census(&self, table: usize, first: usize, nr: usize) -> (u64, bool) {
+        let mut present = 0;
+        let mut other = false;
+        for e in &self.pages[table].entries[first..first + nr] {
+            if e.is_none() || e.is_special() {
+                continue;
+            }
+            present += u64::from(e.present());
+            other |= !e.present();
+        }
+        (present, other)
+    }
+
     /// `set_ptes`: `nr` consecutive PTEs from `first` of the PTE table
     /// `table` map `nr` consecutive pages from `pfn`, each with `flags`.
     /// The same as `nr` calls of [`PageTables::set`], counted at once.

@@ -46,6 +46,17 @@ impl Vm {
             orders &= !(1 << order);
             let nr = 1usize << order;
             let first = self.pt.shape.index(0, addr) & !(nr - 1);
+            if !self.may_promote_block(site, vma, table, first, nr, order) {
+                debug_assert!(
+                    !matches!(
+                        self.block_use(ctx, table, first, nr, order),
+                        BlockUse::Populated(Some(n)) if self.thp.policy.policy().promote(
+                            site, &self.vmas[vma].fault_history, order, n as u64, nr as u64)
+                    ),
+                    "the entries ruled out a block the full scan would promote"
+                );
+                continue;
+            }
             match self.block_use(ctx, table, first, nr, order) {
                 BlockUse::OneFolio => return,
                 BlockUse::Populated(Some(n))
@@ -65,6 +76,33 @@ impl Vm {
                 BlockUse::Populated(_) => {}
             }
         }
+    }
+
+    /// Whether [`Vm::block_use`] of the block may lead to a promotion,
+    /// read from its entries alone. A promotion needs every entry that is
+    /// neither none nor special to map a page the block's folio can take,
+    /// so a swap or migration entry rules it out, and then the policy is
+    /// asked with the count of present entries; when some entry rules the
+    /// block out, or one folio maps it whole, nothing is promoted whatever
+    /// the policy says. So `false` here is the full scan's outcome, without
+    /// the look-up of each entry's folio (the promoting policies' cost per
+    /// fault: a 2 MiB block is 512 entries).
+    fn may_promote_block(
+        &self,
+        site: &FaultSite,
+        vma: VmaId,
+        table: usize,
+        first: usize,
+        nr: usize,
+        order: u32,
+    ) -> bool {
+        let (present, other) = self.pt.block_census(table, first, nr);
+        !other
+            && self
+                .thp
+                .policy
+                .policy()
+                .promote(site, &self.vmas[vma].fault_history, order, present, nr as u64)
     }
 
     fn block_use(&self, ctx: &Ctx, table: usize, first: usize, nr: usize, order: u32) -> BlockUse {
