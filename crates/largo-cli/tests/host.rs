@@ -609,6 +609,44 @@ fn calibrate_reclaim_once() -> (Vec<f64>, String) {
     (errors, text)
 }
 
+/// The free blocks of orders 0 and 1 of every zone, as /proc/buddyinfo
+/// counts them now.
+fn small_free_blocks() -> [i64; 2] {
+    let text = std::fs::read_to_string("/proc/buddyinfo").expect("/proc/buddyinfo");
+    let mut sums = [0i64; 2];
+    for line in text.lines() {
+        // "Node 0, zone   Normal   c0 c1 c2 ..."
+        let counts: Vec<i64> = line.split_whitespace().skip(4).filter_map(|w| w.parse().ok()).collect();
+        for (sum, count) in sums.iter_mut().zip(&counts) {
+            *sum += count;
+        }
+    }
+    sums
+}
+
+/// Waits (up to 30 s) until the host's small free blocks hold about
+/// still for a second: a test before this one may leave the host freeing memory for
+/// seconds (on an AMD EPYC host, three snapshots 2 s apart each found a
+/// thousand order-0 or order-1 blocks fewer than pagetypeinfo counted
+/// right after them; alone, the snapshot agreed at once).
+fn wait_for_settled_free_blocks() {
+    let mut last = small_free_blocks();
+    for _ in 0..30 {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let now = small_free_blocks();
+        // Half the snapshot check's tolerance (a fifth of the count plus
+        // 200) in one second: an idle VM host may move thousands of
+        // order-0 blocks a second (free page reporting, DAMON), which
+        // only matters when few are free.
+        let settled = now.iter().zip(&last).all(|(a, b)| (a - b).abs() <= b / 10 + 100);
+        if settled {
+            return;
+        }
+        last = now;
+    }
+    println!("the host's free blocks did not settle in 30 s; snapshotting anyway");
+}
+
 #[test]
 fn a_host_snapshot_boots_a_model_and_predicts_a_burst() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -650,6 +688,7 @@ fn a_host_snapshot_boots_a_model_and_predicts_a_burst() {
     };
     let mut tries = Vec::new();
     let j = loop {
+        wait_for_settled_free_blocks();
         let j: serde_json::Value = serde_json::from_str(
             run(&["host", "snapshot", "-o", file.to_str().unwrap(), "--json"])
                 .lines()
