@@ -193,6 +193,11 @@ impl<R: Read> Decoder<R> {
     }
 
     pub fn varint(&mut self) -> Result<u64, TraceError> {
+        // Ten bytes buffered (the longest varint): read from the slice,
+        // without a check for the buffer's end at each byte.
+        if self.len - self.pos >= 10 {
+            return self.varint_buffered();
+        }
         let mut v = 0u64;
         for i in 0..10 {
             let b = self.need()?;
@@ -204,6 +209,29 @@ impl<R: Read> Decoder<R> {
                 return Ok(v);
             }
         }
+        Err(self.bad(RecordError::VarintOverflow))
+    }
+
+    /// [`Decoder::varint`] with at least ten bytes in the buffer: the same
+    /// value, bytes consumed and errors (an overflow is reported after
+    /// its tenth byte, as byte by byte).
+    #[inline]
+    fn varint_buffered(&mut self) -> Result<u64, TraceError> {
+        let bytes = &self.buf[self.pos..self.pos + 10];
+        let mut v = 0u64;
+        for (i, &b) in bytes.iter().enumerate() {
+            if i == 9 && b > 1 {
+                break;
+            }
+            v |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                self.pos += i + 1;
+                self.offset += i as u64 + 1;
+                return Ok(v);
+            }
+        }
+        self.pos += 10;
+        self.offset += 10;
         Err(self.bad(RecordError::VarintOverflow))
     }
 

@@ -188,3 +188,65 @@ fn events_are_located_by_index() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A reader that hands out one byte per read: the decoder never holds ten
+/// bytes, so every varint goes byte by byte.
+struct OneByte<'a>(&'a [u8]);
+
+impl std::io::Read for OneByte<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match (self.0.split_first(), buf.first_mut()) {
+            (Some((&b, rest)), Some(slot)) => {
+                *slot = b;
+                self.0 = rest;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
+}
+
+/// Varints read until the first error or the end, each with its value or
+/// error, and the bytes left after the last.
+fn varints(mut dec: codec::Decoder<impl std::io::Read>) -> Vec<Result<u64, String>> {
+    let mut out = Vec::new();
+    loop {
+        dec.start_record();
+        match dec.byte() {
+            Ok(None) => return out,
+            Ok(Some(tag)) => out.push(Ok(tag as u64)),
+            Err(e) => return [out, vec![Err(e.to_string())]].concat(),
+        }
+        match dec.varint() {
+            Ok(v) => out.push(Ok(v)),
+            Err(e) => {
+                out.push(Err(e.to_string()));
+                return out;
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Varints read from a buffer holding ten bytes or more (the decoder's
+    /// slice path) give the values, the bytes consumed and the errors
+    /// (overflow, cut short) of varints read a byte at a time.
+    #[test]
+    fn buffered_varints_read_as_byte_by_byte(
+        // Runs of continuation bytes (up to twelve: a varint's tenth byte
+        // and beyond), each ended by a byte around the tenth byte's limit
+        // of 1, or by any byte.
+        segments in proptest::collection::vec(
+            (0usize..=12, 0x80u8..=0xff, proptest::prop_oneof![0u8..=3, proptest::num::u8::ANY]),
+            0..24,
+        )
+    ) {
+        let bytes: Vec<u8> = segments
+            .iter()
+            .flat_map(|&(run, cont, last)| std::iter::repeat_n(cont, run).chain([last]))
+            .collect();
+        let buffered = varints(codec::Decoder::new(&bytes[..]));
+        let byte_by_byte = varints(codec::Decoder::new(OneByte(&bytes)));
+        proptest::prop_assert_eq!(buffered, byte_by_byte);
+    }
+}
