@@ -1307,7 +1307,8 @@ fn a_kswapd_wakeup_pending_before_a_fault_run_ends_it_after_one_fault() {
 /// machine too small for what they touch: their allocations wake kswapd,
 /// whose reclaim swaps out folios of the same tables between faults, and
 /// some fall back to order 0. Each run ends after a fault that ran
-/// kswapd; the machine ends as with each access made alone.
+/// kswapd; the machine ends as with each access made alone: every /proc
+/// file, the LRU lists in order, and each page's pfn and record flags.
 #[test]
 fn large_folio_fault_runs_under_kswapd_reclaim_leave_the_machine_as_single_accesses() {
     let state = |runs: bool| {
@@ -1335,23 +1336,47 @@ fn large_folio_fault_runs_under_kswapd_reclaim_leave_the_machine_as_single_acces
             });
             m.check().unwrap();
         }
-        let pfns: Vec<_> = (0..len / PAGE)
-            .map(|i| m.vm().translate(pid, addr + i * PAGE))
+        // Each page's pfn and the flags of its record, every /proc file,
+        // and the LRU lists in order.
+        let memmap = m.page_alloc().memmap();
+        let pages: Vec<_> = (0..len / PAGE)
+            .map(|i| {
+                let pfn = m.vm().translate(pid, addr + i * PAGE);
+                (pfn, pfn.map(|p| format!("{:?}", memmap.page(p).flags())))
+            })
             .collect();
         let files: String = largo_mm::stats::render::ProcFile::ALL
             .iter()
             .map(|f| f.render(&m))
             .collect();
+        let state = format!("{files}\nlru {:?}", m.vm().lru_order());
         let stats = m.vm().fault_run_stats();
         let swapped = vmstat_value(&m, "pswpout");
-        (pfns, files, swapped, stats.large_runs, stats.large_accesses)
+        let fallbacks = m.vm().mthp.get(4, MthpStat::AnonFaultFallback);
+        (
+            pages,
+            state,
+            (swapped, fallbacks),
+            stats.large_runs,
+            stats.large_accesses,
+        )
     };
     let (alone, runs) = (state(false), state(true));
     assert_eq!((alone.3, alone.4), (0, 0));
     assert!(runs.4 > 10_000, "the faults did not go as runs: {} accesses", runs.4);
-    assert!(runs.2 > 0, "nothing was swapped out");
+    let (swapped, fallbacks) = runs.2;
+    assert!(
+        swapped > 0 && fallbacks > 0,
+        "swapped out {swapped}, fallbacks {fallbacks}"
+    );
     // More runs than tables: kswapd ended some of them early.
     assert!(runs.3 > 48, "{} runs for 48 tables", runs.3);
-    assert!(alone.1 == runs.1, "the runs changed the machine's counters");
-    assert!(alone.0 == runs.0, "the runs mapped other pages");
+    assert!(
+        alone.1 == runs.1,
+        "the runs changed the machine's counters or LRU lists"
+    );
+    assert!(
+        alone.0 == runs.0,
+        "the runs mapped other pages, or left other page flags"
+    );
 }

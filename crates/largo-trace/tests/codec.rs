@@ -206,21 +206,25 @@ impl std::io::Read for OneByte<'_> {
     }
 }
 
-/// Varints read until the first error or the end, each with its value or
-/// error, and the bytes left after the last.
-fn varints(mut dec: codec::Decoder<impl std::io::Read>) -> Vec<Result<u64, String>> {
+/// A tag byte and a varint after it, record after record, until the
+/// first error or the end: each value or error with the decoder's input
+/// offset after it (the bytes consumed so far).
+fn varints(mut dec: codec::Decoder<impl std::io::Read>) -> Vec<String> {
     let mut out = Vec::new();
     loop {
         dec.start_record();
         match dec.byte() {
             Ok(None) => return out,
-            Ok(Some(tag)) => out.push(Ok(tag as u64)),
-            Err(e) => return [out, vec![Err(e.to_string())]].concat(),
+            Ok(Some(tag)) => out.push(format!("tag {tag} @{}", dec.offset())),
+            Err(e) => {
+                out.push(format!("{e} @{}", dec.offset()));
+                return out;
+            }
         }
         match dec.varint() {
-            Ok(v) => out.push(Ok(v)),
+            Ok(v) => out.push(format!("{v} @{}", dec.offset())),
             Err(e) => {
-                out.push(Err(e.to_string()));
+                out.push(format!("{e} @{}", dec.offset()));
                 return out;
             }
         }

@@ -75,9 +75,10 @@ pub(super) struct FaultRun {
 }
 
 impl Vm {
-    /// Whether access runs take order-0 anonymous faults as runs (the
-    /// default) or one by one through the general path: the two give the
-    /// same machine, which a test checks.
+    /// Whether access runs take anonymous write faults as runs (the
+    /// default: order-0 runs here, runs that may map large folios in
+    /// `large_fault_run.rs`) or one by one through the general path: the
+    /// two give the same machine, which tests check.
     pub fn set_fault_runs(&mut self, on: bool) {
         self.fault_runs = on;
     }

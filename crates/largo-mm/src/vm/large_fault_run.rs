@@ -1,26 +1,27 @@
-//! Runs of anonymous write faults that may map large folios: a first
-//! touch of memory, page after page, in a VMA where mTHP sizes are
-//! allowed (page_fault1 at 16K or 64K, a program writing its heap under
-//! an mTHP configuration). Each fault is exactly the one [`Vm::access`]
-//! would take: `handle_mm_fault` -> `do_anonymous_page` ->
-//! `alloc_anon_folio` (the same order decision, fallbacks and counters)
-//! -> `folio_add_new_anon_rmap` -> `set_ptes`, then the store; the
-//! accesses that follow in the folio just mapped are hits, whose only
-//! effect is their store (the fault's entries are young, dirty and
-//! writable already). What the run saves is what the faults share: the
-//! task, the VMA and its checks and the walk to the PTE table are found
-//! once, and a hit in the new folio needs no walk and no entry read.
+//! Runs of anonymous write faults whose folios may be large: a first
+//! touch of memory, page after page, that the order-0 runs
+//! (`fault_run.rs`) decline, which they do wherever a large order could
+//! be allowed (any size `always`, or an order allowed in the VMA):
+//! page_fault1 at 16K or 64K, a program writing its heap under an mTHP
+//! configuration. Each fault is exactly the one [`Vm::access`] would take:
+//! `handle_mm_fault` -> `do_anonymous_page` -> `alloc_anon_folio` (the
+//! same order decision, fallbacks and counters, order 0 included) ->
+//! `folio_add_new_anon_rmap` -> `set_ptes`, then the store; the accesses
+//! that follow in the folio just mapped are hits, whose only effect is
+//! their store (the fault's entries are young, dirty and writable
+//! already). What the run saves is what the faults share: the task, the
+//! VMA and its checks and the walk to the PTE table are found once, and a
+//! hit in the new folio needs no walk and no entry read.
 //!
-//! The order-0 runs (`fault_run.rs`) take a VMA where no mTHP order is
-//! allowed; this run takes the others, under the conditions that keep
-//! what it found true from fault to fault: the root memcg (a limit's
-//! reclaim or OOM kill could change the tables), a static order policy
-//! (a dynamic one may promote around the page), and an existing PTE
-//! table (no PMD fault: `__handle_mm_fault` finds a table under the PMD
-//! entry). It ends at the first entry that is not none, at the end of
-//! the VMA or the table, after a fault that ran kswapd (its reclaim may
-//! unmap pages of this table), and at a failed fault; the general path
-//! takes it from there.
+//! The run keeps to the conditions that keep what it found true from
+//! fault to fault: the root memcg (a limit's reclaim or OOM kill could
+//! change the tables), a static order policy (a dynamic one may promote
+//! around the page), a private writable anonymous VMA, and an existing
+//! PTE table (no PMD fault: `__handle_mm_fault` finds a table under the
+//! PMD entry, and no table is allocated). It ends at the first entry that
+//! is not none, at the end of the VMA or the table, after a fault that ran
+//! kswapd (its reclaim may unmap pages of this table), and at a failed
+//! fault; the general path takes it from there.
 
 use super::fault::VmFault;
 use super::fault_run::FaultRun;
@@ -31,11 +32,14 @@ use crate::stats::VmEvent;
 impl Vm {
     /// Up to `count` write accesses by `pid`, one page apart from `addr`,
     /// made as [`Vm::access_run`] makes them from a first access that
-    /// faults on a none PTE in a VMA where mTHP orders are allowed: each
-    /// fault as [`Vm::access_fault`] makes it, and the accesses in the
-    /// rest of its folio as hits. Returns how many accesses were made (0:
-    /// the run's conditions do not hold for the first; the caller takes
-    /// the general path for it).
+    /// faults on a none PTE: each fault as [`Vm::access_fault`] makes it,
+    /// and the accesses in the rest of its folio as hits. Returns how many
+    /// accesses were made, and the outcome that stopped the run (an OOM
+    /// kill of this task). 0 and no stop: the run's conditions do not hold
+    /// for the first access, or its fault failed and is to be made again
+    /// (counted again, as the kernel's retry is; not in the root memcg,
+    /// where a failed fault ends in the global OOM killer); the caller
+    /// takes the general path for it.
     pub(super) fn anon_large_fault_run(&mut self, ctx: &mut Ctx, pid: Pid, addr: u64, count: u64) -> FaultRun {
         let none = FaultRun { done: 0, stop: None };
         let Some((mm, vma)) = self.fault_run_vma(pid, addr) else {

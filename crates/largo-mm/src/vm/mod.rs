@@ -205,8 +205,9 @@ pub struct Vm {
     /// in the same mm, so it never needs dropping (every VMA in `vmas` is
     /// in its mm's tree under its start).
     vma_hint: std::cell::Cell<Option<VmaId>>,
-    /// Whether an access run takes its order-0 anonymous faults as runs
-    /// ([`Vm::set_fault_runs`]); on unless a test compares the two.
+    /// Whether an access run takes its anonymous write faults as runs,
+    /// order-0 or large ([`Vm::set_fault_runs`]); on unless a test
+    /// compares the two.
     fault_runs: bool,
     /// Whether zaps free runs of sole order-0 folios together
     /// ([`Vm::set_zap_runs`]); on unless a test compares the two.

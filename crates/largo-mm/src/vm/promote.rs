@@ -84,7 +84,9 @@ impl Vm {
     /// so a swap or migration entry rules it out, and then the policy is
     /// asked with the count of present entries; when some entry rules the
     /// block out, or one folio maps it whole, nothing is promoted whatever
-    /// the policy says. So `false` here is the full scan's outcome, without
+    /// the policy says (and `promote_around` tries one order, the largest,
+    /// so a block ruled out ends the attempt either way). So `false` here
+    /// is the full scan's outcome, without
     /// the look-up of each entry's folio (the promoting policies' cost per
     /// fault: a 2 MiB block is 512 entries).
     fn may_promote_block(
