@@ -86,9 +86,9 @@ impl Vm {
     /// block out, or one folio maps it whole, nothing is promoted whatever
     /// the policy says (and `promote_around` tries one order, the largest,
     /// so a block ruled out ends the attempt either way). So `false` here
-    /// is the full scan's outcome, without
-    /// the look-up of each entry's folio (the promoting policies' cost per
-    /// fault: a 2 MiB block is 512 entries).
+    /// is the full scan's outcome, without the look-up of each entry's
+    /// folio (the promoting policies' cost per fault: a 2 MiB block is
+    /// 512 entries).
     fn may_promote_block(
         &self,
         site: &FaultSite,
