@@ -625,8 +625,8 @@ fn small_free_blocks() -> [i64; 2] {
 }
 
 /// Waits (up to 30 s) until the host's small free blocks hold about
-/// still for a second: a test before this one may leave the host freeing memory for
-/// seconds (on an AMD EPYC host, three snapshots 2 s apart each found a
+/// still for a second: a test before this one may leave the host freeing
+/// memory for seconds (on an AMD EPYC host, three snapshots 2 s apart each found a
 /// thousand order-0 or order-1 blocks fewer than pagetypeinfo counted
 /// right after them; alone, the snapshot agreed at once).
 fn wait_for_settled_free_blocks() {
@@ -636,8 +636,8 @@ fn wait_for_settled_free_blocks() {
         let now = small_free_blocks();
         // Half the snapshot check's tolerance (a fifth of the count plus
         // 200) in one second: an idle VM host may move thousands of
-        // order-0 blocks a second (free page reporting, DAMON), which
-        // only matters when few are free.
+        // order-0 blocks a second (2,000-3,000 measured on one with
+        // kdamond running), which only matters when few are free.
         let settled = now.iter().zip(&last).all(|(a, b)| (a - b).abs() <= b / 10 + 100);
         if settled {
             return;

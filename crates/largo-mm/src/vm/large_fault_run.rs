@@ -23,9 +23,9 @@
 //! kswapd (its reclaim may unmap pages of this table), and at a failed
 //! fault; the general path takes it from there.
 
-use super::fault::VmFault;
+use super::fault::{store_user_page, VmFault};
 use super::fault_run::FaultRun;
-use super::types::Pid;
+use super::types::{Pid, VmaId};
 use super::{Ctx, Vm};
 use crate::stats::VmEvent;
 
@@ -104,7 +104,7 @@ impl Vm {
             let hits = after.min(reach - run.done);
             let pfn = folio.pfn.0 + (page - folio_first);
             for k in 1..=hits {
-                super::fault::store_user_page(ctx, pfn + k, offset);
+                store_user_page(ctx, pfn + k, offset);
             }
             run.done += hits;
         }
@@ -117,7 +117,7 @@ impl Vm {
 
     /// How many pages from `addr`'s on lie in both `vma` and the PTE
     /// table that maps `addr`.
-    fn pages_in_table_and_vma(&self, vma: usize, addr: u64) -> u64 {
+    fn pages_in_table_and_vma(&self, vma: VmaId, addr: u64) -> u64 {
         let page_shift = self.page_shift();
         let table_pages = self.pt.shape.entries_at(0) as u64;
         let page = addr >> page_shift;
